@@ -1,0 +1,120 @@
+"""Settings: read once at start-up from REGISTRY_* environment variables.
+
+This module imports nothing from the rest of the package, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+ENV_PREFIX = "REGISTRY_"
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+class SettingsError(Exception):
+    """A setting is invalid; the message names the environment variable."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, validate_default=True
+    )
+
+    # Where the data lives. Unset database_url means: run the embedded PostgreSQL in data_dir.
+    database_url: SecretStr | None = None
+    data_dir: Path = Path(".registry")
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_max_overflow: int = Field(default=10, ge=0, le=200)
+
+    # How `registry serve` listens.
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    workers: int = Field(default=1, ge=1, le=64)
+
+    log_level: LogLevel = "INFO"
+    log_json: bool = False
+
+    # Bearer token for the operator routes (tenant management over REST). Unset: those routes are off.
+    operator_token: SecretStr | None = None
+
+    # MCP prompts/list page size: the default for tenants without their own, and the hard cap.
+    page_size: int = Field(default=100, ge=1, le=1000)
+    page_size_max: int = Field(default=1000, ge=1, le=10000)
+
+    # Limits on what a client may send.
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_argument_length: int = Field(default=65536, ge=1)
+    max_blob_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+
+    # MCP sessions (session-era protocol revisions) expire after this much idle time.
+    session_idle_seconds: int = Field(default=3600, ge=10)
+    # Origins allowed to call the MCP endpoint from a browser; requests without Origin are allowed.
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["http://localhost", "http://127.0.0.1", "http://[::1]"]
+    )
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _check_url(cls, value: object) -> object:
+        if value is None or value == "":
+            return None
+        text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+        scheme = text.split("://", 1)[0] if "://" in text else ""
+        if scheme not in {"postgresql", "postgres", "postgresql+asyncpg"}:
+            raise ValueError("must be a postgresql:// URL")
+        return text
+
+    @property
+    def embedded(self) -> bool:
+        return self.database_url is None
+
+    def database_dsn(self) -> str | None:
+        """The database URL in SQLAlchemy's asyncpg form, or None for the embedded server."""
+        if self.database_url is None:
+            return None
+        return to_asyncpg_url(self.database_url.get_secret_value())
+
+
+def to_asyncpg_url(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    if scheme in {"postgresql", "postgres"}:
+        scheme = "postgresql+asyncpg"
+    return f"{scheme}://{rest}"
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line naming the first bad variable, e.g. `REGISTRY_PORT: Input should be ...`."""
+    first = error.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else "?"
+    message = first["msg"].removeprefix("Value error, ")
+    return f"invalid setting {ENV_PREFIX}{field.upper()}: {message}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build the settings, turning a validation error into a SettingsError naming the variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise SettingsError(describe_validation_error(error)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()

@@ -1,0 +1,1 @@
+"""Database layer: engine, transactions, models, driver-error translation, embedded server."""

@@ -1,0 +1,339 @@
+"""SQLAlchemy models: the schema of record, from which Alembic migrations are generated.
+
+Every tenant-owned table has ``tenant_id`` as the first column of its primary key and of every index,
+so the schema can later be distributed by tenant. Row-level security, triggers and functions live in
+``migrations/sql/`` as plain SQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_N_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+ROLES = ("reader", "editor", "publisher", "admin")
+TENANT_OWNED_TABLES = (
+    "api_keys",
+    "blobs",
+    "prompts",
+    "prompt_versions",
+    "prompt_arguments",
+    "prompt_messages",
+    "labels",
+    "label_history",
+    "change_log",
+    "audit_log",
+    "mcp_sessions",
+)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _now() -> Any:
+    return text("now()")
+
+
+class Tenant(Base):
+    """The tenant directory. Not tenant-owned itself, so it carries no row-level security."""
+
+    __tablename__ = "tenants"
+    __table_args__ = (
+        CheckConstraint(r"slug ~ '^[a-z0-9][a-z0-9-]{0,62}$'", name="slug_format"),
+        CheckConstraint("page_size IS NULL OR page_size BETWEEN 1 AND 1000", name="page_size_range"),
+        UniqueConstraint("slug"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True, server_default=text("gen_random_uuid()"))
+    slug: Mapped[str] = mapped_column(Text)
+    title: Mapped[str | None] = mapped_column(Text)
+    public_read: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    default_label: Mapped[str] = mapped_column(Text, server_default=text("'production'"))
+    protected_labels: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=text("ARRAY['production']::text[]")
+    )
+    page_size: Mapped[int | None] = mapped_column(Integer)
+    instructions: Mapped[str | None] = mapped_column(Text)
+    # Bumped by the change_log trigger: the tenant's change sequence, gap-free and ordered.
+    change_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        CheckConstraint("role IN ('reader', 'editor', 'publisher', 'admin')", name="role_known"),
+        CheckConstraint("octet_length(secret_hash) = 32", name="secret_hash_sha256"),
+        UniqueConstraint("tenant_id", "secret_hash"),
+        Index(
+            "uq_api_keys_tenant_id_name_active",
+            "tenant_id",
+            "name",
+            unique=True,
+            postgresql_where=text("revoked_at IS NULL"),
+        ),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True, server_default=text("gen_random_uuid()"))
+    name: Mapped[str] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(Text)
+    # SHA-256 of the secret. Secrets are 256-bit random tokens, so a fast hash is the right tool.
+    secret_hash: Mapped[bytes] = mapped_column(LargeBinary)
+    created_by: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Blob(Base):
+    """Content-addressed bytes: the same bytes are stored once per tenant."""
+
+    __tablename__ = "blobs"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        CheckConstraint("octet_length(sha256) = 32", name="sha256_length"),
+        CheckConstraint("size = octet_length(data)", name="size_matches"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    sha256: Mapped[bytes] = mapped_column(LargeBinary, primary_key=True)
+    mime_type: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Prompt(Base):
+    __tablename__ = "prompts"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        CheckConstraint(r"name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'", name="name_format"),
+        UniqueConstraint("tenant_id", "name"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True, server_default=text("gen_random_uuid()"))
+    name: Mapped[str] = mapped_column(Text)
+    tags: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'::text[]"))
+    # Highest version number written; bumped under the row lock, so numbers are assigned atomically.
+    latest_version: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class PromptVersion(Base):
+    """Immutable once written (a trigger refuses UPDATE and direct DELETE)."""
+
+    __tablename__ = "prompt_versions"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "prompt_id"], ["prompts.tenant_id", "prompts.id"], ondelete="CASCADE"
+        ),
+        CheckConstraint("version >= 1", name="version_positive"),
+        CheckConstraint("octet_length(content_hash) = 32", name="content_hash_sha256"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    prompt_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    title: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    icons: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    commit_message: Mapped[str | None] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class PromptArgument(Base):
+    __tablename__ = "prompt_arguments"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "prompt_id", "version"],
+            ["prompt_versions.tenant_id", "prompt_versions.prompt_id", "prompt_versions.version"],
+            ondelete="CASCADE",
+        ),
+        UniqueConstraint("tenant_id", "prompt_id", "version", "name"),
+        CheckConstraint("max_length IS NULL OR max_length >= 1", name="max_length_positive"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    prompt_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    title: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    required: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    default: Mapped[str | None] = mapped_column(Text)
+    enum: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    pattern: Mapped[str | None] = mapped_column(Text)
+    max_length: Mapped[int | None] = mapped_column(Integer)
+    # Completion hints beyond enum: values offered but not enforced.
+    suggestions: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+
+
+class PromptMessage(Base):
+    __tablename__ = "prompt_messages"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "prompt_id", "version"],
+            ["prompt_versions.tenant_id", "prompt_versions.prompt_id", "prompt_versions.version"],
+            ondelete="CASCADE",
+        ),
+        # A message may reference only a blob of its own tenant; a referenced blob cannot vanish.
+        ForeignKeyConstraint(["tenant_id", "blob_sha256"], ["blobs.tenant_id", "blobs.sha256"]),
+        CheckConstraint("role IN ('user', 'assistant')", name="role_known"),
+        Index("ix_prompt_messages_tenant_id_blob_sha256", "tenant_id", "blob_sha256"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    prompt_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    role: Mapped[str] = mapped_column(Text)
+    # One MCP content block; blob bytes are referenced by sha256, never inlined here.
+    content: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    blob_sha256: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+
+class Label(Base):
+    """(prompt, label) -> version. Every move is also appended to label_history."""
+
+    __tablename__ = "labels"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "prompt_id"], ["prompts.tenant_id", "prompts.id"], ondelete="CASCADE"
+        ),
+        ForeignKeyConstraint(
+            ["tenant_id", "prompt_id", "version"],
+            ["prompt_versions.tenant_id", "prompt_versions.prompt_id", "prompt_versions.version"],
+            ondelete="CASCADE",
+        ),
+        CheckConstraint(r"label ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'", name="label_format"),
+        # Serving a label lists its prompts in name order: this index drives that keyset scan.
+        Index("ix_labels_tenant_id_label_prompt_name", "tenant_id", "label", "prompt_name"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    prompt_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    label: Mapped[str] = mapped_column(Text, primary_key=True)
+    # Prompt names never change, so a copy here lets a label's listing be one index range scan.
+    prompt_name: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    updated_by: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class LabelHistory(Base):
+    """Append-only: every label move, including deletions (to_version NULL)."""
+
+    __tablename__ = "label_history"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "prompt_id"], ["prompts.tenant_id", "prompts.id"], ondelete="CASCADE"
+        ),
+        Index("ix_label_history_tenant_id_prompt_id_label_id", "tenant_id", "prompt_id", "label", "id"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    prompt_id: Mapped[uuid.UUID] = mapped_column(UUID)
+    label: Mapped[str] = mapped_column(Text)
+    from_version: Mapped[int | None] = mapped_column(Integer)
+    to_version: Mapped[int | None] = mapped_column(Integer)
+    actor: Mapped[str] = mapped_column(Text)
+    moved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class ChangeLog(Base):
+    """One row per write that changes what a tenant serves; seq is assigned by a trigger."""
+
+    __tablename__ = "change_log"
+    __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    prompt_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
+    label: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class AuditLog(Base):
+    """Append-only record of every write: who, what, before and after."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    actor: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(Text)
+    target: Mapped[str] = mapped_column(Text)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class McpSession(Base):
+    """Session-era MCP sessions, kept here so any worker can serve any request of a session."""
+
+    __tablename__ = "mcp_sessions"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        Index("ix_mcp_sessions_tenant_id_last_seen_at", "tenant_id", "last_seen_at"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    label: Mapped[str] = mapped_column(Text)
+    key_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
+    protocol_version: Mapped[str] = mapped_column(Text)
+    client_info: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    client_capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    log_level: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class RegistrySecret(Base):
+    """Server-wide secrets generated in the database (the MAC key for cursors), shared by all workers."""
+
+    __tablename__ = "registry_secrets"
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    secret: Mapped[bytes] = mapped_column(LargeBinary)

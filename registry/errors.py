@@ -1,0 +1,78 @@
+"""One error tree for the whole registry.
+
+Each class carries a stable machine-readable ``code``, the HTTP status the REST API answers with, and
+the JSON-RPC code the MCP endpoint answers with. The two renderers (problem+json in ``registry.api``,
+JSON-RPC in ``registry.mcp``) are the only places that turn exceptions into responses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+class RegistryError(Exception):
+    code: ClassVar[str] = "registry_error"
+    http_status: ClassVar[int] = 400
+    jsonrpc_code: ClassVar[int] = INVALID_PARAMS
+    title: ClassVar[str] = "Bad request"
+
+    def __init__(self, message: str, **detail: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+class InvalidInput(RegistryError):
+    code = "invalid_input"
+    http_status = 422
+    title = "Invalid input"
+
+
+class NotFound(RegistryError):
+    code = "not_found"
+    http_status = 404
+    title = "Not found"
+
+
+class Conflict(RegistryError):
+    code = "conflict"
+    http_status = 409
+    title = "Conflict"
+
+
+class PreconditionFailed(RegistryError):
+    code = "precondition_failed"
+    http_status = 412
+    title = "Precondition failed"
+
+
+class PayloadTooLarge(RegistryError):
+    code = "payload_too_large"
+    http_status = 413
+    title = "Payload too large"
+
+
+class Unauthenticated(RegistryError):
+    code = "unauthenticated"
+    http_status = 401
+    title = "Unauthenticated"
+
+
+class Forbidden(RegistryError):
+    code = "forbidden"
+    http_status = 403
+    title = "Forbidden"
+
+
+class Unavailable(RegistryError):
+    code = "unavailable"
+    http_status = 503
+    jsonrpc_code = INTERNAL_ERROR
+    title = "Service unavailable"
+
+
+class SchemaNotAtHead(Unavailable):
+    code = "schema_not_at_head"
