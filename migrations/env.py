@@ -32,7 +32,9 @@ def _url() -> str:
     return dsn
 
 
-def _include_object(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
+def _include_object(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
     # Tables created outside the models (none today) would be ignored here.
     return True
 

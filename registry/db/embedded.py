@@ -65,7 +65,14 @@ def _run_as() -> str | None:
         pwd.getpwnam(SYSTEM_USER)
     except KeyError:
         subprocess.run(  # noqa: S603
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SYSTEM_USER],  # noqa: S607
+            [  # noqa: S607 - the system's useradd, found on PATH
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                SYSTEM_USER,
+            ],
             check=True,
             capture_output=True,
         )
@@ -145,7 +152,12 @@ class EmbeddedPostgres:
     def _pg(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(  # noqa: S603 - fixed binaries, arguments built here
-                list(args), check=True, capture_output=True, text=True, user=_run_as(), timeout=timeout
+                list(args),
+                check=True,
+                capture_output=True,
+                text=True,
+                user=_run_as(),
+                timeout=timeout,
             )
         except subprocess.CalledProcessError as error:
             output = (error.stderr or error.stdout or "").strip().splitlines()
@@ -241,4 +253,3 @@ class EmbeddedPostgres:
                 "server is not running; wait for that process to finish"
             )
         yield self.url()
-

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy.exc import DBAPIError
 
 from registry.errors import Conflict, InvalidInput, RegistryError, Unavailable
@@ -29,6 +31,8 @@ CONSTRAINT_ERRORS: dict[str, tuple[type[RegistryError], str]] = {
     "ck_labels_label_format": (InvalidInput, "label must match ^[a-z0-9][a-z0-9_.-]{0,62}$"),
 }
 
+_KEY_DETAIL = re.compile(r"Key \((?P<columns>[^)]*)\)=\((?P<values>.*)\)")
+
 # SQLSTATE classes that mean "the database is not there right now" rather than "bad request".
 _UNAVAILABLE_STATES = ("08", "53", "57P")
 
@@ -45,12 +49,26 @@ def _driver_cause(error: BaseException) -> BaseException | None:
     return None
 
 
-def translate_db_error(error: DBAPIError) -> Exception:
-    """The registry error for a driver error, or the error itself when it is not a known case."""
+def translate_db_error(error: DBAPIError, **values: object) -> Exception:
+    """The registry error for a driver error, or the error itself when it is not a known case.
+
+    ``values`` name what the caller was writing; they are added to the message when the server gives
+    no detail (PostgreSQL withholds key values on tables with row-level security).
+    """
     cause = _driver_cause(error)
     constraint = getattr(cause, "constraint_name", None)
     if constraint in CONSTRAINT_ERRORS:
         cls, message = CONSTRAINT_ERRORS[constraint]
+        # "Key (slug)=(acme) already exists." -> name the value at fault.
+        found = _KEY_DETAIL.search(getattr(cause, "detail", None) or "")
+        if found:
+            columns = [c.strip() for c in found["columns"].split(",")]
+            shown = [v.strip() for v in found["values"].split(",")]
+            pairs = [f"{c}={v}" for c, v in zip(columns, shown, strict=False) if c != "tenant_id"]
+            if pairs:
+                message = f"{message}: {', '.join(pairs)}"
+        elif values:
+            message = f"{message}: {', '.join(f'{k}={v}' for k, v in values.items())}"
         return cls(message, constraint=constraint)
     state = getattr(cause, "sqlstate", None) or getattr(error.orig, "sqlstate", None) or ""
     if isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import registry
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -13,11 +12,15 @@ from sqlalchemy import text
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import registry
 from registry.errors import SchemaNotAtHead
 
 
 def _find_alembic_ini() -> Path:
-    candidates = [Path(registry.__file__).resolve().parent.parent / "alembic.ini", Path.cwd() / "alembic.ini"]
+    candidates = [
+        Path(registry.__file__).resolve().parent.parent / "alembic.ini",
+        Path.cwd() / "alembic.ini",
+    ]
     for candidate in candidates:
         if candidate.is_file() and (candidate.parent / "migrations" / "env.py").is_file():
             return candidate

@@ -67,11 +67,15 @@ class Tenant(Base):
     __tablename__ = "tenants"
     __table_args__ = (
         CheckConstraint(r"slug ~ '^[a-z0-9][a-z0-9-]{0,62}$'", name="slug_format"),
-        CheckConstraint("page_size IS NULL OR page_size BETWEEN 1 AND 1000", name="page_size_range"),
+        CheckConstraint(
+            "page_size IS NULL OR page_size BETWEEN 1 AND 1000", name="page_size_range"
+        ),
         UniqueConstraint("slug"),
     )
 
-    id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True, server_default=text("gen_random_uuid()"))
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID, primary_key=True, server_default=text("gen_random_uuid()")
+    )
     slug: Mapped[str] = mapped_column(Text)
     title: Mapped[str | None] = mapped_column(Text)
     public_read: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
@@ -104,7 +108,9 @@ class ApiKey(Base):
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
-    id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True, server_default=text("gen_random_uuid()"))
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID, primary_key=True, server_default=text("gen_random_uuid()")
+    )
     name: Mapped[str] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text)
     # SHA-256 of the secret. Secrets are 256-bit random tokens, so a fast hash is the right tool.
@@ -143,7 +149,9 @@ class Prompt(Base):
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
-    id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True, server_default=text("gen_random_uuid()"))
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID, primary_key=True, server_default=text("gen_random_uuid()")
+    )
     name: Mapped[str] = mapped_column(Text)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'::text[]"))
     # Highest version number written; bumped under the row lock, so numbers are assigned atomically.
@@ -265,7 +273,9 @@ class LabelHistory(Base):
         ForeignKeyConstraint(
             ["tenant_id", "prompt_id"], ["prompts.tenant_id", "prompts.id"], ondelete="CASCADE"
         ),
-        Index("ix_label_history_tenant_id_prompt_id_label_id", "tenant_id", "prompt_id", "label", "id"),
+        Index(
+            "ix_label_history_tenant_id_prompt_id_label_id", "tenant_id", "prompt_id", "label", "id"
+        ),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)

@@ -1,0 +1,34 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from registry.db.engine import Database
+from registry.db.migrate import check_at_head, head_revision
+from registry.errors import SchemaNotAtHead
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="The process is up")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="The database is reachable and its schema is at head")
+async def readyz(request: Request) -> JSONResponse:
+    db: Database = request.app.state.db
+    try:
+        async with db.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        await check_at_head(db.engine)
+    except SchemaNotAtHead as error:
+        return JSONResponse({"status": "unavailable", "reason": error.message}, status_code=503)
+    except (SQLAlchemyError, OSError) as error:
+        reason = f"database unreachable: {type(error).__name__}"
+        return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+    return JSONResponse({"status": "ready", "schema": head_revision()})

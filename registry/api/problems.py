@@ -1,0 +1,81 @@
+"""RFC 9457 problem+json: the REST renderer of the registry's error tree."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from registry.errors import RegistryError
+
+logger = logging.getLogger("registry.api")
+PROBLEM = "application/problem+json"
+
+
+def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> JSONResponse:
+    body = {"type": f"urn:registry:problem:{code}", "title": title, "status": status,
+            "code": code, "detail": detail, **extra}  # fmt: skip
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+async def registry_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RegistryError)
+    extra = {k: v for k, v in exc.detail.items() if isinstance(v, str | int | float | bool | list)}
+    response = problem(exc.http_status, exc.code, exc.title, exc.message, **extra)
+    if exc.http_status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="registry"'
+    return response
+
+
+async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"field": _field_path(err.get("loc", ())), "message": err.get("msg", "invalid")}
+        for err in exc.errors()
+    ]
+    first = errors[0] if errors else {"field": "body", "message": "invalid"}
+    return problem(
+        422,
+        "invalid_input",
+        "Invalid input",
+        f"{first['field']}: {first['message']}",
+        errors=errors,
+    )
+
+
+async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+        exc.status_code, "http_error"
+    )
+    response = problem(exc.status_code, code, str(exc.detail), str(exc.detail))
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    request_id = uuid.uuid4().hex
+    logger.error(
+        "unhandled_error",
+        exc_info=exc,
+        extra={"fields": {"request_id": request_id, "path": request.url.path}},
+    )
+    return problem(500, "internal_error", "Internal error", "internal error", request_id=request_id)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RegistryError, registry_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)
+    app.add_exception_handler(Exception, unexpected_error_handler)

@@ -1,0 +1,47 @@
+"""The ASGI application: ``create_app(settings)``; its lifespan builds the database pool."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import registry
+from registry.api import health, problems
+from registry.config import Settings, get_settings
+from registry.db.engine import Database
+
+logger = logging.getLogger("registry.app")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    dsn = settings.database_dsn()
+    if dsn is None:
+        raise RuntimeError(
+            "create_app needs REGISTRY_DATABASE_URL; `registry serve` sets it for the embedded server"
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(dsn, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow)
+        app.state.db = db
+        app.state.settings = settings
+        logger.info("worker_started", extra={"fields": {"version": registry.__version__}})
+        try:
+            yield
+        finally:
+            await db.dispose()
+            logger.info("worker_stopped")
+
+    app = FastAPI(
+        title="Prompt Registry",
+        version=registry.__version__,
+        summary="Multi-tenant prompt templates, served over MCP, managed over REST.",
+        lifespan=lifespan,
+    )
+    problems.install(app)
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,301 @@
+"""The ``registry`` command: serve, migrate, and operator commands for tenants and keys."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn, TypeVar
+
+import click
+from sqlalchemy.exc import SQLAlchemyError
+
+from registry.config import Settings, SettingsError, load_settings
+from registry.db import migrate as migrations
+from registry.db.embedded import EmbeddedError, EmbeddedPostgres
+from registry.db.engine import Database
+from registry.errors import RegistryError
+from registry.tenants import service as tenants
+from registry.tenants.schemas import ROLE_RANK
+
+T = TypeVar("T")
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def settings_or_exit(**overrides: Any) -> Settings:
+    try:
+        return load_settings(**overrides)
+    except SettingsError as error:
+        fail(str(error))
+
+
+@contextmanager
+def friendly_errors() -> Iterator[None]:
+    """Every expected failure ends as one line on stderr and exit status 1."""
+    try:
+        yield
+    except (RegistryError, EmbeddedError) as error:
+        fail(str(error))
+    except (SQLAlchemyError, OSError) as error:
+        # Never echo the URL: it may hold a password.
+        fail(f"database error ({type(error).__name__}): {str(error).splitlines()[0]}")
+
+
+@contextmanager
+def database_url(settings: Settings) -> Iterator[str]:
+    """A URL for a database at head: the embedded server (migrated on the way), else the external one."""
+    if settings.embedded:
+        with EmbeddedPostgres(settings.data_dir).attach() as url:
+            migrations.upgrade(url)
+            yield url
+        return
+    external = settings.database_dsn()
+    assert external is not None
+    run(lambda db: migrations.check_at_head(db.engine), external)
+    yield external
+
+
+def run(work: Callable[[Database], Awaitable[T]], url: str) -> T:
+    async def main() -> T:
+        db = Database(url, pool_size=1, max_overflow=1)
+        try:
+            return await work(db)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(main())
+
+
+@click.group()
+@click.version_option(package_name="prompt-registry")
+def main() -> None:
+    """Prompt Registry: prompt templates in PostgreSQL, served over MCP."""
+
+
+# --- serve / migrate ---------------------------------------------------------------------------
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@main.command()
+@click.option("--host", default=None, help="Interface to listen on [REGISTRY_HOST, 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="Port to listen on [REGISTRY_PORT, 8000].")
+@click.option("--workers", type=int, default=None, help="Worker processes [REGISTRY_WORKERS, 1].")
+def serve(host: str | None, port: int | None, workers: int | None) -> None:
+    """Run the registry (REST API and MCP endpoint) with uvicorn."""
+    import uvicorn
+
+    from registry.logs import configure_logging, logging_config
+
+    overrides = {
+        k: v for k, v in {"host": host, "port": port, "workers": workers}.items() if v is not None
+    }
+    settings = settings_or_exit(**overrides)
+    configure_logging(settings.log_level, settings.log_json)
+    # Until uvicorn installs its own handlers, SIGTERM unwinds like Ctrl-C so the database stops.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+    def launch(url: str) -> None:
+        os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
+        uvicorn.run(
+            "registry.app:create_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_config=logging_config(settings.log_level, settings.log_json),
+            timeout_graceful_shutdown=10,
+        )
+
+    with friendly_errors():
+        try:
+            if settings.embedded:
+                server = EmbeddedPostgres(settings.data_dir)
+                with server.serve() as url:
+                    click.echo(f"embedded PostgreSQL ready in {server.data_dir}", err=True)
+                    migrations.upgrade(url)
+                    launch(url)
+            else:
+                with database_url(settings) as url:
+                    launch(url)
+        except KeyboardInterrupt:
+            pass
+
+
+@main.command()
+def migrate() -> None:
+    """Upgrade the database (REGISTRY_DATABASE_URL, or the embedded server) to the newest schema."""
+    settings = settings_or_exit()
+    with friendly_errors():
+        if settings.embedded:
+            with EmbeddedPostgres(settings.data_dir).attach() as url:
+                migrations.upgrade(url)
+        else:
+            external = settings.database_dsn()
+            assert external is not None
+            migrations.upgrade(external)
+    click.echo(f"database schema at {migrations.head_revision()}", err=True)
+
+
+# --- tenants ----------------------------------------------------------------------------------
+
+
+@main.group()
+def tenant() -> None:
+    """Create and list tenants."""
+
+
+@tenant.command("create")
+@click.argument("slug")
+@click.option("--title", default=None, help="Human-readable name.")
+@click.option("--public-read", is_flag=True, help="Serve the MCP endpoint without an API key.")
+def tenant_create(slug: str, title: str | None, public_read: bool) -> None:
+    """Create a tenant named SLUG."""
+    settings = settings_or_exit()
+    with friendly_errors():
+        tenants.check_slug(slug)
+
+        async def work(db: Database) -> uuid.UUID:
+            async with db.app_tx() as session:
+                created = await tenants.create_tenant(
+                    session, slug=slug, title=title, public_read=public_read, actor=tenants.OPERATOR
+                )
+                return created.id
+
+        with database_url(settings) as url:
+            tenant_id = run(work, url)
+    click.echo(f"created tenant {slug} ({tenant_id})")
+
+
+@tenant.command("list")
+def tenant_list() -> None:
+    """List tenants."""
+    settings = settings_or_exit()
+    with friendly_errors(), database_url(settings) as url:
+
+        async def work(db: Database) -> list[tuple[str, ...]]:
+            async with db.app_tx() as session:
+                return [
+                    (t.slug, str(t.id), "public" if t.public_read else "private", t.title or "")
+                    for t in await tenants.list_tenants(session)
+                ]
+
+        rows = run(work, url)
+    _table(("SLUG", "ID", "READ", "TITLE"), rows)
+
+
+# --- keys -------------------------------------------------------------------------------------
+
+
+@main.group()
+def key() -> None:
+    """Create, list and revoke API keys."""
+
+
+@key.command("create")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.option(
+    "--role", required=True, type=click.Choice(list(ROLE_RANK)), help="What the key may do."
+)
+@click.option("--name", default=None, help="A name to recognise the key by.")
+@click.option("--expires-in-days", type=click.IntRange(min=1), default=None, help="Expiry.")
+def key_create(slug: str, role: str, name: str | None, expires_in_days: int | None) -> None:
+    """Create a key; its secret is printed once, alone on stdout."""
+    settings = settings_or_exit()
+    expires_at = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days else None
+    with friendly_errors():
+        tenants.check_slug(slug)
+
+        async def work(db: Database) -> tuple[str, str, str]:
+            async with db.app_tx() as session:
+                found = await tenants.get_tenant(session, slug)
+                await _enter(session, found.id)
+                created, secret = await tenants.create_key(
+                    session, tenant=found, role=role, name=name, actor=tenants.OPERATOR,
+                    expires_at=expires_at,
+                )  # fmt: skip
+                return secret, str(created.id), created.name
+
+        with database_url(settings) as url:
+            secret, key_id, key_name = run(work, url)
+    click.echo(f"created {role} key {key_name} ({key_id}) for tenant {slug}", err=True)
+    click.echo(secret)
+
+
+@key.command("list")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+def key_list(slug: str) -> None:
+    """List a tenant's keys (never their secrets)."""
+    settings = settings_or_exit()
+    with friendly_errors():
+        tenants.check_slug(slug)
+
+        async def work(db: Database) -> list[tuple[str, ...]]:
+            async with db.app_tx() as session:
+                found = await tenants.get_tenant(session, slug)
+                await _enter(session, found.id)
+                return [
+                    (str(k.id), k.name, k.role, _when(k.created_at), _when(k.expires_at),
+                     _when(k.revoked_at), _when(k.last_used_at))
+                    for k in await tenants.list_keys(session, found.id)
+                ]  # fmt: skip
+
+        with database_url(settings) as url:
+            rows = run(work, url)
+    _table(("ID", "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED", "LAST USED"), rows)
+
+
+@key.command("revoke")
+@click.argument("key_id")
+def key_revoke(key_id: str) -> None:
+    """Revoke the key KEY_ID at once."""
+    settings = settings_or_exit()
+    try:
+        parsed = uuid.UUID(key_id)
+    except ValueError:
+        fail(f"invalid key id {key_id!r}: expected a UUID as shown by `registry key list`")
+    with friendly_errors():
+
+        async def work(db: Database) -> str:
+            async with db.operator_tx() as session:
+                tenant_id = await tenants.find_key_tenant(session, parsed)
+            async with db.tenant_tx(tenant_id) as session:
+                revoked = await tenants.revoke_key(
+                    session, tenant_id=tenant_id, key_id=parsed, actor=tenants.OPERATOR
+                )
+                return revoked.name
+
+        with database_url(settings) as url:
+            name = run(work, url)
+    click.echo(f"revoked key {name} ({parsed})")
+
+
+async def _enter(session: Any, tenant_id: uuid.UUID) -> None:
+    from registry.db.engine import enter_tenant
+
+    await enter_tenant(session, tenant_id)
+
+
+def _when(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if value else "-"
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo(
+            "  ".join(
+                str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)
+            ).rstrip()
+        )

@@ -1,0 +1,1 @@
+"""Change fan-out: the LISTEN connection, the per-tenant hub and cache invalidation."""

@@ -1,0 +1,1 @@
+"""The MCP endpoint: JSON-RPC envelope, dispatch table, handlers, transports."""

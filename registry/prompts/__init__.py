@@ -1,0 +1,1 @@
+"""Prompts, their immutable versions, labels and blobs."""

@@ -1,0 +1,1 @@
+"""Mustache templates: parsing, validation and rendering (pure, no I/O)."""

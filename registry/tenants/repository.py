@@ -1,0 +1,107 @@
+"""SQL for tenants and API keys. Only this module builds their queries."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.errors import translate_db_error
+from registry.db.models import ApiKey, Tenant
+
+
+async def insert_tenant(
+    session: AsyncSession, *, slug: str, title: str | None, public_read: bool
+) -> Tenant:
+    result = await session.execute(
+        insert(Tenant).values(slug=slug, title=title, public_read=public_read).returning(Tenant)
+    )
+    return result.scalar_one()
+
+
+async def tenant_by_slug(session: AsyncSession, slug: str) -> Tenant | None:
+    result = await session.execute(select(Tenant).where(Tenant.slug == slug))
+    return result.scalar_one_or_none()
+
+
+async def list_tenants(session: AsyncSession) -> Sequence[Tenant]:
+    result = await session.execute(select(Tenant).order_by(Tenant.slug))
+    return result.scalars().all()
+
+
+async def insert_key(
+    session: AsyncSession,
+    *,
+    tenant_id: uuid.UUID,
+    name: str,
+    role: str,
+    secret_hash: bytes,
+    created_by: str,
+    expires_at: datetime | None,
+) -> ApiKey:
+    statement = (
+        insert(ApiKey)
+        .values(
+            tenant_id=tenant_id,
+            name=name,
+            role=role,
+            secret_hash=secret_hash,
+            created_by=created_by,
+            expires_at=expires_at,
+        )
+        .returning(ApiKey)
+    )
+    try:
+        result = await session.execute(statement)
+    except IntegrityError as error:
+        raise translate_db_error(error, name=name) from error
+    return result.scalar_one()
+
+
+async def list_keys(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[ApiKey]:
+    result = await session.execute(
+        select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.created_at, ApiKey.id)
+    )
+    return result.scalars().all()
+
+
+async def key_by_id(session: AsyncSession, key_id: uuid.UUID) -> ApiKey | None:
+    result = await session.execute(select(ApiKey).where(ApiKey.id == key_id))
+    return result.scalar_one_or_none()
+
+
+async def key_by_hash(
+    session: AsyncSession, tenant_id: uuid.UUID, secret_hash: bytes
+) -> ApiKey | None:
+    result = await session.execute(
+        select(ApiKey).where(ApiKey.tenant_id == tenant_id, ApiKey.secret_hash == secret_hash)
+    )
+    return result.scalar_one_or_none()
+
+
+async def revoke_key(
+    session: AsyncSession, tenant_id: uuid.UUID, key_id: uuid.UUID
+) -> ApiKey | None:
+    result = await session.execute(
+        update(ApiKey)
+        .where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
+        .values(revoked_at=func.now())
+        .returning(ApiKey)
+    )
+    return result.scalar_one_or_none()
+
+
+def key_snapshot(key: ApiKey) -> dict[str, Any]:
+    """What the audit log keeps of a key: never its hash."""
+    return {
+        "id": str(key.id),
+        "name": key.name,
+        "role": key.role,
+        "expires_at": key.expires_at.isoformat() if key.expires_at else None,
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }

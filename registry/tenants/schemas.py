@@ -1,0 +1,69 @@
+"""Tenant and API-key shapes shared by the REST API and the CLI."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+SLUG_RE = re.compile(SLUG_PATTERN)
+LABEL_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+Role = Literal["reader", "editor", "publisher", "admin"]
+ROLE_RANK: dict[str, int] = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}
+
+
+class TenantCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    slug: str = Field(pattern=SLUG_PATTERN, description="lowercase letters, digits and hyphens")
+    title: str | None = Field(default=None, max_length=200)
+    public_read: bool = False
+
+
+class TenantOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    slug: str
+    title: str | None
+    public_read: bool
+    default_label: str
+    protected_labels: list[str]
+    page_size: int | None
+    instructions: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class KeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=100)
+    role: Role
+    expires_at: datetime | None = None
+
+
+class KeyOut(BaseModel):
+    """A key as listed: never the secret."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    name: str
+    role: Role
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+class KeyCreated(KeyOut):
+    """The answer to a key creation: the only time the secret is shown."""
+
+    secret: str

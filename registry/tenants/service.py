@@ -1,0 +1,153 @@
+"""Tenant and API-key operations. Callers own the transaction; these functions only flush."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.audit import record_audit
+from registry.db.engine import enter_tenant
+from registry.db.models import ApiKey, Tenant
+from registry.errors import InvalidInput, NotFound
+from registry.tenants import repository as repo
+from registry.tenants.schemas import ROLE_RANK, SLUG_RE
+
+OPERATOR = "operator"
+_SECRET_PREFIX = "prk_"  # noqa: S105 - a prefix, not a secret
+
+
+def new_secret(tenant_id: uuid.UUID) -> str:
+    """``prk_<tenant id>_<256 random bits>``: the tenant id lets a request on another tenant's path be
+    told apart (403) from a key that does not exist (401) without any cross-tenant lookup."""
+    return f"{_SECRET_PREFIX}{tenant_id.hex}_{secrets.token_urlsafe(32)}"
+
+
+def hash_secret(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def tenant_of_secret(secret: str) -> uuid.UUID | None:
+    if not secret.startswith(_SECRET_PREFIX):
+        return None
+    tenant_hex, _, rest = secret[len(_SECRET_PREFIX) :].partition("_")
+    if not rest:
+        return None
+    try:
+        return uuid.UUID(hex=tenant_hex)
+    except ValueError:
+        return None
+
+
+def check_slug(slug: str) -> str:
+    if not SLUG_RE.fullmatch(slug):
+        raise InvalidInput(
+            f"invalid tenant slug {slug!r}: use 1-63 lowercase letters, digits and hyphens, "
+            "starting with a letter or digit",
+            field="slug",
+        )
+    return slug
+
+
+def check_role(role: str) -> str:
+    if role not in ROLE_RANK:
+        raise InvalidInput(
+            f"unknown role {role!r}: use one of {', '.join(ROLE_RANK)}", field="role"
+        )
+    return role
+
+
+async def create_tenant(
+    session: AsyncSession, *, slug: str, title: str | None, public_read: bool, actor: str
+) -> Tenant:
+    """In an ``app_tx``: creates the tenant, then scopes the transaction to it for the audit row."""
+    tenant = await repo.insert_tenant(
+        session, slug=check_slug(slug), title=title, public_read=public_read
+    )
+    await enter_tenant(session, tenant.id)
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=actor,
+        action="tenant.create",
+        target=f"tenant:{slug}",
+        after={"slug": slug, "title": title, "public_read": public_read},
+    )
+    return tenant
+
+
+async def get_tenant(session: AsyncSession, slug: str) -> Tenant:
+    tenant = await repo.tenant_by_slug(session, slug)
+    if tenant is None:
+        raise NotFound(f"tenant {slug!r} not found", field="tenant")
+    return tenant
+
+
+async def list_tenants(session: AsyncSession) -> Sequence[Tenant]:
+    return await repo.list_tenants(session)
+
+
+async def create_key(
+    session: AsyncSession,
+    *,
+    tenant: Tenant,
+    role: str,
+    name: str | None,
+    actor: str,
+    expires_at: datetime | None = None,
+) -> tuple[ApiKey, str]:
+    """In a transaction scoped to ``tenant``. Returns the key and its secret (shown once, never stored)."""
+    check_role(role)
+    secret = new_secret(tenant.id)
+    key = await repo.insert_key(
+        session,
+        tenant_id=tenant.id,
+        name=name or f"{role}-{secrets.token_hex(3)}",
+        role=role,
+        secret_hash=hash_secret(secret),
+        created_by=actor,
+        expires_at=expires_at,
+    )
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=actor,
+        action="key.create",
+        target=f"key:{key.id}",
+        after=repo.key_snapshot(key),
+    )
+    return key, secret
+
+
+async def list_keys(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[ApiKey]:
+    return await repo.list_keys(session, tenant_id)
+
+
+async def find_key_tenant(session: AsyncSession, key_id: uuid.UUID) -> uuid.UUID:
+    """In an ``operator_tx`` (crosses tenants): which tenant a key belongs to."""
+    key = await repo.key_by_id(session, key_id)
+    if key is None:
+        raise NotFound(f"key {key_id} not found", field="key_id")
+    return key.tenant_id
+
+
+async def revoke_key(
+    session: AsyncSession, *, tenant_id: uuid.UUID, key_id: uuid.UUID, actor: str
+) -> ApiKey:
+    """In a transaction scoped to ``tenant_id``. Revoking an already revoked key is a not-found."""
+    key = await repo.revoke_key(session, tenant_id, key_id)
+    if key is None:
+        raise NotFound(f"key {key_id} not found or already revoked", field="key_id")
+    await record_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=actor,
+        action="key.revoke",
+        target=f"key:{key.id}",
+        after=repo.key_snapshot(key),
+    )
+    return key

@@ -1,0 +1,162 @@
+"""Real-PostgreSQL fixtures.
+
+By default one embedded PostgreSQL server is started for the whole run (throw-away, fsync off). Set
+REGISTRY_TEST_DATABASE_URL (a superuser URL) to use another server instead. A template database is
+migrated to head once; every test that touches the database gets its own clone of it, so tests may
+commit, LISTEN and NOTIFY freely and never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from registry.db import migrate
+from registry.db.embedded import EmbeddedPostgres
+from registry.db.engine import Database
+
+ROOT = Path(__file__).resolve().parent.parent
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class PgServer:
+    """A PostgreSQL server the tests may create databases on, as a superuser."""
+
+    admin_url: str  # SQLAlchemy form, database "postgres"
+
+    def url(self, database: str) -> str:
+        return make_url(self.admin_url).set(database=database).render_as_string(hide_password=False)
+
+    def plain_url(self, database: str) -> str:
+        """The same URL as a user would write it (postgresql://), for the CLI."""
+        return self.url(database).replace("postgresql+asyncpg://", "postgresql://", 1)
+
+    def asyncpg_kwargs(self, database: str) -> dict[str, object]:
+        url = make_url(self.url(database))
+        kwargs: dict[str, object] = {"user": url.username, "database": database}
+        if url.password:
+            kwargs["password"] = url.password
+        host = url.query.get("host") or url.host
+        kwargs["host"] = host
+        kwargs["port"] = int(url.query.get("port") or url.port or 5432)  # type: ignore[arg-type]
+        return kwargs
+
+    async def connect(self, database: str = "postgres") -> asyncpg.Connection:
+        return await asyncpg.connect(**self.asyncpg_kwargs(database))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    external = os.environ.get("REGISTRY_TEST_DATABASE_URL")
+    if external:
+        url = make_url(external.replace("postgresql://", "postgresql+asyncpg://", 1))
+        yield PgServer(url.set(database="postgres").render_as_string(hide_password=False))
+        return
+    data_dir = Path(tempfile.mkdtemp(prefix="registry-test-pg-"))
+    server = EmbeddedPostgres(
+        data_dir, settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+    )
+    try:
+        with server.serve():
+            yield PgServer(server.url("postgres"))
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+async def template_db(pg_server: PgServer) -> AsyncIterator[str]:
+    name = f"registry_template_{os.getpid()}"
+    conn = await pg_server.connect()
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        await asyncio.to_thread(migrate.upgrade, pg_server.url(name))
+        yield name
+    finally:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.close()
+
+
+async def _create_database(pg_server: PgServer, template: str | None) -> str:
+    name = f"registry_test_{os.getpid()}_{next(_counter)}"
+    conn = await pg_server.connect()
+    try:
+        source = f' TEMPLATE "{template}" STRATEGY FILE_COPY' if template else ""
+        await conn.execute(f'CREATE DATABASE "{name}"{source}')
+    finally:
+        await conn.close()
+    return name
+
+
+async def _drop_database(pg_server: PgServer, name: str) -> None:
+    conn = await pg_server.connect()
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def db_name(pg_server: PgServer, template_db: str) -> AsyncIterator[str]:
+    """A fresh database at head, cloned from the template, dropped afterwards."""
+    name = await _create_database(pg_server, template_db)
+    yield name
+    await _drop_database(pg_server, name)
+
+
+@pytest.fixture
+async def empty_db_name(pg_server: PgServer) -> AsyncIterator[str]:
+    """A fresh database with no schema at all."""
+    name = await _create_database(pg_server, None)
+    yield name
+    await _drop_database(pg_server, name)
+
+
+@pytest.fixture
+async def db(pg_server: PgServer, db_name: str) -> AsyncIterator[Database]:
+    database = Database(pg_server.url(db_name), pool_size=4, max_overflow=4)
+    yield database
+    await database.dispose()
+
+
+@pytest.fixture
+async def superuser(pg_server: PgServer, db_name: str) -> AsyncIterator[asyncpg.Connection]:
+    """A raw connection as the superuser (bypasses row-level security) to seed and inspect."""
+    conn = await pg_server.connect(db_name)
+    yield conn
+    await conn.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def registry_command(
+    *args: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed `registry` CLI as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "registry", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+    )

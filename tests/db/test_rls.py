@@ -1,0 +1,150 @@
+"""Row-level security: the application role sees and writes only the tenant set for its transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from registry.db.engine import APP_ROLE, Database
+from registry.db.models import TENANT_OWNED_TABLES
+
+
+async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
+    """One row in every tenant-owned table, written as the superuser (who bypasses RLS)."""
+    tenant_id: uuid.UUID = await conn.fetchval(
+        "INSERT INTO tenants (slug) VALUES ($1) RETURNING id", slug
+    )
+    blob = slug.encode()
+    sha = hashlib.sha256(blob).digest()
+    prompt_id: uuid.UUID = await conn.fetchval(
+        "INSERT INTO prompts (tenant_id, name, latest_version) VALUES ($1, $2, 1) RETURNING id",
+        tenant_id,
+        f"{slug}-prompt",
+    )
+    statements = [
+        ("INSERT INTO api_keys (tenant_id, name, role, secret_hash, created_by) "
+         "VALUES ($1, 'k', 'reader', $2, 'test')", (tenant_id, hashlib.sha256(slug.encode() * 2).digest())),
+        ("INSERT INTO blobs (tenant_id, sha256, mime_type, size, data) VALUES ($1, $2, 'text/plain', $3, $4)",
+         (tenant_id, sha, len(blob), blob)),
+        ("INSERT INTO prompt_versions (tenant_id, prompt_id, version, author, content_hash) "
+         "VALUES ($1, $2, 1, 'test', $3)", (tenant_id, prompt_id, sha)),
+        ("INSERT INTO prompt_arguments (tenant_id, prompt_id, version, position, name) "
+         "VALUES ($1, $2, 1, 0, 'topic')", (tenant_id, prompt_id)),
+        ("INSERT INTO prompt_messages (tenant_id, prompt_id, version, position, role, content, blob_sha256) "
+         "VALUES ($1, $2, 1, 0, 'user', '{\"type\": \"text\", \"text\": \"hi\"}', $3)",
+         (tenant_id, prompt_id, sha)),
+        ("INSERT INTO labels (tenant_id, prompt_id, label, prompt_name, version, updated_by) "
+         "VALUES ($1, $2, 'production', 'p', 1, 'test')", (tenant_id, prompt_id)),
+        ("INSERT INTO label_history (tenant_id, prompt_id, label, to_version, actor) "
+         "VALUES ($1, $2, 'production', 1, 'test')", (tenant_id, prompt_id)),
+        ("INSERT INTO change_log (tenant_id, seq, kind) VALUES ($1, 0, 'test')", (tenant_id,)),
+        ("INSERT INTO audit_log (tenant_id, actor, action, target) VALUES ($1, 'test', 'seed', 'x')",
+         (tenant_id,)),
+        ("INSERT INTO mcp_sessions (tenant_id, id, label, protocol_version) "
+         "VALUES ($1, $2, 'production', '2025-11-25')", (tenant_id, f"s-{slug}")),
+    ]  # fmt: skip
+    for sql, args in statements:
+        await conn.execute(sql, *args)
+    return tenant_id
+
+
+@pytest.fixture
+async def two_tenants(superuser: asyncpg.Connection) -> tuple[uuid.UUID, uuid.UUID]:
+    return await seed_tenant(superuser, "alpha"), await seed_tenant(superuser, "bravo")
+
+
+async def test_seed_covers_every_tenant_owned_table(
+    superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    for table in TENANT_OWNED_TABLES:
+        assert await superuser.fetchval(f"SELECT count(*) FROM {table}") == 2, table
+
+
+async def test_tenant_sees_only_its_own_rows(
+    db: Database, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    alpha, bravo = two_tenants
+    for tenant in (alpha, bravo):
+        async with db.tenant_tx(tenant) as session:
+            for table in TENANT_OWNED_TABLES:
+                rows = (await session.execute(text(f"SELECT tenant_id FROM {table}"))).all()
+                assert [r.tenant_id for r in rows] == [tenant], table
+
+
+async def test_no_tenant_set_sees_nothing(
+    db: Database, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    async with db.app_tx() as session:
+        for table in TENANT_OWNED_TABLES:
+            count = (await session.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
+            assert count == 0, table
+        # The directory itself is not tenant-owned and stays readable.
+        assert (await session.execute(text("SELECT count(*) FROM tenants"))).scalar_one() == 2
+
+
+@pytest.mark.parametrize(
+    ("table", "columns"),
+    [
+        ("audit_log", "(tenant_id, actor, action, target) VALUES (:other, 'x', 'x', 'x')"),
+        ("change_log", "(tenant_id, seq, kind) VALUES (:other, 0, 'x')"),
+        ("prompts", "(tenant_id, name) VALUES (:other, 'sneaky')"),
+        ("mcp_sessions", "(tenant_id, id, label, protocol_version) VALUES (:other, 's', 'l', 'v')"),
+    ],
+)
+async def test_insert_with_another_tenants_id_fails(
+    db: Database, two_tenants: tuple[uuid.UUID, uuid.UUID], table: str, columns: str
+) -> None:
+    alpha, bravo = two_tenants
+    with pytest.raises(DBAPIError, match="row-level security"):
+        async with db.tenant_tx(alpha) as session:
+            await session.execute(text(f"INSERT INTO {table} {columns}"), {"other": bravo})
+
+
+async def test_update_cannot_move_a_row_to_another_tenant(
+    db: Database, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    alpha, bravo = two_tenants
+    with pytest.raises(DBAPIError, match="row-level security"):
+        async with db.tenant_tx(alpha) as session:
+            await session.execute(text("UPDATE prompts SET tenant_id = :b"), {"b": bravo})
+
+
+async def test_application_role_cannot_bypass(db: Database, superuser: asyncpg.Connection) -> None:
+    role = await superuser.fetchrow(
+        "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = $1", APP_ROLE
+    )
+    assert role is not None
+    assert (role["rolsuper"], role["rolbypassrls"]) == (False, False)
+    rows = await superuser.fetch(
+        "SELECT relname, relrowsecurity, relforcerowsecurity FROM pg_class WHERE relname = ANY($1::text[])",
+        list(TENANT_OWNED_TABLES),
+    )
+    assert {
+        r["relname"]: (r["relrowsecurity"], r["relforcerowsecurity"]) for r in rows
+    } == dict.fromkeys(TENANT_OWNED_TABLES, (True, True))
+    async with db.tenant_tx(uuid.uuid4()) as session:
+        assert (await session.execute(text("SELECT current_user"))).scalar_one() == APP_ROLE
+        # The role cannot switch row security off for itself.
+        with pytest.raises(DBAPIError):
+            async with session.begin_nested():
+                await session.execute(text("SET LOCAL row_security = off"))
+                await session.execute(text("SELECT count(*) FROM prompts"))
+
+
+async def test_tenant_setting_does_not_leak_past_the_transaction(
+    db: Database, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    alpha, _ = two_tenants
+    async with db.tenant_tx(alpha) as session:
+        assert (await session.execute(text("SELECT count(*) FROM prompts"))).scalar_one() == 1
+    # Same pool, likely the same connection: the setting and role were transaction-local.
+    async with db.app_tx() as session:
+        assert (await session.execute(text("SELECT count(*) FROM prompts"))).scalar_one() == 0
+    async with db.operator_tx() as session:
+        setting = await session.execute(text("SELECT current_setting('registry.tenant_id', true)"))
+        assert setting.scalar_one() in (None, "")
