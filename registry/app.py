@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 import registry
-from registry.api import health, problems
+from registry.api import health, problems, prompts, tenants
+from registry.api.limits import BodyLimit
 from registry.config import Settings, get_settings
 from registry.db.engine import Database
 
@@ -44,4 +45,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     problems.install(app)
     app.include_router(health.router)
+    app.include_router(tenants.router)
+    app.include_router(prompts.router)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_request_bytes, max_blob_bytes=settings.max_blob_bytes
+    )
     return app

@@ -20,8 +20,8 @@ from registry.db import migrate as migrations
 from registry.db.embedded import EmbeddedError, EmbeddedPostgres
 from registry.db.engine import Database
 from registry.errors import RegistryError
+from registry.naming import ROLE_RANK
 from registry.tenants import service as tenants
-from registry.tenants.schemas import ROLE_RANK
 
 T = TypeVar("T")
 

@@ -18,8 +18,14 @@ PROBLEM = "application/problem+json"
 
 
 def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> JSONResponse:
-    body = {"type": f"urn:registry:problem:{code}", "title": title, "status": status,
-            "code": code, "detail": detail, **extra}  # fmt: skip
+    body = {
+        "type": f"urn:registry:problem:{code}",
+        "title": title,
+        "status": status,
+        "code": code,
+        "detail": detail,
+        **extra,
+    }
     return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.errors import translate_db_error
-from registry.db.models import ApiKey, Tenant
+from registry.db.models import ApiKey, AuditLog, Prompt, Tenant
 
 
 async def insert_tenant(
@@ -105,3 +105,57 @@ def key_snapshot(key: ApiKey) -> dict[str, Any]:
         "expires_at": key.expires_at.isoformat() if key.expires_at else None,
         "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
     }
+
+
+async def update_tenant(session: AsyncSession, tenant: Tenant, values: dict[str, Any]) -> Tenant:
+    result = await session.execute(
+        update(Tenant)
+        .where(Tenant.id == tenant.id)
+        .values(**values, updated_at=func.now())
+        .returning(Tenant)
+        .execution_options(populate_existing=True)
+    )
+    return result.scalar_one()
+
+
+async def delete_tenant(session: AsyncSession, tenant: Tenant) -> None:
+    await session.execute(delete(Tenant).where(Tenant.id == tenant.id))
+
+
+async def count_prompts(session: AsyncSession, tenant_id: uuid.UUID) -> int:
+    result = await session.execute(
+        select(func.count()).select_from(Prompt).where(Prompt.tenant_id == tenant_id)
+    )
+    return int(result.scalar_one())
+
+
+async def touch_key(session: AsyncSession, key: ApiKey) -> None:
+    await session.execute(
+        update(ApiKey)
+        .where(ApiKey.tenant_id == key.tenant_id, ApiKey.id == key.id)
+        .values(last_used_at=func.now())
+    )
+
+
+async def list_audit(
+    session: AsyncSession,
+    tenant_id: uuid.UUID,
+    *,
+    before: int | None,
+    limit: int,
+    action: str | None,
+    target: str | None,
+) -> Sequence[AuditLog]:
+    query = (
+        select(AuditLog)
+        .where(AuditLog.tenant_id == tenant_id)
+        .order_by(AuditLog.id.desc())
+        .limit(limit)
+    )
+    if before is not None:
+        query = query.where(AuditLog.id < before)
+    if action:
+        query = query.where(AuditLog.action == action)
+    if target:
+        query = query.where(AuditLog.target == target)
+    return (await session.execute(query)).scalars().all()

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
-SLUG_RE = re.compile(SLUG_PATTERN)
-LABEL_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
-Role = Literal["reader", "editor", "publisher", "admin"]
-ROLE_RANK: dict[str, int] = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}
+from registry.naming import LABEL_PATTERN, SLUG_PATTERN, Role
 
 
 class TenantCreate(BaseModel):
@@ -67,3 +62,26 @@ class KeyCreated(KeyOut):
     """The answer to a key creation: the only time the secret is shown."""
 
     secret: str
+
+
+class TenantPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, max_length=200)
+    public_read: bool | None = None
+    default_label: str | None = Field(default=None, pattern=LABEL_PATTERN)
+    protected_labels: list[Annotated[str, Field(pattern=LABEL_PATTERN)]] | None = Field(
+        default=None, max_length=32
+    )
+    page_size: int | None = Field(default=None, ge=1, le=1000)
+    instructions: str | None = Field(default=None, max_length=10000)
+
+
+class AuditOut(BaseModel):
+    id: int
+    actor: str
+    action: str
+    target: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    created_at: datetime

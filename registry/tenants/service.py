@@ -6,16 +6,20 @@ import hashlib
 import secrets
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry.db import pagination
 from registry.db.audit import record_audit
 from registry.db.engine import enter_tenant
 from registry.db.models import ApiKey, Tenant
-from registry.errors import InvalidInput, NotFound
+from registry.db.pagination import Page
+from registry.errors import Conflict, InvalidInput, NotFound, Unauthenticated
+from registry.naming import ROLE_RANK, SLUG_RE
+from registry.principal import Principal
 from registry.tenants import repository as repo
-from registry.tenants.schemas import ROLE_RANK, SLUG_RE
+from registry.tenants.schemas import AuditOut, KeyOut, TenantPatch
 
 OPERATOR = "operator"
 _SECRET_PREFIX = "prk_"  # noqa: S105 - a prefix, not a secret
@@ -151,3 +155,95 @@ async def revoke_key(
         after=repo.key_snapshot(key),
     )
     return key
+
+
+async def find_tenant(session: AsyncSession, slug: str) -> Tenant | None:
+    """The tenant named ``slug``, or None (also for a string that cannot be a slug)."""
+    if not SLUG_RE.fullmatch(slug):
+        return None
+    return await repo.tenant_by_slug(session, slug)
+
+
+async def update_tenant(
+    session: AsyncSession, tenant: Tenant, patch: TenantPatch, *, actor: str
+) -> Tenant:
+    """In a transaction scoped to ``tenant``."""
+    values = patch.model_dump(exclude_unset=True)
+    if "protected_labels" in values:
+        values["protected_labels"] = list(dict.fromkeys(values["protected_labels"] or []))
+    for key in ("public_read", "default_label", "protected_labels"):
+        if key in values and values[key] is None:
+            raise InvalidInput(f"{key} cannot be null", field=key)
+    if not values:
+        return tenant
+    before = {k: getattr(tenant, k) for k in values}
+    updated = await repo.update_tenant(session, tenant, values)
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=actor,
+        action="tenant.update",
+        target=f"tenant:{tenant.slug}",
+        before=before,
+        after={k: getattr(updated, k) for k in values},
+    )
+    return updated
+
+
+async def delete_tenant(session: AsyncSession, tenant: Tenant, *, force: bool) -> None:
+    """Only an empty tenant, unless ``force``: then everything it holds goes with it."""
+    prompts = await repo.count_prompts(session, tenant.id)
+    if prompts and not force:
+        raise Conflict(
+            f"tenant {tenant.slug!r} still has {prompts} prompt(s): delete them or pass force=true",
+            field="force",
+        )
+    await repo.delete_tenant(session, tenant)
+
+
+# A key's last use is recorded at most this often, so reads do not each write.
+_TOUCH_EVERY = timedelta(seconds=60)
+
+
+async def authenticate(session: AsyncSession, tenant_id: uuid.UUID, secret: str) -> Principal:
+    """In a transaction scoped to ``tenant_id``: the principal behind ``secret``, or Unauthenticated."""
+    key = await repo.key_by_hash(session, tenant_id, hash_secret(secret))
+    if key is None:
+        raise Unauthenticated("invalid API key")
+    now = datetime.now(UTC)
+    if key.revoked_at is not None:
+        raise Unauthenticated("this API key has been revoked")
+    if key.expires_at is not None and key.expires_at <= now:
+        raise Unauthenticated(f"this API key expired at {key.expires_at.isoformat()}")
+    if key.last_used_at is None or now - key.last_used_at > _TOUCH_EVERY:
+        await repo.touch_key(session, key)
+    return Principal(role=key.role, tenant_id=tenant_id, key_id=key.id)
+
+
+async def list_audit(
+    session: AsyncSession,
+    tenant: Tenant,
+    *,
+    cursor: str | None,
+    limit: int,
+    action: str | None = None,
+    target: str | None = None,
+) -> Page[AuditOut]:
+    before = pagination.decode_cursor(cursor, int)
+    rows = await repo.list_audit(
+        session,
+        tenant.id,
+        before=before[0] if before else None,
+        limit=limit + 1,
+        action=action,
+        target=target,
+    )
+    page, more = rows[:limit], len(rows) > limit
+    return Page(
+        items=[AuditOut.model_validate(r, from_attributes=True) for r in page],
+        next_cursor=pagination.encode_cursor(page[-1].id) if more else None,
+    )
+
+
+def key_out(key: ApiKey) -> KeyOut:
+    return KeyOut.model_validate(key, from_attributes=True)

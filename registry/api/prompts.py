@@ -1,0 +1,385 @@
+"""Prompts, versions, labels, rendering, diff, blobs, export and import: one service call per route."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Header, Query, Request, Response
+
+from registry.api.auth import tenant_scope
+from registry.config import Settings
+from registry.db.pagination import Page
+from registry.errors import InvalidInput
+from registry.naming import MIME_RE
+from registry.prompts import service
+from registry.prompts.schemas import (
+    BlobOut,
+    Bundle,
+    ImportResult,
+    LabelHistoryOut,
+    LabelMove,
+    LabelOut,
+    PromptCreate,
+    PromptOut,
+    PromptPatch,
+    PromptSummary,
+    RenderedPrompt,
+    RenderRequest,
+    VersionDiff,
+    VersionIn,
+    VersionOut,
+    VersionSummary,
+    WriteResult,
+)
+
+router = APIRouter(prefix="/api/v1/tenants/{tenant}", tags=["prompts"])
+Limit = Annotated[int, Query(ge=1, le=500)]
+IfMatch = Annotated[
+    str | None,
+    Header(
+        alias="If-Match", description="the version this write is based on; 412 when it is stale"
+    ),
+]
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _if_match(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip().removeprefix("W/").strip('"')
+    if not text.isdigit():
+        raise InvalidInput(
+            f'If-Match must be a version number such as "3", not {value!r}', field="If-Match"
+        )
+    return int(text)
+
+
+def _etag(response: Response, version: int) -> None:
+    response.headers["ETag"] = f'"{version}"'
+
+
+@router.get("/prompts", response_model=Page[PromptSummary], summary="List prompts by name")
+async def list_prompts(
+    tenant: str,
+    request: Request,
+    cursor: str | None = None,
+    limit: Limit = 50,
+    prefix: str | None = None,
+    tag: str | None = None,
+    label: str | None = None,
+    q: Annotated[
+        str | None, Query(max_length=200, description="text in name, title, description")
+    ] = None,
+    archived: Literal["false", "true", "all"] = "false",
+) -> Page[PromptSummary]:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return await service.list_prompts(
+            scope.session,
+            scope.tenant,
+            cursor=cursor,
+            limit=limit,
+            prefix=prefix,
+            tag=tag,
+            label=label,
+            text=q,
+            archived={"false": False, "true": True, "all": None}[archived],
+        )
+
+
+@router.post("/prompts", status_code=201, response_model=WriteResult, summary="Create a prompt")
+async def create_prompt(
+    tenant: str, body: PromptCreate, request: Request, response: Response, dry_run: bool = False
+) -> WriteResult:
+    async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
+        result = await service.create_prompt(
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            body,
+            max_blob_bytes=_settings(request).max_blob_bytes,
+            dry_run=dry_run,
+        )
+    _etag(response, result.version)
+    return result
+
+
+@router.get(
+    "/prompts/{name}",
+    response_model=PromptOut,
+    summary="A prompt with its labels and latest version",
+)
+async def get_prompt(tenant: str, name: str, request: Request, response: Response) -> PromptOut:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        found = await service.get_prompt(scope.session, scope.tenant, name)
+    _etag(response, found.latest_version)
+    return found
+
+
+@router.patch("/prompts/{name}", response_model=PromptOut, summary="Update a prompt's tags")
+async def patch_prompt(tenant: str, name: str, body: PromptPatch, request: Request) -> PromptOut:
+    async with tenant_scope(request, tenant, "editor") as scope:
+        return await service.set_tags(scope.session, scope.tenant, scope.principal, name, body.tags)
+
+
+@router.delete(
+    "/prompts/{name}", status_code=204, summary="Delete an archived prompt and its history"
+)
+async def delete_prompt(tenant: str, name: str, request: Request) -> Response:
+    async with tenant_scope(request, tenant, "admin") as scope:
+        await service.delete_prompt(scope.session, scope.tenant, scope.principal, name)
+    return Response(status_code=204)
+
+
+@router.post("/prompts/{name}/archive", response_model=PromptOut, summary="Hide a prompt from MCP")
+async def archive_prompt(tenant: str, name: str, request: Request) -> PromptOut:
+    async with tenant_scope(request, tenant, "editor") as scope:
+        return await service.set_archived(scope.session, scope.tenant, scope.principal, name, True)
+
+
+@router.post(
+    "/prompts/{name}/unarchive", response_model=PromptOut, summary="Serve an archived prompt again"
+)
+async def unarchive_prompt(tenant: str, name: str, request: Request) -> PromptOut:
+    async with tenant_scope(request, tenant, "editor") as scope:
+        return await service.set_archived(scope.session, scope.tenant, scope.principal, name, False)
+
+
+@router.get(
+    "/prompts/{name}/versions",
+    response_model=Page[VersionSummary],
+    summary="Versions, newest first",
+)
+async def list_versions(
+    tenant: str, name: str, request: Request, cursor: str | None = None, limit: Limit = 50
+) -> Page[VersionSummary]:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return await service.list_versions(
+            scope.session, scope.tenant, name, cursor=cursor, limit=limit
+        )
+
+
+@router.post(
+    "/prompts/{name}/versions",
+    status_code=201,
+    response_model=WriteResult,
+    summary="Write a new version (200 and created=false when identical to the latest)",
+)
+async def create_version(
+    tenant: str,
+    name: str,
+    body: VersionIn,
+    request: Request,
+    response: Response,
+    if_match: IfMatch = None,
+    dry_run: bool = False,
+) -> WriteResult:
+    expected = _if_match(if_match)
+    async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
+        result = await service.create_version(
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            name,
+            body,
+            if_match=expected,
+            max_blob_bytes=_settings(request).max_blob_bytes,
+            dry_run=dry_run,
+        )
+    if not result.created:
+        response.status_code = 200
+    _etag(response, result.version)
+    return result
+
+
+@router.get("/prompts/{name}/versions/{version}", response_model=VersionOut, summary="One version")
+async def get_version(tenant: str, name: str, version: int, request: Request) -> VersionOut:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return await service.get_version(scope.session, scope.tenant, name, version)
+
+
+@router.post(
+    "/prompts/{name}/versions/{version}/restore",
+    status_code=201,
+    response_model=WriteResult,
+    summary="Write a new version with an old version's content",
+)
+async def restore_version(
+    tenant: str,
+    name: str,
+    version: int,
+    request: Request,
+    response: Response,
+    if_match: IfMatch = None,
+) -> WriteResult:
+    expected = _if_match(if_match)
+    async with tenant_scope(request, tenant, "editor") as scope:
+        result = await service.restore_version(
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            name,
+            version,
+            if_match=expected,
+            max_blob_bytes=_settings(request).max_blob_bytes,
+        )
+    if not result.created:
+        response.status_code = 200
+    _etag(response, result.version)
+    return result
+
+
+@router.get(
+    "/prompts/{name}/diff", response_model=VersionDiff, summary="What changed between two versions"
+)
+async def diff_versions(
+    tenant: str,
+    name: str,
+    request: Request,
+    from_version: Annotated[int, Query(alias="from", ge=1)],
+    to_version: Annotated[int, Query(alias="to", ge=1)],
+) -> VersionDiff:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return await service.diff_versions(
+            scope.session, scope.tenant, name, from_version, to_version
+        )
+
+
+@router.get(
+    "/prompts/{name}/labels", response_model=dict[str, int], summary="Labels and their versions"
+)
+async def list_labels(tenant: str, name: str, request: Request) -> dict[str, int]:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return (await service.get_prompt(scope.session, scope.tenant, name)).labels
+
+
+@router.put(
+    "/prompts/{name}/labels/{label}", response_model=LabelOut, summary="Set or move a label"
+)
+async def set_label(
+    tenant: str, name: str, label: str, body: LabelMove, request: Request
+) -> LabelOut:
+    async with tenant_scope(request, tenant, "editor") as scope:
+        return await service.set_label(
+            scope.session, scope.tenant, scope.principal, name, label, body.version
+        )
+
+
+@router.delete("/prompts/{name}/labels/{label}", status_code=204, summary="Remove a label")
+async def delete_label(tenant: str, name: str, label: str, request: Request) -> Response:
+    async with tenant_scope(request, tenant, "editor") as scope:
+        await service.delete_label(scope.session, scope.tenant, scope.principal, name, label)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/prompts/{name}/labels/{label}/history",
+    response_model=Page[LabelHistoryOut],
+    summary="Every move of one label, newest first",
+)
+async def label_history(
+    tenant: str,
+    name: str,
+    label: str,
+    request: Request,
+    cursor: str | None = None,
+    limit: Limit = 50,
+) -> Page[LabelHistoryOut]:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return await service.label_history(
+            scope.session, scope.tenant, name, label=label, cursor=cursor, limit=limit
+        )
+
+
+@router.get(
+    "/prompts/{name}/history",
+    response_model=Page[LabelHistoryOut],
+    summary="Every label move of a prompt",
+)
+async def prompt_label_history(
+    tenant: str, name: str, request: Request, cursor: str | None = None, limit: Limit = 50
+) -> Page[LabelHistoryOut]:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return await service.label_history(
+            scope.session, scope.tenant, name, label=None, cursor=cursor, limit=limit
+        )
+
+
+@router.post(
+    "/prompts/{name}/render",
+    response_model=RenderedPrompt,
+    response_model_exclude_none=True,
+    summary="Render a version exactly as MCP prompts/get would",
+)
+async def render_prompt(
+    tenant: str, name: str, body: RenderRequest, request: Request
+) -> RenderedPrompt:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return await service.render(
+            scope.session,
+            scope.tenant,
+            name,
+            body.arguments,
+            version=body.version,
+            label=body.label,
+            max_value_length=_settings(request).max_argument_length,
+        )
+
+
+@router.post("/blobs", status_code=201, response_model=BlobOut, summary="Upload bytes (raw body)")
+async def upload_blob(tenant: str, request: Request, response: Response) -> BlobOut:
+    mime = (request.headers.get("content-type") or "application/octet-stream").split(";")[0].strip()
+    if not MIME_RE.fullmatch(mime):
+        raise InvalidInput(f"Content-Type {mime!r} is not a media type", field="Content-Type")
+    async with tenant_scope(request, tenant, "editor") as scope:
+        data = await request.body()
+        if not data:
+            raise InvalidInput("the request body is empty: send the blob's bytes", field="body")
+        sha, created = await service.upload_blob(
+            scope.session, scope.tenant, scope.principal, data, mime
+        )
+    if not created:
+        response.status_code = 200
+    return BlobOut(sha256=sha, size=len(data), mime_type=mime, created=created)
+
+
+@router.get(
+    "/blobs/{sha256}",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}}},
+    summary="Download a blob",
+)
+async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        data, mime = await service.get_blob(scope.session, scope.tenant, sha256)
+    return Response(data, media_type=mime, headers={"ETag": f'"{sha256}"'})
+
+
+@router.get(
+    "/export", response_model=Bundle, response_model_exclude_none=True, summary="Export as a bundle"
+)
+async def export_bundle(
+    tenant: str, request: Request, versions: Literal["all", "labelled"] = "all"
+) -> Bundle:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        return await service.export_bundle(
+            scope.session, scope.tenant, only_labelled=versions == "labelled"
+        )
+
+
+@router.post("/import", response_model=ImportResult, summary="Import a bundle (idempotent)")
+async def import_bundle(
+    tenant: str, body: Bundle, request: Request, dry_run: bool = False
+) -> ImportResult:
+    async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
+        result = await service.import_bundle(
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            body,
+            max_blob_bytes=_settings(request).max_blob_bytes,
+        )
+    return result

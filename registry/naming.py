@@ -1,0 +1,19 @@
+"""Names and roles every layer agrees on (pure constants, no imports from the registry)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+SLUG_RE = re.compile(SLUG_PATTERN)
+LABEL_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+LABEL_RE = re.compile(LABEL_PATTERN)
+PROMPT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+PROMPT_NAME_RE = re.compile(PROMPT_NAME_PATTERN)
+MIME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"
+MIME_RE = re.compile(MIME_PATTERN)
+LATEST = "latest"  # the label that moves by itself to every new version
+
+Role = Literal["reader", "editor", "publisher", "admin"]
+ROLE_RANK: dict[str, int] = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}

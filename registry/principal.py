@@ -1,0 +1,32 @@
+"""Who is acting: an operator, or an API key of one tenant with a role."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from registry.naming import ROLE_RANK
+
+
+@dataclass(frozen=True)
+class Principal:
+    role: str  # reader | editor | publisher | admin ("admin" for operators)
+    tenant_id: uuid.UUID | None = None  # None for operators
+    key_id: uuid.UUID | None = None
+    operator: bool = False
+    anonymous: bool = False  # public-read access without a key
+
+    @property
+    def actor(self) -> str:
+        """How the audit log names this principal."""
+        if self.operator:
+            return "operator"
+        if self.key_id is not None:
+            return f"key:{self.key_id}"
+        return "anonymous"
+
+    def has(self, role: str) -> bool:
+        return ROLE_RANK[self.role] >= ROLE_RANK[role]
+
+
+OPERATOR = Principal(role="admin", operator=True)

@@ -1,0 +1,208 @@
+"""Turning a submitted version into what is stored: templates parsed and checked, inline bytes moved
+into blobs, blob references checked, and a content hash over everything that defines the version."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.errors import InvalidInput, PayloadTooLarge
+from registry.prompts import repository as repo
+from registry.prompts.schemas import ArgumentIn, MessageIn, VersionIn
+from registry.templates.arguments import ArgumentSpec, check_value, compile_pattern
+from registry.templates.mustache import Template, TemplateError, parse
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass
+class PreparedVersion:
+    meta: dict[str, Any]
+    arguments: list[dict[str, Any]]
+    messages: list[dict[str, Any]]  # {"role", "content", "blob_sha256"} as stored
+    content_hash: bytes
+    blobs_stored: int = 0
+    templates: list[Template] = field(default_factory=list)
+
+
+def canonical_hash(
+    meta: dict[str, Any], arguments: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> bytes:
+    """sha256 over the version's defining content (not its commit message), in a canonical JSON."""
+    body = {
+        "title": meta.get("title"),
+        "description": meta.get("description"),
+        "icons": meta.get("icons"),
+        "arguments": [{k: v for k, v in a.items() if v is not None} for a in arguments],
+        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).digest()
+
+
+def _decode_base64(value: str, where: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{where} is not valid base64", field=where) from None
+
+
+def _parse_template(source: str, where: str) -> Template:
+    try:
+        return parse(source)
+    except TemplateError as error:
+        raise TemplateError(
+            f"{where}: {error.message.rsplit(' at line ', 1)[0]}",
+            line=error.line,
+            column=error.column,
+        ) from None
+
+
+def _check_argument(index: int, argument: ArgumentIn) -> dict[str, Any]:
+    where = f"arguments[{index}]"
+    if argument.pattern is not None:
+        try:
+            compile_pattern(argument.pattern)
+        except InvalidInput as error:
+            raise InvalidInput(
+                f"{where}.pattern: {error.message}", field=f"{where}.pattern"
+            ) from None
+    spec = ArgumentSpec(
+        name=argument.name,
+        enum=tuple(argument.enum) if argument.enum else None,
+        pattern=argument.pattern,
+        max_length=argument.max_length,
+    )
+    candidates = [("default", argument.default)] if argument.default is not None else []
+    candidates += [("enum", value) for value in argument.enum or []]
+    for source, value in candidates:
+        try:
+            check_value(
+                spec
+                if source == "default"
+                else ArgumentSpec(name=spec.name, pattern=spec.pattern, max_length=spec.max_length),
+                value,
+            )
+        except InvalidInput as error:
+            raise InvalidInput(
+                f"{where}.{source}: {error.message}", field=f"{where}.{source}"
+            ) from None
+    return argument.model_dump(exclude={"position"})
+
+
+class _BlobStore:
+    """Collects inline bytes and references of one version; checks and stores them once."""
+
+    def __init__(self, session: AsyncSession, tenant_id: uuid.UUID, max_bytes: int) -> None:
+        self.session = session
+        self.tenant_id = tenant_id
+        self.max_bytes = max_bytes
+        self.referenced: dict[bytes, str] = {}  # sha -> where, for a clear error
+        self.inline: dict[bytes, tuple[str, bytes]] = {}
+
+    def add_inline(self, encoded: str, mime_type: str, where: str) -> str:
+        data = _decode_base64(encoded, where)
+        if len(data) > self.max_bytes:
+            raise PayloadTooLarge(
+                f"{where} is {len(data)} bytes; the most a blob may be is {self.max_bytes}",
+                field=where,
+            )
+        sha = hashlib.sha256(data).digest()
+        self.inline[sha] = (mime_type, data)
+        return sha.hex()
+
+    def add_reference(self, sha_hex: str, where: str) -> str:
+        self.referenced.setdefault(bytes.fromhex(sha_hex), where)
+        return sha_hex
+
+    async def flush(self) -> int:
+        stored = 0
+        for sha, (mime_type, data) in self.inline.items():
+            stored += await repo.store_blob(self.session, self.tenant_id, sha, mime_type, data)
+        missing = set(self.referenced) - set(self.inline)
+        missing -= await repo.existing_blobs(self.session, self.tenant_id, missing)
+        if missing:
+            sha = sorted(missing)[0]
+            where = self.referenced[sha]
+            raise InvalidInput(
+                f"{where}: blob {sha.hex()} has not been uploaded to this tenant", field=where
+            )
+        return stored
+
+
+def _message(
+    index: int, message: MessageIn, blobs: _BlobStore, templates: list[Template]
+) -> dict[str, Any]:
+    where = f"messages[{index}].content"
+    content = message.content.model_dump(mode="json", by_alias=True, exclude_none=True)
+    blob_hex: str | None = None
+    kind = content["type"]
+    if kind == "text":
+        templates.append(_parse_template(content["text"], f"{where}.text"))
+    elif kind in ("image", "audio"):
+        if "data" in content:
+            blob_hex = blobs.add_inline(content.pop("data"), content["mimeType"], f"{where}.data")
+        else:
+            blob_hex = blobs.add_reference(content["blob"], f"{where}.blob")
+        content["blob"] = blob_hex
+    elif kind == "resource":
+        resource = content["resource"]
+        if "text" in resource:
+            templates.append(_parse_template(resource["text"], f"{where}.resource.text"))
+        elif _HEX64.fullmatch(resource["blob"]):
+            blob_hex = blobs.add_reference(resource["blob"], f"{where}.resource.blob")
+        else:
+            mime = resource.get("mimeType", "application/octet-stream")
+            blob_hex = blobs.add_inline(resource["blob"], mime, f"{where}.resource.blob")
+            resource["blob"] = blob_hex
+    return {
+        "role": message.role,
+        "content": content,
+        "blob_sha256": bytes.fromhex(blob_hex) if blob_hex else None,
+    }
+
+
+async def prepare_version(
+    session: AsyncSession, tenant_id: uuid.UUID, body: VersionIn, *, max_blob_bytes: int
+) -> PreparedVersion:
+    """Validate and normalise ``body``; raise InvalidInput (422) naming the field and position."""
+    arguments = [_check_argument(i, a) for i, a in enumerate(body.arguments)]
+    declared = {a["name"] for a in arguments}
+    blobs = _BlobStore(session, tenant_id, max_blob_bytes)
+    templates: list[Template] = []
+    messages = []
+    for i, message in enumerate(body.messages):
+        before = len(templates)
+        messages.append(_message(i, message, blobs, templates))
+        for template in templates[before:]:
+            for tag in template.variables():
+                if tag.name not in declared:
+                    raise TemplateError(
+                        f"messages[{i}]: unknown variable {tag.name!r} (declare it as an argument)",
+                        line=tag.line,
+                        column=tag.column,
+                    )
+    stored = await blobs.flush()
+    meta = {
+        "title": body.title,
+        "description": body.description,
+        "icons": [i.model_dump(mode="json", exclude_none=True) for i in body.icons]
+        if body.icons
+        else None,
+        "commit_message": body.commit_message,
+    }
+    return PreparedVersion(
+        meta=meta,
+        arguments=arguments,
+        messages=messages,
+        content_hash=canonical_hash(meta, arguments, messages),
+        blobs_stored=stored,
+        templates=templates,
+    )

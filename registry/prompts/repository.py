@@ -1,0 +1,392 @@
+"""SQL for prompts, versions, labels and blobs. Only this module builds their queries.
+
+Every query runs inside a tenant-scoped transaction, so row-level security already limits it to one
+tenant; the explicit tenant filters are there for the planner (they match the leading index column).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.errors import translate_db_error
+from registry.db.models import (
+    Blob,
+    Label,
+    LabelHistory,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    PromptVersion,
+)
+
+# --- prompts ----------------------------------------------------------------------------------
+
+
+async def prompt_by_name(
+    session: AsyncSession, tenant_id: uuid.UUID, name: str, *, lock: bool = False
+) -> Prompt | None:
+    query = select(Prompt).where(Prompt.tenant_id == tenant_id, Prompt.name == name)
+    if lock:  # serialises writers of one prompt: version numbers and label moves stay consistent
+        query = query.with_for_update()
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+async def insert_prompt(
+    session: AsyncSession, tenant_id: uuid.UUID, name: str, tags: list[str]
+) -> Prompt:
+    statement = insert(Prompt).values(tenant_id=tenant_id, name=name, tags=tags).returning(Prompt)
+    try:
+        return (await session.execute(statement)).scalar_one()
+    except IntegrityError as error:
+        raise translate_db_error(error, name=name) from error
+
+
+async def next_version(session: AsyncSession, prompt: Prompt) -> int:
+    result = await session.execute(
+        update(Prompt)
+        .where(Prompt.tenant_id == prompt.tenant_id, Prompt.id == prompt.id)
+        .values(latest_version=Prompt.latest_version + 1, updated_at=func.now())
+        .returning(Prompt.latest_version)
+    )
+    return int(result.scalar_one())
+
+
+async def update_prompt(session: AsyncSession, prompt: Prompt, **values: Any) -> Prompt:
+    result = await session.execute(
+        update(Prompt)
+        .where(Prompt.tenant_id == prompt.tenant_id, Prompt.id == prompt.id)
+        .values(**values, updated_at=func.now())
+        .returning(Prompt)
+        .execution_options(populate_existing=True)
+    )
+    return result.scalar_one()
+
+
+async def delete_prompt(session: AsyncSession, prompt: Prompt) -> None:
+    await session.execute(
+        delete(Prompt).where(Prompt.tenant_id == prompt.tenant_id, Prompt.id == prompt.id)
+    )
+
+
+async def list_prompts(
+    session: AsyncSession,
+    tenant_id: uuid.UUID,
+    *,
+    after: str | None,
+    limit: int,
+    prefix: str | None,
+    tag: str | None,
+    label: str | None,
+    text: str | None,
+    archived: bool | None,
+) -> Sequence[tuple[Prompt, PromptVersion | None]]:
+    """Keyset page ordered by name, with each prompt's latest version for title and description."""
+    latest = and_(
+        PromptVersion.tenant_id == Prompt.tenant_id,
+        PromptVersion.prompt_id == Prompt.id,
+        PromptVersion.version == Prompt.latest_version,
+    )
+    query = (
+        select(Prompt, PromptVersion)
+        .outerjoin(PromptVersion, latest)
+        .where(Prompt.tenant_id == tenant_id)
+        .order_by(Prompt.name)
+        .limit(limit)
+    )
+    if after is not None:
+        query = query.where(Prompt.name > after)
+    if prefix:
+        # A range, not LIKE, so the (tenant_id, name) index drives it whatever the characters.
+        query = query.where(Prompt.name >= prefix, Prompt.name < prefix + "\U0010ffff")
+    if tag:
+        query = query.where(Prompt.tags.any_() == tag)
+    if archived is not None:
+        query = query.where(
+            Prompt.archived_at.is_not(None) if archived else Prompt.archived_at.is_(None)
+        )
+    if label:
+        query = query.where(
+            select(Label.prompt_id)
+            .where(
+                Label.tenant_id == Prompt.tenant_id,
+                Label.prompt_id == Prompt.id,
+                Label.label == label,
+            )
+            .exists()
+        )
+    if text:
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        query = query.where(
+            or_(
+                Prompt.name.ilike(pattern),
+                PromptVersion.title.ilike(pattern),
+                PromptVersion.description.ilike(pattern),
+            )
+        )
+    return [(row[0], row[1]) for row in (await session.execute(query)).all()]
+
+
+# --- versions ---------------------------------------------------------------------------------
+
+
+async def insert_version(
+    session: AsyncSession,
+    *,
+    prompt: Prompt,
+    version: int,
+    meta: dict[str, Any],
+    author: str,
+    content_hash: bytes,
+    arguments: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+) -> None:
+    key = {"tenant_id": prompt.tenant_id, "prompt_id": prompt.id, "version": version}
+    await session.execute(
+        insert(PromptVersion).values(**key, **meta, author=author, content_hash=content_hash)
+    )
+    if arguments:
+        await session.execute(
+            insert(PromptArgument), [{**key, "position": i, **a} for i, a in enumerate(arguments)]
+        )
+    await session.execute(
+        insert(PromptMessage), [{**key, "position": i, **m} for i, m in enumerate(messages)]
+    )
+
+
+async def version_row(session: AsyncSession, prompt: Prompt, version: int) -> PromptVersion | None:
+    result = await session.execute(
+        select(PromptVersion).where(
+            PromptVersion.tenant_id == prompt.tenant_id,
+            PromptVersion.prompt_id == prompt.id,
+            PromptVersion.version == version,
+        )
+    )
+    return result.scalar_one_or_none()
+
+
+async def version_rows(
+    session: AsyncSession, prompt: Prompt, versions: Iterable[int] | None = None
+) -> Sequence[PromptVersion]:
+    query = select(PromptVersion).where(
+        PromptVersion.tenant_id == prompt.tenant_id, PromptVersion.prompt_id == prompt.id
+    )
+    if versions is not None:
+        query = query.where(PromptVersion.version.in_(list(versions)))
+    return (await session.execute(query.order_by(PromptVersion.version))).scalars().all()
+
+
+async def version_children(
+    session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, versions: Sequence[int]
+) -> tuple[Sequence[PromptArgument], Sequence[PromptMessage]]:
+    """Arguments and messages of some versions of one prompt, each in position order."""
+    arguments = await session.execute(
+        select(PromptArgument)
+        .where(
+            PromptArgument.tenant_id == tenant_id,
+            PromptArgument.prompt_id == prompt_id,
+            PromptArgument.version.in_(versions),
+        )
+        .order_by(PromptArgument.version, PromptArgument.position)
+    )
+    messages = await session.execute(
+        select(PromptMessage)
+        .where(
+            PromptMessage.tenant_id == tenant_id,
+            PromptMessage.prompt_id == prompt_id,
+            PromptMessage.version.in_(versions),
+        )
+        .order_by(PromptMessage.version, PromptMessage.position)
+    )
+    return arguments.scalars().all(), messages.scalars().all()
+
+
+async def list_versions(
+    session: AsyncSession, prompt: Prompt, *, before: int | None, limit: int
+) -> Sequence[PromptVersion]:
+    query = (
+        select(PromptVersion)
+        .where(PromptVersion.tenant_id == prompt.tenant_id, PromptVersion.prompt_id == prompt.id)
+        .order_by(PromptVersion.version.desc())
+        .limit(limit)
+    )
+    if before is not None:
+        query = query.where(PromptVersion.version < before)
+    return (await session.execute(query)).scalars().all()
+
+
+async def version_by_hash(session: AsyncSession, prompt: Prompt, content_hash: bytes) -> int | None:
+    result = await session.execute(
+        select(func.max(PromptVersion.version)).where(
+            PromptVersion.tenant_id == prompt.tenant_id,
+            PromptVersion.prompt_id == prompt.id,
+            PromptVersion.content_hash == content_hash,
+        )
+    )
+    found = result.scalar_one_or_none()
+    return int(found) if found is not None else None
+
+
+# --- labels -----------------------------------------------------------------------------------
+
+
+async def labels_of(
+    session: AsyncSession, prompts: Sequence[Prompt]
+) -> dict[uuid.UUID, dict[str, int]]:
+    if not prompts:
+        return {}
+    result = await session.execute(
+        select(Label.prompt_id, Label.label, Label.version)
+        .where(
+            Label.tenant_id == prompts[0].tenant_id, Label.prompt_id.in_([p.id for p in prompts])
+        )
+        .order_by(Label.label)
+    )
+    found: dict[uuid.UUID, dict[str, int]] = {p.id: {} for p in prompts}
+    for prompt_id, label, version in result.all():
+        found[prompt_id][label] = version
+    return found
+
+
+async def label_row(
+    session: AsyncSession, prompt: Prompt, label: str, *, lock: bool = False
+) -> Label | None:
+    query = select(Label).where(
+        Label.tenant_id == prompt.tenant_id, Label.prompt_id == prompt.id, Label.label == label
+    )
+    if lock:
+        query = query.with_for_update()
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+async def upsert_label(
+    session: AsyncSession, prompt: Prompt, label: str, version: int, actor: str
+) -> Label:
+    statement = (
+        pg_insert(Label)
+        .values(
+            tenant_id=prompt.tenant_id,
+            prompt_id=prompt.id,
+            label=label,
+            prompt_name=prompt.name,
+            version=version,
+            updated_by=actor,
+        )
+        .on_conflict_do_update(
+            index_elements=[Label.tenant_id, Label.prompt_id, Label.label],
+            set_={"version": version, "updated_by": actor, "updated_at": func.now()},
+        )
+        .returning(Label)
+        .execution_options(populate_existing=True)
+    )
+    row: Label = (await session.execute(statement)).scalar_one()
+    return row
+
+
+async def delete_label(session: AsyncSession, prompt: Prompt, label: str) -> None:
+    await session.execute(
+        delete(Label).where(
+            Label.tenant_id == prompt.tenant_id, Label.prompt_id == prompt.id, Label.label == label
+        )
+    )
+
+
+async def insert_label_history(
+    session: AsyncSession,
+    prompt: Prompt,
+    label: str,
+    from_version: int | None,
+    to_version: int | None,
+    actor: str,
+) -> None:
+    await session.execute(
+        insert(LabelHistory).values(
+            tenant_id=prompt.tenant_id,
+            prompt_id=prompt.id,
+            label=label,
+            from_version=from_version,
+            to_version=to_version,
+            actor=actor,
+        )
+    )
+
+
+async def label_history(
+    session: AsyncSession, prompt: Prompt, *, label: str | None, before: int | None, limit: int
+) -> Sequence[LabelHistory]:
+    query = (
+        select(LabelHistory)
+        .where(LabelHistory.tenant_id == prompt.tenant_id, LabelHistory.prompt_id == prompt.id)
+        .order_by(LabelHistory.id.desc())
+        .limit(limit)
+    )
+    if label is not None:
+        query = query.where(LabelHistory.label == label)
+    if before is not None:
+        query = query.where(LabelHistory.id < before)
+    return (await session.execute(query)).scalars().all()
+
+
+# --- blobs ------------------------------------------------------------------------------------
+
+
+async def store_blob(
+    session: AsyncSession, tenant_id: uuid.UUID, sha256: bytes, mime_type: str, data: bytes
+) -> bool:
+    """Store bytes once per tenant; True when they were not there before."""
+    result = await session.execute(
+        pg_insert(Blob)
+        .values(tenant_id=tenant_id, sha256=sha256, mime_type=mime_type, size=len(data), data=data)
+        .on_conflict_do_nothing(index_elements=[Blob.tenant_id, Blob.sha256])
+        .returning(Blob.sha256)
+    )
+    return result.scalar_one_or_none() is not None
+
+
+async def blob_meta(session: AsyncSession, tenant_id: uuid.UUID, sha256: bytes) -> Blob | None:
+    result = await session.execute(
+        select(Blob).where(Blob.tenant_id == tenant_id, Blob.sha256 == sha256)
+    )
+    return result.scalar_one_or_none()
+
+
+async def existing_blobs(
+    session: AsyncSession, tenant_id: uuid.UUID, shas: Iterable[bytes]
+) -> set[bytes]:
+    wanted = list(set(shas))
+    if not wanted:
+        return set()
+    result = await session.execute(
+        select(Blob.sha256).where(Blob.tenant_id == tenant_id, Blob.sha256.in_(wanted))
+    )
+    return set(result.scalars().all())
+
+
+async def blob_data(
+    session: AsyncSession, tenant_id: uuid.UUID, shas: Iterable[bytes]
+) -> dict[bytes, Blob]:
+    wanted = list(set(shas))
+    if not wanted:
+        return {}
+    result = await session.execute(
+        select(Blob).where(Blob.tenant_id == tenant_id, Blob.sha256.in_(wanted))
+    )
+    return {blob.sha256: blob for blob in result.scalars().all()}
+
+
+async def count_prompts(session: AsyncSession, tenant_id: uuid.UUID) -> int:
+    result = await session.execute(
+        select(func.count()).select_from(Prompt).where(Prompt.tenant_id == tenant_id)
+    )
+    return int(result.scalar_one())
+
+
+def when(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

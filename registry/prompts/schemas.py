@@ -1,0 +1,373 @@
+"""Shapes of prompts, versions, labels, blobs and bundles, as the REST API accepts and returns them.
+
+Message content is an MCP content block (2025-11-25 schema), except that image, audio and resource
+bytes may be given as ``blob``: the sha256 of a blob uploaded to this tenant. Inline base64 (``data``
+of image/audio, ``resource.blob`` of an embedded resource) is stored as a blob on write; stored
+content always refers to blobs by sha256.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from registry.naming import LABEL_PATTERN, MIME_PATTERN, PROMPT_NAME_PATTERN
+
+ARGUMENT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$"
+
+Label = Annotated[str, Field(pattern=LABEL_PATTERN)]
+Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Annotations(_Strict):
+    audience: list[Literal["user", "assistant"]] | None = None
+    priority: float | None = Field(default=None, ge=0, le=1)
+    lastModified: datetime | None = None
+
+
+Meta = Annotated[dict[str, Any] | None, Field(alias="_meta")]
+
+
+class Icon(_Strict):
+    src: str = Field(min_length=1, max_length=8192)
+    mimeType: str | None = Field(default=None, pattern=MIME_PATTERN)
+    sizes: list[Annotated[str, Field(max_length=32)]] | None = Field(default=None, max_length=16)
+    theme: Literal["light", "dark"] | None = None
+
+    @field_validator("src")
+    @classmethod
+    def _https_or_data(cls, value: str) -> str:
+        if not value.startswith(("https://", "http://", "data:")):
+            raise ValueError("icon src must be an http(s) URL or a data: URI")
+        return value
+
+
+class TextContent(_Strict):
+    type: Literal["text"]
+    text: str = Field(description="a Mustache template")
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+
+class _BinaryContent(_Strict):
+    mimeType: str = Field(pattern=MIME_PATTERN)
+    data: str | None = Field(default=None, description="inline base64 bytes, stored as a blob")
+    blob: str | None = Field(default=None, pattern=SHA256_PATTERN, description="sha256 of a blob")
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> _BinaryContent:
+        if (self.data is None) == (self.blob is None):
+            raise ValueError(
+                "give exactly one of data (base64) or blob (sha256 of an uploaded blob)"
+            )
+        return self
+
+
+class ImageContent(_BinaryContent):
+    type: Literal["image"]
+
+
+class AudioContent(_BinaryContent):
+    type: Literal["audio"]
+
+
+class ResourceContents(_Strict):
+    uri: str = Field(min_length=1, max_length=4096)
+    mimeType: str | None = Field(default=None, pattern=MIME_PATTERN)
+    text: str | None = Field(default=None, description="a Mustache template")
+    blob: str | None = Field(
+        default=None, description="sha256 of an uploaded blob (64 hex digits), or inline base64"
+    )
+    meta: Meta = None
+
+    @model_validator(mode="after")
+    def _one_body(self) -> ResourceContents:
+        if (self.text is None) == (self.blob is None):
+            raise ValueError("an embedded resource needs exactly one of text or blob")
+        return self
+
+
+class EmbeddedResource(_Strict):
+    type: Literal["resource"]
+    resource: ResourceContents
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+
+class ResourceLink(_Strict):
+    type: Literal["resource_link"]
+    uri: str = Field(min_length=1, max_length=4096)
+    name: str = Field(min_length=1, max_length=256)
+    title: str | None = Field(default=None, max_length=256)
+    description: str | None = Field(default=None, max_length=4096)
+    mimeType: str | None = Field(default=None, pattern=MIME_PATTERN)
+    size: int | None = Field(default=None, ge=0)
+    icons: list[Icon] | None = Field(default=None, max_length=8)
+    annotations: Annotations | None = None
+    meta: Meta = None
+
+
+Content = Annotated[
+    TextContent | ImageContent | AudioContent | EmbeddedResource | ResourceLink,
+    Field(discriminator="type"),
+]
+
+
+class MessageIn(_Strict):
+    role: Literal["user", "assistant"]
+    content: Content
+
+
+class ArgumentIn(_Strict):
+    name: str = Field(pattern=ARGUMENT_NAME_PATTERN)
+    title: str | None = Field(default=None, max_length=200)
+    description: str | None = Field(default=None, max_length=2000)
+    required: bool = False
+    default: str | None = Field(default=None, max_length=65536)
+    enum: list[Annotated[str, Field(max_length=1000)]] | None = Field(
+        default=None, min_length=1, max_length=1000
+    )
+    pattern: str | None = Field(default=None, min_length=1, max_length=1000)
+    max_length: int | None = Field(default=None, ge=1)
+    suggestions: list[Annotated[str, Field(max_length=1000)]] | None = Field(
+        default=None, max_length=1000, description="completion hints, not enforced"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ArgumentIn:
+        if self.required and self.default is not None:
+            raise ValueError(f"argument {self.name!r}: a required argument cannot have a default")
+        if self.enum is not None and len(set(self.enum)) != len(self.enum):
+            raise ValueError(f"argument {self.name!r}: enum values must be unique")
+        return self
+
+
+class VersionIn(_Strict):
+    """A new version of a prompt: everything a version holds."""
+
+    title: str | None = Field(default=None, max_length=200)
+    description: str | None = Field(default=None, max_length=10000)
+    icons: list[Icon] | None = Field(default=None, max_length=8)
+    commit_message: str | None = Field(default=None, max_length=2000)
+    labels: list[Label] = Field(
+        default_factory=list, max_length=32, description="labels to move here"
+    )
+    arguments: list[ArgumentIn] = Field(default_factory=list, max_length=100)
+    messages: list[MessageIn] = Field(min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _unique_arguments(self) -> VersionIn:
+        names = [a.name for a in self.arguments]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"argument {duplicates[0]!r} is declared twice")
+        return self
+
+
+class PromptCreate(VersionIn):
+    name: str = Field(pattern=PROMPT_NAME_PATTERN)
+    tags: list[Tag] = Field(default_factory=list, max_length=64)
+
+
+class PromptPatch(_Strict):
+    tags: list[Tag] = Field(max_length=64)
+
+
+class LabelMove(_Strict):
+    version: int = Field(ge=1)
+
+
+class RenderRequest(_Strict):
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    version: int | None = Field(default=None, ge=1)
+    label: Label | None = None
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> RenderRequest:
+        if self.version is not None and self.label is not None:
+            raise ValueError("give version or label, not both")
+        return self
+
+
+# --- responses ----------------------------------------------------------------------------------
+
+
+class ArgumentOut(BaseModel):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    required: bool = False
+    default: str | None = None
+    enum: list[str] | None = None
+    pattern: str | None = None
+    max_length: int | None = None
+    suggestions: list[str] | None = None
+
+
+class MessageOut(BaseModel):
+    role: str
+    content: dict[str, Any]
+
+
+class VersionOut(BaseModel):
+    prompt: str
+    version: int
+    title: str | None
+    description: str | None
+    icons: list[dict[str, Any]] | None
+    commit_message: str | None
+    author: str
+    content_hash: str
+    created_at: datetime
+    arguments: list[ArgumentOut]
+    messages: list[MessageOut]
+
+
+class VersionSummary(BaseModel):
+    version: int
+    title: str | None
+    commit_message: str | None
+    author: str
+    content_hash: str
+    created_at: datetime
+
+
+class PromptOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    tags: list[str]
+    latest_version: int
+    labels: dict[str, int]
+    archived_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    latest: VersionOut | None = None
+
+
+class PromptSummary(BaseModel):
+    name: str
+    title: str | None
+    description: str | None
+    tags: list[str]
+    latest_version: int
+    labels: dict[str, int]
+    archived_at: datetime | None
+    updated_at: datetime
+
+
+class WriteResult(BaseModel):
+    """The answer to a version write: whether a version was created, and the prompt as it now is."""
+
+    created: bool
+    version: int
+    detail: str
+    dry_run: bool = False
+    prompt: PromptOut
+
+
+class LabelOut(BaseModel):
+    prompt: str
+    label: str
+    version: int
+    updated_by: str
+    updated_at: datetime
+
+
+class LabelHistoryOut(BaseModel):
+    id: int
+    label: str
+    from_version: int | None
+    to_version: int | None
+    actor: str
+    moved_at: datetime
+
+
+class BlobOut(BaseModel):
+    sha256: str
+    size: int
+    mime_type: str
+    created: bool = False
+
+
+class RenderedPrompt(BaseModel):
+    """What MCP prompts/get returns (2025-11-25 shape): the REST preview returns exactly this."""
+
+    description: str | None = None
+    messages: list[dict[str, Any]]
+
+
+class FieldChange(BaseModel):
+    before: Any = None
+    after: Any = None
+
+
+class ArgumentDiff(BaseModel):
+    added: list[str]
+    removed: list[str]
+    changed: dict[str, dict[str, FieldChange]]
+
+
+class MessageDiff(BaseModel):
+    position: int
+    status: Literal["added", "removed", "changed"]
+    role: FieldChange | None = None
+    diff: list[str] = Field(default_factory=list, description="unified diff of the text")
+
+
+class VersionDiff(BaseModel):
+    prompt: str
+    from_version: int
+    to_version: int
+    metadata: dict[str, FieldChange]
+    arguments: ArgumentDiff
+    messages: list[MessageDiff]
+
+
+# --- bundles (export / import) ------------------------------------------------------------------
+
+
+class BundleVersion(VersionIn):
+    version: int = Field(ge=1)
+    content_hash: str | None = None
+
+
+class BundlePrompt(_Strict):
+    name: str = Field(pattern=PROMPT_NAME_PATTERN)
+    tags: list[Tag] = Field(default_factory=list, max_length=64)
+    archived: bool = False
+    versions: list[BundleVersion] = Field(min_length=1)
+    labels: dict[Label, int] = Field(default_factory=dict)
+
+
+class BundleBlob(_Strict):
+    mime_type: str = Field(pattern=MIME_PATTERN)
+    data: str = Field(description="base64")
+
+
+class Bundle(_Strict):
+    format: Literal["prompt-registry/v1"] = "prompt-registry/v1"
+    tenant: str | None = None
+    exported_at: datetime | None = None
+    blobs: dict[Annotated[str, Field(pattern=SHA256_PATTERN)], BundleBlob] = Field(
+        default_factory=dict
+    )
+    prompts: list[BundlePrompt] = Field(default_factory=list)
+
+
+class ImportResult(BaseModel):
+    prompts_created: int = 0
+    versions_created: int = 0
+    labels_moved: int = 0
+    blobs_stored: int = 0
+    unchanged_versions: int = 0

@@ -1,0 +1,917 @@
+"""Prompt operations. Callers own the transaction (scoped to one tenant); these functions flush only.
+
+Every write records an audit row, and every write that changes what the tenant serves appends to the
+change log, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db import pagination
+from registry.db.audit import record_audit, record_change
+from registry.db.models import (
+    LabelHistory,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    PromptVersion,
+    Tenant,
+)
+from registry.db.pagination import Page
+from registry.errors import Conflict, Forbidden, InvalidInput, NotFound, PreconditionFailed
+from registry.naming import LABEL_RE, LATEST, PROMPT_NAME_RE
+from registry.principal import Principal
+from registry.prompts import repository as repo
+from registry.prompts.content import PreparedVersion, prepare_version
+from registry.prompts.schemas import (
+    ArgumentDiff,
+    ArgumentOut,
+    Bundle,
+    BundleBlob,
+    BundlePrompt,
+    BundleVersion,
+    FieldChange,
+    ImportResult,
+    LabelHistoryOut,
+    LabelOut,
+    MessageDiff,
+    MessageOut,
+    PromptCreate,
+    PromptOut,
+    PromptSummary,
+    RenderedPrompt,
+    VersionDiff,
+    VersionIn,
+    VersionOut,
+    VersionSummary,
+    WriteResult,
+)
+from registry.templates.arguments import ArgumentSpec, resolve_arguments
+from registry.templates.mustache import parse
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+async def _prompt(
+    session: AsyncSession, tenant: Tenant, name: str, *, lock: bool = False
+) -> Prompt:
+    prompt = await repo.prompt_by_name(session, tenant.id, name, lock=lock)
+    if prompt is None:
+        raise NotFound(f"prompt {name!r} not found", field="name")
+    return prompt
+
+
+def _version_out(
+    prompt: Prompt,
+    row: PromptVersion,
+    arguments: Sequence[PromptArgument],
+    messages: Sequence[PromptMessage],
+) -> VersionOut:
+    return VersionOut(
+        prompt=prompt.name,
+        version=row.version,
+        title=row.title,
+        description=row.description,
+        icons=row.icons,
+        commit_message=row.commit_message,
+        author=row.author,
+        content_hash=row.content_hash.hex(),
+        created_at=row.created_at,
+        arguments=[_argument_out(a) for a in arguments],
+        messages=[MessageOut(role=m.role, content=m.content) for m in messages],
+    )
+
+
+def _argument_out(a: PromptArgument) -> ArgumentOut:
+    return ArgumentOut(
+        name=a.name,
+        title=a.title,
+        description=a.description,
+        required=a.required,
+        default=a.default,
+        enum=a.enum,
+        pattern=a.pattern,
+        max_length=a.max_length,
+        suggestions=a.suggestions,
+    )
+
+
+async def _versions_out(
+    session: AsyncSession, prompt: Prompt, versions: Sequence[int]
+) -> list[VersionOut]:
+    rows = await repo.version_rows(session, prompt, versions)
+    arguments, messages = await repo.version_children(
+        session, prompt.tenant_id, prompt.id, [r.version for r in rows]
+    )
+    return [
+        _version_out(
+            prompt,
+            row,
+            [a for a in arguments if a.version == row.version],
+            [m for m in messages if m.version == row.version],
+        )
+        for row in rows
+    ]
+
+
+async def _prompt_out(
+    session: AsyncSession, prompt: Prompt, *, with_latest: bool = True
+) -> PromptOut:
+    labels = (await repo.labels_of(session, [prompt]))[prompt.id]
+    latest = None
+    if with_latest and prompt.latest_version:
+        latest = (await _versions_out(session, prompt, [prompt.latest_version]))[0]
+    return PromptOut(
+        id=prompt.id,
+        name=prompt.name,
+        tags=prompt.tags,
+        latest_version=prompt.latest_version,
+        labels=labels,
+        archived_at=prompt.archived_at,
+        created_at=prompt.created_at,
+        updated_at=prompt.updated_at,
+        latest=latest,
+    )
+
+
+async def get_prompt(session: AsyncSession, tenant: Tenant, name: str) -> PromptOut:
+    return await _prompt_out(session, await _prompt(session, tenant, name))
+
+
+async def list_prompts(
+    session: AsyncSession,
+    tenant: Tenant,
+    *,
+    cursor: str | None,
+    limit: int,
+    prefix: str | None = None,
+    tag: str | None = None,
+    label: str | None = None,
+    text: str | None = None,
+    archived: bool | None = False,
+) -> Page[PromptSummary]:
+    after = pagination.decode_cursor(cursor, str)
+    rows = await repo.list_prompts(
+        session,
+        tenant.id,
+        after=after[0] if after else None,
+        limit=limit + 1,
+        prefix=prefix,
+        tag=tag,
+        label=label,
+        text=text,
+        archived=archived,
+    )
+    page, more = rows[:limit], len(rows) > limit
+    labels = await repo.labels_of(session, [p for p, _ in page])
+    items = [
+        PromptSummary(
+            name=p.name,
+            title=v.title if v else None,
+            description=v.description if v else None,
+            tags=p.tags,
+            latest_version=p.latest_version,
+            labels=labels[p.id],
+            archived_at=p.archived_at,
+            updated_at=p.updated_at,
+        )
+        for p, v in page
+    ]
+    return Page(
+        items=items, next_cursor=pagination.encode_cursor(page[-1][0].name) if more else None
+    )
+
+
+async def list_versions(
+    session: AsyncSession, tenant: Tenant, name: str, *, cursor: str | None, limit: int
+) -> Page[VersionSummary]:
+    prompt = await _prompt(session, tenant, name)
+    before = pagination.decode_cursor(cursor, int)
+    rows = await repo.list_versions(
+        session, prompt, before=before[0] if before else None, limit=limit + 1
+    )
+    page, more = rows[:limit], len(rows) > limit
+    items = [
+        VersionSummary(
+            version=r.version,
+            title=r.title,
+            commit_message=r.commit_message,
+            author=r.author,
+            content_hash=r.content_hash.hex(),
+            created_at=r.created_at,
+        )
+        for r in page
+    ]
+    return Page(
+        items=items, next_cursor=pagination.encode_cursor(page[-1].version) if more else None
+    )
+
+
+async def get_version(session: AsyncSession, tenant: Tenant, name: str, version: int) -> VersionOut:
+    prompt = await _prompt(session, tenant, name)
+    found = await _versions_out(session, prompt, [version])
+    if not found:
+        raise NotFound(f"prompt {name!r} has no version {version}", field="version")
+    return found[0]
+
+
+# --- writing versions ---------------------------------------------------------------------------
+
+
+def _check_label_move(tenant: Tenant, caller: Principal, label: str) -> None:
+    if not LABEL_RE.fullmatch(label):
+        raise InvalidInput(
+            f"invalid label {label!r}: use lowercase letters, digits, '.', '_' and '-'",
+            field="label",
+        )
+    if label == LATEST:
+        raise InvalidInput("the label 'latest' moves by itself to every new version", field="label")
+    if label in tenant.protected_labels and not caller.has("publisher"):
+        raise Forbidden(
+            f"label {label!r} is protected: moving it needs the publisher role (this key is {caller.role})",
+            field="label",
+        )
+
+
+async def _move_label(
+    session: AsyncSession, prompt: Prompt, label: str, version: int, caller: Principal
+) -> bool:
+    """Point ``label`` at ``version``; history, change log and audit included. False if already there."""
+    current = await repo.label_row(session, prompt, label, lock=True)
+    before = current.version if current else None
+    if before == version:
+        return False
+    await repo.upsert_label(session, prompt, label, version, caller.actor)
+    await repo.insert_label_history(session, prompt, label, before, version, caller.actor)
+    await record_change(
+        session, tenant_id=prompt.tenant_id, kind="label.move", prompt_id=prompt.id, label=label
+    )
+    if label != LATEST:  # latest moves with every version; the version.create row covers it
+        await record_audit(
+            session,
+            tenant_id=prompt.tenant_id,
+            actor=caller.actor,
+            action="label.move",
+            target=f"prompt:{prompt.name}@{label}",
+            before={"version": before} if before else None,
+            after={"version": version},
+        )
+    return True
+
+
+async def _write_version(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    prompt: Prompt,
+    prepared: PreparedVersion,
+    labels: Sequence[str],
+    *,
+    if_match: int | None,
+) -> tuple[bool, int, str]:
+    """The one path every version write takes. ``prompt`` must be locked FOR UPDATE."""
+    for label in labels:
+        _check_label_move(tenant, caller, label)
+    latest = prompt.latest_version
+    if if_match is not None and if_match != latest:
+        raise PreconditionFailed(
+            f"prompt {prompt.name!r} is at version {latest}, not {if_match}: reload it and write again",
+            field="If-Match",
+            latest_version=latest,
+        )
+    same = latest and (await repo.version_row(session, prompt, latest))
+    if same and same.content_hash == prepared.content_hash:
+        created, version = False, latest
+        detail = f"identical to version {latest}: no new version written"
+    else:
+        version = await repo.next_version(session, prompt)
+        await repo.insert_version(
+            session,
+            prompt=prompt,
+            version=version,
+            meta=prepared.meta,
+            author=caller.actor,
+            content_hash=prepared.content_hash,
+            arguments=prepared.arguments,
+            messages=prepared.messages,
+        )
+        await record_audit(
+            session,
+            tenant_id=tenant.id,
+            actor=caller.actor,
+            action="version.create",
+            target=f"prompt:{prompt.name}@{version}",
+            before={"version": latest} if latest else None,
+            after={
+                "version": version,
+                "content_hash": prepared.content_hash.hex(),
+                "commit_message": prepared.meta.get("commit_message"),
+            },
+        )
+        await _move_label(session, prompt, LATEST, version, caller)
+        created, detail = True, f"version {version} written"
+    for label in labels:
+        await _move_label(session, prompt, label, version, caller)
+    return created, version, detail
+
+
+async def _result(
+    session: AsyncSession, prompt: Prompt, created: bool, version: int, detail: str, dry_run: bool
+) -> WriteResult:
+    fresh = await repo.prompt_by_name(session, prompt.tenant_id, prompt.name)
+    assert fresh is not None
+    await session.refresh(fresh)
+    return WriteResult(
+        created=created,
+        version=version,
+        detail=detail,
+        dry_run=dry_run,
+        prompt=await _prompt_out(session, fresh),
+    )
+
+
+async def create_prompt(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    body: PromptCreate,
+    *,
+    max_blob_bytes: int,
+    dry_run: bool = False,
+) -> WriteResult:
+    """A new prompt with its first version (``dry_run``: the caller rolls the transaction back)."""
+    prepared = await prepare_version(session, tenant.id, body, max_blob_bytes=max_blob_bytes)
+    for label in body.labels:
+        _check_label_move(tenant, caller, label)
+    prompt = await repo.insert_prompt(session, tenant.id, body.name, body.tags)
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="prompt.create",
+        target=f"prompt:{body.name}",
+        after={"name": body.name, "tags": body.tags},
+    )
+    created, version, detail = await _write_version(
+        session, tenant, caller, prompt, prepared, body.labels, if_match=None
+    )
+    return await _result(session, prompt, created, version, detail, dry_run)
+
+
+async def create_version(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    body: VersionIn,
+    *,
+    if_match: int | None,
+    max_blob_bytes: int,
+    dry_run: bool = False,
+) -> WriteResult:
+    prompt = await _prompt(session, tenant, name, lock=True)
+    prepared = await prepare_version(session, tenant.id, body, max_blob_bytes=max_blob_bytes)
+    created, version, detail = await _write_version(
+        session, tenant, caller, prompt, prepared, body.labels, if_match=if_match
+    )
+    return await _result(session, prompt, created, version, detail, dry_run)
+
+
+def _as_version_in(version: VersionOut, labels: Sequence[str] = ()) -> VersionIn:
+    """A stored version as a write body (blob references stay references)."""
+    return VersionIn.model_validate(
+        {
+            "title": version.title,
+            "description": version.description,
+            "icons": version.icons,
+            "commit_message": version.commit_message,
+            "labels": list(labels),
+            "arguments": [a.model_dump(exclude_none=True) for a in version.arguments],
+            "messages": [m.model_dump() for m in version.messages],
+        }
+    )
+
+
+async def restore_version(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    version: int,
+    *,
+    if_match: int | None,
+    max_blob_bytes: int,
+) -> WriteResult:
+    """Restore = a new version with an old version's content (labels are moved separately)."""
+    old = await get_version(session, tenant, name, version)
+    body = _as_version_in(old)
+    body.commit_message = f"restore version {version}"
+    return await create_version(
+        session, tenant, caller, name, body, if_match=if_match, max_blob_bytes=max_blob_bytes
+    )
+
+
+# --- labels, archive, tags, delete -----------------------------------------------------------
+
+
+async def set_label(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str, version: int
+) -> LabelOut:
+    _check_label_move(tenant, caller, label)
+    prompt = await _prompt(session, tenant, name, lock=True)
+    if await repo.version_row(session, prompt, version) is None:
+        raise NotFound(f"prompt {name!r} has no version {version}", field="version")
+    await _move_label(session, prompt, label, version, caller)
+    row = await repo.label_row(session, prompt, label)
+    assert row is not None
+    return LabelOut(
+        prompt=name,
+        label=label,
+        version=row.version,
+        updated_by=row.updated_by,
+        updated_at=row.updated_at,
+    )
+
+
+async def delete_label(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str
+) -> None:
+    _check_label_move(tenant, caller, label)
+    prompt = await _prompt(session, tenant, name, lock=True)
+    current = await repo.label_row(session, prompt, label, lock=True)
+    if current is None:
+        raise NotFound(f"prompt {name!r} has no label {label!r}", field="label")
+    await repo.delete_label(session, prompt, label)
+    await repo.insert_label_history(session, prompt, label, current.version, None, caller.actor)
+    await record_change(
+        session, tenant_id=tenant.id, kind="label.delete", prompt_id=prompt.id, label=label
+    )
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="label.delete",
+        target=f"prompt:{name}@{label}",
+        before={"version": current.version},
+    )
+
+
+async def label_history(
+    session: AsyncSession,
+    tenant: Tenant,
+    name: str,
+    *,
+    label: str | None,
+    cursor: str | None,
+    limit: int,
+) -> Page[LabelHistoryOut]:
+    prompt = await _prompt(session, tenant, name)
+    before = pagination.decode_cursor(cursor, int)
+    rows: Sequence[LabelHistory] = await repo.label_history(
+        session, prompt, label=label, before=before[0] if before else None, limit=limit + 1
+    )
+    page, more = rows[:limit], len(rows) > limit
+    items = [
+        LabelHistoryOut(
+            id=r.id,
+            label=r.label,
+            from_version=r.from_version,
+            to_version=r.to_version,
+            actor=r.actor,
+            moved_at=r.moved_at,
+        )
+        for r in page
+    ]
+    return Page(items=items, next_cursor=pagination.encode_cursor(page[-1].id) if more else None)
+
+
+async def set_archived(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, archived: bool
+) -> PromptOut:
+    prompt = await _prompt(session, tenant, name, lock=True)
+    labels = (await repo.labels_of(session, [prompt]))[prompt.id]
+    protected = sorted(set(labels) & set(tenant.protected_labels))
+    if protected and not caller.has("publisher"):
+        raise Forbidden(
+            f"prompt {name!r} holds the protected label {protected[0]!r}: archiving or restoring it "
+            f"needs the publisher role (this key is {caller.role})"
+        )
+    if (prompt.archived_at is not None) == archived:
+        return await _prompt_out(session, prompt)
+    before = repo.when(prompt.archived_at)
+    prompt = await repo.update_prompt(
+        session, prompt, archived_at=datetime.now(UTC) if archived else None
+    )
+    action = "prompt.archive" if archived else "prompt.unarchive"
+    await record_change(session, tenant_id=tenant.id, kind=action, prompt_id=prompt.id)
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action=action,
+        target=f"prompt:{name}",
+        before={"archived_at": before},
+        after={"archived_at": repo.when(prompt.archived_at)},
+    )
+    return await _prompt_out(session, prompt)
+
+
+async def set_tags(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, tags: list[str]
+) -> PromptOut:
+    prompt = await _prompt(session, tenant, name, lock=True)
+    before = list(prompt.tags)
+    tags = list(dict.fromkeys(tags))
+    if tags != before:
+        prompt = await repo.update_prompt(session, prompt, tags=tags)
+        await record_audit(
+            session,
+            tenant_id=tenant.id,
+            actor=caller.actor,
+            action="prompt.tags",
+            target=f"prompt:{name}",
+            before={"tags": before},
+            after={"tags": tags},
+        )
+    return await _prompt_out(session, prompt)
+
+
+async def delete_prompt(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str
+) -> None:
+    """Removes the prompt with all its versions and history; only once archived."""
+    prompt = await _prompt(session, tenant, name, lock=True)
+    if prompt.archived_at is None:
+        raise Conflict(
+            f"prompt {name!r} is not archived: archive it before deleting it", field="name"
+        )
+    await repo.delete_prompt(session, prompt)
+    await record_change(session, tenant_id=tenant.id, kind="prompt.delete")
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="prompt.delete",
+        target=f"prompt:{name}",
+        before={"latest_version": prompt.latest_version},
+    )
+
+
+# --- rendering ----------------------------------------------------------------------------------
+
+
+def parse_prompt_ref(ref: str) -> tuple[str, int | None, str | None]:
+    """``name``, ``name@3`` (version 3) or ``name@staging`` (a label)."""
+    name, _, selector = ref.partition("@")
+    if not PROMPT_NAME_RE.fullmatch(name):
+        raise InvalidInput(f"invalid prompt name {name!r}", field="name")
+    if not selector:
+        return name, None, None
+    if selector.isdigit():
+        return name, int(selector), None
+    if LABEL_RE.fullmatch(selector):
+        return name, None, selector
+    raise InvalidInput(f"invalid version or label {selector!r} after '@' in {ref!r}", field="name")
+
+
+async def resolve_version(
+    session: AsyncSession, tenant: Tenant, name: str, *, version: int | None, label: str | None
+) -> tuple[Prompt, int]:
+    """The prompt (never an archived one) and the version a label or number points at."""
+    prompt = await repo.prompt_by_name(session, tenant.id, name)
+    if prompt is None or prompt.archived_at is not None:
+        raise NotFound(f"unknown prompt {name!r}", field="name")
+    if version is not None:
+        if not 1 <= version <= prompt.latest_version:
+            raise NotFound(f"prompt {name!r} has no version {version}", field="version")
+        return prompt, version
+    label = label or tenant.default_label
+    row = await repo.label_row(session, prompt, label)
+    if row is None:
+        raise NotFound(f"prompt {name!r} has no version labelled {label!r}", field="label")
+    return prompt, row.version
+
+
+async def render(
+    session: AsyncSession,
+    tenant: Tenant,
+    name: str,
+    arguments: dict[str, Any] | None,
+    *,
+    version: int | None = None,
+    label: str | None = None,
+    max_value_length: int,
+) -> RenderedPrompt:
+    """Render a prompt: the one renderer behind MCP prompts/get, the REST preview and the CLI."""
+    prompt, number = await resolve_version(session, tenant, name, version=version, label=label)
+    row = await repo.version_row(session, prompt, number)
+    assert row is not None
+    specs_rows, message_rows = await repo.version_children(session, tenant.id, prompt.id, [number])
+    specs = [
+        ArgumentSpec(
+            name=a.name,
+            required=a.required,
+            default=a.default,
+            enum=tuple(a.enum) if a.enum else None,
+            pattern=a.pattern,
+            max_length=a.max_length,
+        )
+        for a in specs_rows
+    ]
+    values = resolve_arguments(specs, arguments, max_value_length=max_value_length)
+    blobs = await repo.blob_data(
+        session, tenant.id, [m.blob_sha256 for m in message_rows if m.blob_sha256 is not None]
+    )
+    return RenderedPrompt(
+        description=row.description,
+        messages=[
+            {"role": m.role, "content": render_content(m.content, values, blobs)}
+            for m in message_rows
+        ],
+    )
+
+
+def render_content(
+    content: dict[str, Any], values: dict[str, str], blobs: dict[bytes, Any]
+) -> dict[str, Any]:
+    """One stored content block, rendered: templates filled in, blob references replaced by base64."""
+    out = dict(content)
+    kind = out["type"]
+    if kind == "text":
+        out["text"] = parse(out["text"]).render(values)
+    elif kind in ("image", "audio"):
+        out["data"] = base64.b64encode(blobs[bytes.fromhex(out.pop("blob"))].data).decode()
+    elif kind == "resource":
+        resource = dict(out["resource"])
+        if "text" in resource:
+            resource["text"] = parse(resource["text"]).render(values)
+        else:
+            resource["blob"] = base64.b64encode(
+                blobs[bytes.fromhex(resource["blob"])].data
+            ).decode()
+        out["resource"] = resource
+    return out
+
+
+def blob_of(content: dict[str, Any]) -> str | None:
+    """The sha256 (hex) of the blob a stored content block refers to, if any."""
+    if content["type"] in ("image", "audio"):
+        return str(content["blob"])
+    if content["type"] == "resource":
+        blob = content["resource"].get("blob")
+        return str(blob) if blob is not None else None
+    return None
+
+
+# --- diff ---------------------------------------------------------------------------------------
+
+
+def _message_text(content: dict[str, Any]) -> str:
+    if content["type"] == "text":
+        return str(content["text"])
+    if content["type"] == "resource" and "text" in content["resource"]:
+        return str(content["resource"]["text"])
+    return json.dumps(content, sort_keys=True, indent=1)
+
+
+async def diff_versions(
+    session: AsyncSession, tenant: Tenant, name: str, a: int, b: int
+) -> VersionDiff:
+    prompt = await _prompt(session, tenant, name)
+    found = {v.version: v for v in await _versions_out(session, prompt, [a, b])}
+    for number in (a, b):
+        if number not in found:
+            raise NotFound(f"prompt {name!r} has no version {number}", field="version")
+    old, new = found[a], found[b]
+    metadata = {
+        key: FieldChange(before=getattr(old, key), after=getattr(new, key))
+        for key in ("title", "description", "icons")
+        if getattr(old, key) != getattr(new, key)
+    }
+    old_args = {x.name: x.model_dump() for x in old.arguments}
+    new_args = {x.name: x.model_dump() for x in new.arguments}
+    changed = {
+        arg: {
+            k: FieldChange(before=old_args[arg][k], after=new_args[arg][k])
+            for k in old_args[arg]
+            if old_args[arg][k] != new_args[arg][k]
+        }
+        for arg in old_args.keys() & new_args.keys()
+        if old_args[arg] != new_args[arg]
+    }
+    messages: list[MessageDiff] = []
+    for i in range(max(len(old.messages), len(new.messages))):
+        before = old.messages[i] if i < len(old.messages) else None
+        after = new.messages[i] if i < len(new.messages) else None
+        if before == after:
+            continue
+        status = "added" if before is None else "removed" if after is None else "changed"
+        lines = difflib.unified_diff(
+            _message_text(before.content).splitlines() if before else [],
+            _message_text(after.content).splitlines() if after else [],
+            fromfile=f"v{a}/messages[{i}]",
+            tofile=f"v{b}/messages[{i}]",
+            lineterm="",
+        )
+        role = (
+            FieldChange(before=before.role, after=after.role)
+            if before and after and before.role != after.role
+            else None
+        )
+        messages.append(MessageDiff(position=i, status=status, role=role, diff=list(lines)))
+    return VersionDiff(
+        prompt=name,
+        from_version=a,
+        to_version=b,
+        metadata=metadata,
+        arguments=ArgumentDiff(
+            added=sorted(new_args.keys() - old_args.keys()),
+            removed=sorted(old_args.keys() - new_args.keys()),
+            changed=changed,
+        ),
+        messages=messages,
+    )
+
+
+# --- blobs --------------------------------------------------------------------------------------
+
+
+async def upload_blob(
+    session: AsyncSession, tenant: Tenant, caller: Principal, data: bytes, mime_type: str
+) -> tuple[str, bool]:
+    sha = hashlib.sha256(data).digest()
+    created = await repo.store_blob(session, tenant.id, sha, mime_type, data)
+    if created:
+        await record_audit(
+            session,
+            tenant_id=tenant.id,
+            actor=caller.actor,
+            action="blob.create",
+            target=f"blob:{sha.hex()}",
+            after={"size": len(data), "mime_type": mime_type},
+        )
+    return sha.hex(), created
+
+
+async def get_blob(session: AsyncSession, tenant: Tenant, sha_hex: str) -> tuple[bytes, str]:
+    try:
+        sha = bytes.fromhex(sha_hex)
+    except ValueError:
+        sha = b""
+    blob = await repo.blob_meta(session, tenant.id, sha) if len(sha) == 32 else None
+    if blob is None:
+        raise NotFound(f"blob {sha_hex!r} not found", field="sha256")
+    return blob.data, blob.mime_type
+
+
+# --- export / import ----------------------------------------------------------------------------
+
+
+async def export_bundle(session: AsyncSession, tenant: Tenant, *, only_labelled: bool) -> Bundle:
+    prompts: list[BundlePrompt] = []
+    shas: set[bytes] = set()
+    after: str | None = None
+    while True:
+        rows = await repo.list_prompts(
+            session,
+            tenant.id,
+            after=after,
+            limit=500,
+            prefix=None,
+            tag=None,
+            label=None,
+            text=None,
+            archived=None,
+        )
+        if not rows:
+            break
+        labels = await repo.labels_of(session, [p for p, _ in rows])
+        for prompt, _ in rows:
+            wanted = set(labels[prompt.id].values()) if only_labelled else None
+            versions = await _versions_out(
+                session,
+                prompt,
+                sorted(wanted) if wanted is not None else range(1, prompt.latest_version + 1),
+            )
+            for v in versions:
+                for m in v.messages:
+                    sha = m.content.get("blob") or m.content.get("resource", {}).get("blob")
+                    if (sha and m.content["type"] != "resource") or (
+                        sha and "text" not in m.content.get("resource", {})
+                    ):
+                        shas.add(bytes.fromhex(sha))
+            prompts.append(
+                BundlePrompt(
+                    name=prompt.name,
+                    tags=prompt.tags,
+                    archived=prompt.archived_at is not None,
+                    versions=[
+                        BundleVersion(
+                            version=v.version,
+                            content_hash=v.content_hash,
+                            **_as_version_in(v).model_dump(by_alias=True, exclude_none=True),
+                        )
+                        for v in versions
+                    ],
+                    labels={k: n for k, n in labels[prompt.id].items() if k != LATEST},
+                )
+            )
+        after = rows[-1][0].name
+    blobs = await repo.blob_data(session, tenant.id, shas)
+    return Bundle(
+        tenant=tenant.slug,
+        exported_at=datetime.now(UTC),
+        blobs={
+            sha.hex(): BundleBlob(mime_type=b.mime_type, data=base64.b64encode(b.data).decode())
+            for sha, b in sorted(blobs.items())
+        },
+        prompts=prompts,
+    )
+
+
+async def import_bundle(
+    session: AsyncSession, tenant: Tenant, caller: Principal, bundle: Bundle, *, max_blob_bytes: int
+) -> ImportResult:
+    """Idempotent: versions already present (same content hash) are reused, labels already in place
+    stay, so importing the same bundle twice writes nothing the second time."""
+    result = ImportResult()
+    for sha_hex, blob in bundle.blobs.items():
+        data = base64.b64decode(blob.data)
+        if len(data) > max_blob_bytes:
+            raise InvalidInput(
+                f"blobs[{sha_hex}] is larger than {max_blob_bytes} bytes", field="blobs"
+            )
+        sha, created = await upload_blob(session, tenant, caller, data, blob.mime_type)
+        if sha != sha_hex:
+            raise InvalidInput(f"blobs[{sha_hex}]: the data hashes to {sha}", field="blobs")
+        result.blobs_stored += created
+    for index, item in enumerate(bundle.prompts):
+        for label in item.labels:
+            _check_label_move(tenant, caller, label)
+        prompt = await repo.prompt_by_name(session, tenant.id, item.name, lock=True)
+        if prompt is None:
+            prompt = await repo.insert_prompt(session, tenant.id, item.name, item.tags)
+            await record_audit(
+                session,
+                tenant_id=tenant.id,
+                actor=caller.actor,
+                action="prompt.create",
+                target=f"prompt:{item.name}",
+                after={"name": item.name, "tags": item.tags, "import": True},
+            )
+            result.prompts_created += 1
+        mapping: dict[int, int] = {}
+        for version in sorted(item.versions, key=lambda v: v.version):
+            body = VersionIn.model_validate(
+                version.model_dump(by_alias=True, exclude={"version", "content_hash"})
+            )
+            try:
+                prepared = await prepare_version(
+                    session, tenant.id, body, max_blob_bytes=max_blob_bytes
+                )
+            except InvalidInput as error:
+                raise InvalidInput(
+                    f"prompts[{index}] ({item.name}) version {version.version}: {error.message}",
+                    **error.detail,
+                ) from None
+            existing = await repo.version_by_hash(session, prompt, prepared.content_hash)
+            if existing is not None:
+                mapping[version.version] = existing
+                result.unchanged_versions += 1
+                continue
+            await session.refresh(prompt)
+            _, number, _ = await _write_version(
+                session, tenant, caller, prompt, prepared, [], if_match=None
+            )
+            await session.refresh(prompt)
+            mapping[version.version] = number
+            result.versions_created += 1
+        for label, source_version in sorted(item.labels.items()):
+            if source_version not in mapping:
+                raise InvalidInput(
+                    f"prompts[{index}] ({item.name}): label {label!r} points at version {source_version}, "
+                    "which is not in the bundle",
+                    field="labels",
+                )
+            result.labels_moved += await _move_label(
+                session, prompt, label, mapping[source_version], caller
+            )
+    if result.prompts_created or result.versions_created or result.labels_moved:
+        await record_audit(
+            session,
+            tenant_id=tenant.id,
+            actor=caller.actor,
+            action="tenant.import",
+            target=f"tenant:{tenant.slug}",
+            after=result.model_dump(),
+        )
+    return result
