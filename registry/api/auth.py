@@ -46,6 +46,12 @@ def bearer(request: Request) -> str | None:
     return credential.strip()
 
 
+def require_credential(request: Request) -> None:
+    """Router-level: a missing or malformed credential is 401 before any body is even parsed."""
+    if bearer(request) is None:
+        raise Unauthenticated("missing 'Authorization: Bearer <api key>'")
+
+
 def is_operator(settings: Settings, credential: str | None) -> bool:
     token = settings.operator_token
     return (

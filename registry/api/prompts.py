@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
-from registry.api.auth import tenant_scope
+from registry.api.auth import require_credential, tenant_scope
 from registry.config import Settings
 from registry.db.pagination import Page
 from registry.errors import InvalidInput
@@ -32,7 +32,9 @@ from registry.prompts.schemas import (
     WriteResult,
 )
 
-router = APIRouter(prefix="/api/v1/tenants/{tenant}", tags=["prompts"])
+router = APIRouter(
+    prefix="/api/v1/tenants/{tenant}", tags=["prompts"], dependencies=[Depends(require_credential)]
+)
 Limit = Annotated[int, Query(ge=1, le=500)]
 IfMatch = Annotated[
     str | None,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from registry.api.auth import require_operator, tenant_scope
+from registry.api.auth import require_credential, require_operator, tenant_scope
 from registry.db.engine import Database
 from registry.db.pagination import Page, decode_cursor, encode_cursor
 from registry.principal import Principal
@@ -23,7 +23,9 @@ from registry.tenants.schemas import (
     TenantPatch,
 )
 
-router = APIRouter(prefix="/api/v1/tenants", tags=["tenants"])
+router = APIRouter(
+    prefix="/api/v1/tenants", tags=["tenants"], dependencies=[Depends(require_credential)]
+)
 logger = logging.getLogger("registry.api")
 Operator = Annotated[Principal, Depends(require_operator)]
 
