@@ -10,9 +10,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
+import httpx
 from sqlalchemy.exc import SQLAlchemyError
 
 from registry.config import Settings, SettingsError, load_settings
@@ -279,6 +281,85 @@ def key_revoke(key_id: str) -> None:
         with database_url(settings) as url:
             name = run(work, url)
     click.echo(f"revoked key {name} ({parsed})")
+
+
+# --- push / pull ------------------------------------------------------------------------------
+
+_url_option = click.option(
+    "--url", envvar="REGISTRY_URL", default="http://127.0.0.1:8000", show_default=True,
+    help="The registry's base URL [REGISTRY_URL].",
+)  # fmt: skip
+_key_option = click.option(
+    "--key",
+    envvar="REGISTRY_API_KEY",
+    required=True,
+    help="An API key of the tenant [REGISTRY_API_KEY].",
+)
+
+
+@main.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@_url_option
+@_key_option
+@click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+def push(folder: Path, slug: str, url: str, key: str, dry_run: bool) -> None:
+    """Push every prompt file in FOLDER (NAME.yaml, NAME.md) to the tenant.
+
+    Unchanged files write nothing; a bad file is reported and the others still go."""
+    from registry import sync
+
+    files = sync.prompt_files(folder)
+    if not files:
+        fail(f"no prompt files (*.yaml, *.yml, *.md) in {folder}")
+    client = sync.Client(url, key, slug)
+    try:
+        with click.progressbar(length=len(files), label="pushing", file=sys.stderr) as bar:
+            outcomes = sync.push(client, folder, dry_run=dry_run, progress=lambda _: bar.update(1))
+    except httpx.TransportError as error:
+        fail(f"cannot reach {url}: {error}")
+    finally:
+        client.close()
+    _report(outcomes, dry_run=dry_run)
+
+
+@main.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@_url_option
+@_key_option
+@click.option("--label", default=None, help="Pull the version under this label (default: latest).")
+def pull(folder: Path, slug: str, url: str, key: str, label: str | None) -> None:
+    """Write the tenant's prompts into FOLDER, one NAME.yaml per prompt (blobs under FOLDER/blobs)."""
+    from registry import sync
+
+    folder.mkdir(parents=True, exist_ok=True)
+    client = sync.Client(url, key, slug)
+    try:
+        names = sync.list_names(client)
+        outcomes = []
+        with click.progressbar(names, label="pulling", file=sys.stderr) as bar:
+            for name in bar:
+                outcomes.append(sync.pull_prompt(client, name, folder, label=label))
+    except sync.FileError as error:
+        fail(str(error))
+    except httpx.TransportError as error:
+        fail(f"cannot reach {url}: {error}")
+    finally:
+        client.close()
+    _report(outcomes, dry_run=False)
+
+
+def _report(outcomes: list[Any], *, dry_run: bool) -> None:
+    for outcome in outcomes:
+        click.echo(outcome.line(), err=outcome.action == "error")
+    errors = sum(o.action == "error" for o in outcomes)
+    summary = f"{len(outcomes)} file(s), {errors} error(s)" + (
+        " (dry run: nothing written)" if dry_run else ""
+    )
+    click.echo(summary, err=True)
+    if errors:
+        sys.exit(1)
 
 
 async def _enter(session: Any, tenant_id: uuid.UUID) -> None:

@@ -160,3 +160,60 @@ def registry_command(
         check=False,
         cwd=ROOT,
     )
+
+
+@dataclass
+class LiveServer:
+    url: str
+    process: subprocess.Popen[str]
+
+
+def start_server(env: dict[str, str], *, workers: int = 1, timeout: float = 60) -> LiveServer:
+    """uvicorn serving the registry app in a child process, ready when /readyz answers 200."""
+    import time
+
+    import httpx
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "registry.app:create_app", "--factory",
+         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
+        env={**os.environ, **env}, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {process.stderr.read() if process.stderr else ''}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return LiveServer(url, process)
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("server did not become ready")
+
+
+def stop_server(server: LiveServer) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+OPERATOR_TOKEN = "operator-token-for-tests"
+
+
+@pytest.fixture
+def live_server(pg_server: PgServer, db_name: str) -> Iterator[LiveServer]:
+    server = start_server(
+        {
+            "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        }
+    )
+    yield server
+    stop_server(server)

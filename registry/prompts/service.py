@@ -227,7 +227,7 @@ async def get_version(session: AsyncSession, tenant: Tenant, name: str, version:
 # --- writing versions ---------------------------------------------------------------------------
 
 
-def _check_label_move(tenant: Tenant, caller: Principal, label: str) -> None:
+def _check_label_name(label: str) -> None:
     if not LABEL_RE.fullmatch(label):
         raise InvalidInput(
             f"invalid label {label!r}: use lowercase letters, digits, '.', '_' and '-'",
@@ -235,6 +235,9 @@ def _check_label_move(tenant: Tenant, caller: Principal, label: str) -> None:
         )
     if label == LATEST:
         raise InvalidInput("the label 'latest' moves by itself to every new version", field="label")
+
+
+def _check_label_permission(tenant: Tenant, caller: Principal, label: str) -> None:
     if label in tenant.protected_labels and not caller.has("publisher"):
         raise Forbidden(
             f"label {label!r} is protected: moving it needs the publisher role (this key is {caller.role})",
@@ -243,13 +246,22 @@ def _check_label_move(tenant: Tenant, caller: Principal, label: str) -> None:
 
 
 async def _move_label(
-    session: AsyncSession, prompt: Prompt, label: str, version: int, caller: Principal
+    session: AsyncSession,
+    tenant: Tenant,
+    prompt: Prompt,
+    label: str,
+    version: int,
+    caller: Principal,
 ) -> bool:
-    """Point ``label`` at ``version``; history, change log and audit included. False if already there."""
+    """Point ``label`` at ``version``; history, change log and audit included. False if already there.
+
+    A protected label needs the publisher role only when it actually moves."""
     current = await repo.label_row(session, prompt, label, lock=True)
     before = current.version if current else None
     if before == version:
         return False
+    if label != LATEST:
+        _check_label_permission(tenant, caller, label)
     await repo.upsert_label(session, prompt, label, version, caller.actor)
     await repo.insert_label_history(session, prompt, label, before, version, caller.actor)
     await record_change(
@@ -280,7 +292,7 @@ async def _write_version(
 ) -> tuple[bool, int, str]:
     """The one path every version write takes. ``prompt`` must be locked FOR UPDATE."""
     for label in labels:
-        _check_label_move(tenant, caller, label)
+        _check_label_name(label)
     latest = prompt.latest_version
     if if_match is not None and if_match != latest:
         raise PreconditionFailed(
@@ -317,10 +329,10 @@ async def _write_version(
                 "commit_message": prepared.meta.get("commit_message"),
             },
         )
-        await _move_label(session, prompt, LATEST, version, caller)
+        await _move_label(session, tenant, prompt, LATEST, version, caller)
         created, detail = True, f"version {version} written"
     for label in labels:
-        await _move_label(session, prompt, label, version, caller)
+        await _move_label(session, tenant, prompt, label, version, caller)
     return created, version, detail
 
 
@@ -351,7 +363,8 @@ async def create_prompt(
     """A new prompt with its first version (``dry_run``: the caller rolls the transaction back)."""
     prepared = await prepare_version(session, tenant.id, body, max_blob_bytes=max_blob_bytes)
     for label in body.labels:
-        _check_label_move(tenant, caller, label)
+        _check_label_name(label)
+        _check_label_permission(tenant, caller, label)  # a new prompt's labels always move
     prompt = await repo.insert_prompt(session, tenant.id, body.name, body.tags)
     await record_audit(
         session,
@@ -426,11 +439,12 @@ async def restore_version(
 async def set_label(
     session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str, version: int
 ) -> LabelOut:
-    _check_label_move(tenant, caller, label)
+    _check_label_name(label)
+    _check_label_permission(tenant, caller, label)
     prompt = await _prompt(session, tenant, name, lock=True)
     if await repo.version_row(session, prompt, version) is None:
         raise NotFound(f"prompt {name!r} has no version {version}", field="version")
-    await _move_label(session, prompt, label, version, caller)
+    await _move_label(session, tenant, prompt, label, version, caller)
     row = await repo.label_row(session, prompt, label)
     assert row is not None
     return LabelOut(
@@ -445,7 +459,8 @@ async def set_label(
 async def delete_label(
     session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str
 ) -> None:
-    _check_label_move(tenant, caller, label)
+    _check_label_name(label)
+    _check_label_permission(tenant, caller, label)
     prompt = await _prompt(session, tenant, name, lock=True)
     current = await repo.label_row(session, prompt, label, lock=True)
     if current is None:
@@ -856,7 +871,7 @@ async def import_bundle(
         result.blobs_stored += created
     for index, item in enumerate(bundle.prompts):
         for label in item.labels:
-            _check_label_move(tenant, caller, label)
+            _check_label_name(label)
         prompt = await repo.prompt_by_name(session, tenant.id, item.name, lock=True)
         if prompt is None:
             prompt = await repo.insert_prompt(session, tenant.id, item.name, item.tags)
@@ -903,7 +918,7 @@ async def import_bundle(
                     field="labels",
                 )
             result.labels_moved += await _move_label(
-                session, prompt, label, mapping[source_version], caller
+                session, tenant, prompt, label, mapping[source_version], caller
             )
     if result.prompts_created or result.versions_created or result.labels_moved:
         await record_audit(

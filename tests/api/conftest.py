@@ -10,9 +10,7 @@ import pytest
 
 from registry.app import create_app
 from registry.config import load_settings
-from tests.conftest import PgServer
-
-OPERATOR_TOKEN = "operator-token-for-tests"
+from tests.conftest import OPERATOR_TOKEN, PgServer
 
 
 @dataclass

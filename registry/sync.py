@@ -1,0 +1,316 @@
+"""`registry push` / `registry pull`: a folder of prompt files, kept in step through the REST API.
+
+One file per prompt: ``NAME.yaml`` (or ``.yml``), or ``NAME.md`` with YAML front matter whose body is
+the text of one user message. Fields are those of the API's prompt body (title, description, tags,
+labels, arguments, messages), plus two conveniences: a message may be written ``{role, text}``, and an
+image, audio or resource may name a local ``file`` instead of inline bytes. Blob bytes pulled from the
+registry live in ``DIR/blobs/<sha256>`` and are uploaded again by push when a file refers to them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import mimetypes
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from registry.naming import PROMPT_NAME_RE
+
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+PROMPT_SUFFIXES = (".yaml", ".yml", ".md")
+BLOB_DIR = "blobs"
+
+
+class FileError(Exception):
+    """A prompt file that cannot be pushed; the message says why."""
+
+
+@dataclass
+class Outcome:
+    path: str
+    action: str  # create | version | unchanged | error | wrote
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.path}: {self.action}: {self.detail}"
+
+
+class Client:
+    """The registry's REST API for one tenant."""
+
+    def __init__(
+        self, url: str, key: str, tenant: str, *, transport: httpx.BaseTransport | None = None
+    ):
+        self.tenant = tenant
+        self.http = httpx.Client(
+            base_url=url.rstrip("/"),
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _path(self, tail: str) -> str:
+        return f"/api/v1/tenants/{self.tenant}{tail}"
+
+    def request(self, method: str, tail: str, **kwargs: Any) -> httpx.Response:
+        response = self.http.request(method, self._path(tail), **kwargs)
+        if response.status_code >= 400:
+            raise FileError(_problem(response))
+        return response
+
+    def get_or_none(self, tail: str) -> Any:
+        response = self.http.get(self._path(tail))
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            raise FileError(_problem(response))
+        return response.json()
+
+
+def _problem(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        return f"{response.status_code} {body.get('detail') or body.get('title')}"
+    except ValueError:
+        return f"{response.status_code} {response.text[:200]}"
+
+
+# --- reading prompt files --------------------------------------------------------------------
+
+
+def prompt_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in PROMPT_SUFFIXES)
+
+
+def _front_matter(text: str) -> tuple[dict[str, Any], str]:
+    if not text.startswith("---"):
+        return {}, text
+    parts = text.split("\n---", 1)
+    if len(parts) != 2:
+        raise FileError("front matter starts with '---' but has no closing '---' line")
+    head = parts[0][3:]
+    body = parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
+    return _yaml_mapping(head), body
+
+
+def _yaml_mapping(text: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise FileError(f"invalid YAML{where}: {getattr(error, 'problem', error)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise FileError("the file must hold a mapping of fields (name, messages, ...)")
+    return data
+
+
+def _inline_file(content: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``file: path`` on an image, audio or resource becomes inline base64 (stored as a blob)."""
+    content = dict(content)
+    target = content.get("resource") if content.get("type") == "resource" else content
+    if not isinstance(target, dict) or "file" not in target:
+        return content
+    target = dict(target)
+    path = (folder / str(target.pop("file"))).resolve()
+    if not path.is_file():
+        raise FileError(f"file {path} does not exist")
+    encoded = base64.b64encode(path.read_bytes()).decode()
+    guessed = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    target.setdefault("mimeType", guessed)
+    if content.get("type") == "resource":
+        target["blob"] = encoded
+        target.setdefault("uri", path.as_uri())
+        content["resource"] = target
+    else:
+        target["data"] = encoded
+        content = target
+    return content
+
+
+def read_prompt_file(path: Path) -> dict[str, Any]:
+    """The API body for a prompt file (a PromptCreate), or FileError naming the problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise FileError(f"cannot read: {error}") from None
+    if path.suffix == ".md":
+        data, body = _front_matter(text)
+        if body.strip():
+            if "messages" in data:
+                raise FileError("give the messages in the front matter or the body, not both")
+            data["messages"] = [{"role": "user", "text": body.strip("\n")}]
+    else:
+        data = _yaml_mapping(text)
+    data.setdefault("name", path.stem)
+    if not isinstance(data["name"], str) or not PROMPT_NAME_RE.fullmatch(data["name"]):
+        raise FileError(f"invalid prompt name {data['name']!r}")
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise FileError("no messages: add a `messages` list (or a Markdown body)")
+    normalised = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise FileError(f"messages[{i}] must be a mapping with role and text or content")
+        message = dict(message)
+        if "text" in message:
+            message["content"] = {"type": "text", "text": message.pop("text")}
+        elif isinstance(message.get("content"), str):
+            message["content"] = {"type": "text", "text": message["content"]}
+        elif isinstance(message.get("content"), dict):
+            message["content"] = _inline_file(message["content"], path.parent)
+        normalised.append(message)
+    data["messages"] = normalised
+    return data
+
+
+def referenced_blobs(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(sha256, media type) of every blob a prompt body refers to by hash."""
+    for message in body.get("messages", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, dict):
+            continue
+        holder = content.get("resource") if content.get("type") == "resource" else content
+        if not isinstance(holder, dict):
+            continue
+        sha = holder.get("blob")
+        if isinstance(sha, str) and SHA256_RE.fullmatch(sha):
+            yield sha, str(holder.get("mimeType") or "application/octet-stream")
+
+
+# --- push --------------------------------------------------------------------------------------
+
+
+def push_file(client: Client, path: Path, *, dry_run: bool) -> Outcome:
+    try:
+        body = read_prompt_file(path)
+        name = body["name"]
+        for sha, mime in referenced_blobs(body):
+            local = path.parent / BLOB_DIR / sha
+            if local.is_file() and not dry_run:
+                client.request(
+                    "POST", "/blobs", content=local.read_bytes(), headers={"Content-Type": mime}
+                )
+        params = {"dry_run": "true"} if dry_run else {}
+        existing = client.get_or_none(f"/prompts/{name}")
+        if existing is None:
+            result = client.request("POST", "/prompts", json=body, params=params).json()
+            verb = "would create" if dry_run else "created"
+            return Outcome(
+                path.name, "create", f"{verb} prompt {name} at version {result['version']}"
+            )
+        tags = body.pop("tags", None)
+        body.pop("name")
+        result = client.request(
+            "POST", f"/prompts/{name}/versions", json=body, params=params
+        ).json()
+        if tags is not None and sorted(tags) != sorted(existing["tags"]) and not dry_run:
+            client.request("PATCH", f"/prompts/{name}", json={"tags": tags})
+        if not result["created"]:
+            return Outcome(path.name, "unchanged", f"{name} is at version {result['version']}")
+        verb = "would write" if dry_run else "wrote"
+        return Outcome(path.name, "version", f"{verb} {name} version {result['version']}")
+    except FileError as error:
+        return Outcome(path.name, "error", str(error))
+
+
+def push(
+    client: Client, folder: Path, *, dry_run: bool, progress: Callable[[Path], None] | None = None
+) -> list[Outcome]:
+    outcomes = []
+    for path in prompt_files(folder):
+        outcomes.append(push_file(client, path, dry_run=dry_run))
+        if progress:
+            progress(path)
+    return outcomes
+
+
+# --- pull --------------------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def _file_body(
+    prompt: dict[str, Any], version: dict[str, Any], labels: list[str]
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": prompt["name"]}
+    for key in ("title", "description"):
+        if version.get(key):
+            body[key] = version[key]
+    if prompt["tags"]:
+        body["tags"] = prompt["tags"]
+    if labels:
+        body["labels"] = labels
+    if version.get("icons"):
+        body["icons"] = version["icons"]
+    if version["arguments"]:
+        body["arguments"] = [
+            {k: v for k, v in a.items() if v is not None and not (k == "required" and v is False)}
+            for a in version["arguments"]
+        ]
+    body["messages"] = [
+        {"role": m["role"], "text": m["content"]["text"]}
+        if m["content"]["type"] == "text" and set(m["content"]) == {"type", "text"}
+        else {"role": m["role"], "content": m["content"]}
+        for m in version["messages"]
+    ]
+    return body
+
+
+def pull_prompt(client: Client, name: str, folder: Path, *, label: str | None) -> Outcome:
+    try:
+        prompt = client.request("GET", f"/prompts/{name}").json()
+        number = prompt["labels"].get(label) if label else prompt["latest_version"]
+        if number is None:
+            return Outcome(f"{name}.yaml", "skipped", f"no version labelled {label!r}")
+        version = client.request("GET", f"/prompts/{name}/versions/{number}").json()
+        labels = sorted(k for k, v in prompt["labels"].items() if v == number and k != "latest")
+        body = _file_body(prompt, version, labels)
+        for sha, _ in referenced_blobs(body):
+            local = folder / BLOB_DIR / sha
+            if not local.is_file():
+                data = client.request("GET", f"/blobs/{sha}").content
+                if hashlib.sha256(data).hexdigest() != sha:
+                    raise FileError(f"blob {sha} arrived corrupted")
+                local.parent.mkdir(exist_ok=True)
+                local.write_bytes(data)
+        target = folder / f"{name}.yaml"
+        target.write_text(yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
+        return Outcome(target.name, "wrote", f"{name} version {number}")
+    except FileError as error:
+        return Outcome(f"{name}.yaml", "error", str(error))
+
+
+def list_names(client: Client) -> list[str]:
+    names: list[str] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 500, **({"cursor": cursor} if cursor else {})}
+        page = client.request("GET", "/prompts", params=params).json()
+        names += [p["name"] for p in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            return names

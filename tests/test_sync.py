@@ -1,0 +1,139 @@
+"""`registry push` and `registry pull` against a real server, as a team would use them."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import OPERATOR_TOKEN, LiveServer, registry_command
+
+pytestmark = pytest.mark.slow
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"pixels" * 10
+
+
+def make_tenant(server: LiveServer, slug: str) -> dict[str, str]:
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    base = f"{server.url}/api/v1/tenants"
+    assert httpx.post(base, json={"slug": slug}, headers=operator).status_code == 201
+    keys = {}
+    for role in ("editor", "publisher"):
+        response = httpx.post(f"{base}/{slug}/keys", json={"role": role}, headers=operator)
+        keys[role] = response.json()["secret"]
+    return keys
+
+
+def cli(server: LiveServer, key: str, *args: str):  # type: ignore[no-untyped-def]
+    return registry_command(*args, env={"REGISTRY_URL": server.url, "REGISTRY_API_KEY": key})
+
+
+def write_folder(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "greet.yaml").write_text(
+        "title: Greeting\ntags: [demo]\nlabels: [production]\n"
+        "arguments:\n  - name: who\n    required: true\n"
+        "messages:\n  - role: user\n    text: |\n      Hello {{who}}!\n      How are you?\n"
+    )
+    (folder / "notes.md").write_text(
+        "---\ndescription: Meeting notes\narguments:\n  - name: topic\n---\nSummarise the notes about {{topic}}.\n"
+    )
+    (folder / "pic.png").write_bytes(PNG)
+    (folder / "look.yaml").write_text(
+        "messages:\n  - role: user\n    content: {type: image, file: pic.png}\n"
+        "  - role: user\n    text: What is in this picture?\n"
+    )
+    (folder / "bad.yaml").write_text("messages:\n  - role: user\n    text: 'Hi {{who'\n")
+    (folder / "broken.yaml").write_text("messages: [unclosed\n")
+
+
+def test_push_dry_run_then_push_then_nothing_to_do(live_server: LiveServer, tmp_path: Path) -> None:
+    keys = make_tenant(live_server, "acme")
+    folder = tmp_path / "prompts"
+    write_folder(folder)
+
+    dry = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme", "--dry-run")
+    assert dry.returncode == 1  # two bad files
+    assert "greet.yaml: create: would create prompt greet at version 1" in dry.stdout
+    assert "bad.yaml: error: 422" in dry.stderr
+    assert "unclosed tag" in dry.stderr
+    assert "broken.yaml: error: invalid YAML at line" in dry.stderr
+    assert "dry run: nothing written" in dry.stderr
+    listing = httpx.get(
+        f"{live_server.url}/api/v1/tenants/acme/prompts",
+        headers={"Authorization": f"Bearer {keys['editor']}"},
+    )
+    assert listing.json()["items"] == []
+
+    pushed = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme")
+    assert pushed.returncode == 1
+    for name in ("greet", "notes", "look"):
+        assert f"{name}: create: created prompt {name} at version 1" in pushed.stdout.replace(
+            ".yaml", ""
+        ).replace(".md", "")
+    (folder / "bad.yaml").unlink()
+    (folder / "broken.yaml").unlink()
+
+    # Nothing changed: nothing written, and an editor may re-push a file naming a protected label
+    # that is already where the file says.
+    again = cli(live_server, keys["editor"], "push", str(folder), "--tenant", "acme")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("unchanged") == 3
+
+    (folder / "greet.yaml").write_text(
+        (folder / "greet.yaml").read_text().replace("How are you?", "Welcome.")
+    )
+    denied = cli(live_server, keys["editor"], "push", str(folder), "--tenant", "acme")
+    assert "greet.yaml: error: 403" in denied.stderr  # production would move: publisher only
+    changed = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme")
+    assert "greet.yaml: version: wrote greet version 2" in changed.stdout
+
+    rendered = httpx.post(
+        f"{live_server.url}/api/v1/tenants/acme/prompts/look/render", json={"label": "latest"},
+        headers={"Authorization": f"Bearer {keys['editor']}"},
+    ).json()  # fmt: skip
+    assert base64.b64decode(rendered["messages"][0]["content"]["data"]) == PNG
+
+
+def test_pull_round_trips_to_another_tenant(live_server: LiveServer, tmp_path: Path) -> None:
+    source = make_tenant(live_server, "source")
+    target = make_tenant(live_server, "target")
+    folder = tmp_path / "prompts"
+    write_folder(folder)
+    (folder / "bad.yaml").unlink()
+    (folder / "broken.yaml").unlink()
+    assert (
+        cli(live_server, source["publisher"], "push", str(folder), "--tenant", "source").returncode
+        == 0
+    )
+
+    pulled = tmp_path / "pulled"
+    result = cli(live_server, source["editor"], "pull", str(pulled), "--tenant", "source")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in pulled.glob("*.yaml")) == [
+        "greet.yaml",
+        "look.yaml",
+        "notes.yaml",
+    ]
+    assert (pulled / "blobs" / hashlib.sha256(PNG).hexdigest()).read_bytes() == PNG
+    greet = (pulled / "greet.yaml").read_text()
+    assert "labels:\n- production" in greet
+    assert "Hello {{who}}!\n    How are you?" in greet
+
+    first = cli(live_server, target["publisher"], "push", str(pulled), "--tenant", "target")
+    assert first.returncode == 0, first.stderr + first.stdout
+    assert first.stdout.count("create:") == 3
+    second = cli(live_server, target["publisher"], "push", str(pulled), "--tenant", "target")
+    assert second.stdout.count("unchanged") == 3
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = cli(live_server, target["editor"], "push", str(empty), "--tenant", "target")
+    assert none.returncode == 1
+    assert "no prompt files" in none.stderr
+    wrong = cli(live_server, source["editor"], "pull", str(tmp_path / "x"), "--tenant", "target")
+    assert wrong.returncode == 1
+    assert "403" in wrong.stderr
