@@ -1,0 +1,111 @@
+"""Who is calling, and on which tenant: one transaction per request, scoped to the path's tenant.
+
+``async with tenant_scope(db, operator_token, slug, credential, "editor") as scope:`` resolves the
+tenant, authenticates the bearer credential inside the same transaction (as the application role, tenant
+set), checks the role, and commits when the block ends. A key only ever acts on its own tenant: on
+another tenant's path it gets 403 (when the key is valid) whatever its role, and never learns whether
+that tenant exists. Shared by the REST API and the MCP endpoint.
+"""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.engine import Database, enter_tenant
+from registry.db.models import Tenant
+from registry.errors import Forbidden, NotFound, Unauthenticated
+from registry.principal import OPERATOR, Principal
+from registry.tenants import service as tenants
+
+
+@dataclass(frozen=True)
+class TenantScope:
+    session: AsyncSession
+    tenant: Tenant
+    principal: Principal
+
+
+class Rollback(Exception):
+    """Raised inside a scope to end its transaction without committing (dry runs)."""
+
+
+def parse_bearer(header: str | None) -> str | None:
+    """The credential of an ``Authorization: Bearer`` header; None when there is no header."""
+    if header is None:
+        return None
+    scheme, _, credential = header.partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        raise Unauthenticated("the Authorization header must be 'Bearer <api key>'")
+    return credential.strip()
+
+
+def is_operator(operator_token: SecretStr | None, credential: str | None) -> bool:
+    return (
+        credential is not None
+        and operator_token is not None
+        and hmac.compare_digest(credential.encode(), operator_token.get_secret_value().encode())
+    )
+
+
+async def _foreign_key_is_valid(db: Database, key_tenant: uuid.UUID | None, secret: str) -> bool:
+    if key_tenant is None:
+        return False
+    try:
+        async with db.tenant_tx(key_tenant) as session:
+            await tenants.authenticate(session, key_tenant, secret)
+    except Unauthenticated:
+        return False
+    return True
+
+
+@asynccontextmanager
+async def tenant_scope(
+    db: Database,
+    operator_token: SecretStr | None,
+    slug: str,
+    credential: str | None,
+    role: str,
+    *,
+    allow_anonymous: bool = False,
+    rollback: bool = False,
+) -> AsyncIterator[TenantScope]:
+    operator = is_operator(operator_token, credential)
+    foreign = False
+    try:
+        async with db.app_tx() as session:
+            tenant = await tenants.find_tenant(session, slug)
+            if operator:
+                if tenant is None:
+                    raise NotFound(f"tenant {slug!r} not found", field="tenant")
+                principal = OPERATOR
+            elif credential is None:
+                if not (allow_anonymous and tenant is not None and tenant.public_read):
+                    raise Unauthenticated("missing 'Authorization: Bearer <api key>'")
+                principal = Principal(role="reader", tenant_id=tenant.id, anonymous=True)
+            else:
+                if tenant is None or tenants.tenant_of_secret(credential) != tenant.id:
+                    foreign = True
+                    raise Unauthenticated("invalid API key")
+                await enter_tenant(session, tenant.id)
+                principal = await tenants.authenticate(session, tenant.id, credential)
+            if not principal.has(role):
+                raise Forbidden(f"this needs the {role} role; the caller has {principal.role}")
+            await enter_tenant(session, tenant.id)
+            yield TenantScope(session, tenant, principal)
+            if rollback:
+                raise Rollback
+    except Rollback:
+        return
+    except Unauthenticated:
+        # The key is not for this path: 403 if it is a valid key of some other tenant, else 401.
+        key_tenant = tenants.tenant_of_secret(credential) if foreign and credential else None
+        if credential and await _foreign_key_is_valid(db, key_tenant, credential):
+            raise Forbidden("this API key belongs to another tenant") from None
+        raise
