@@ -13,6 +13,8 @@ from registry.api import health, problems, prompts, tenants
 from registry.api.limits import BodyLimit
 from registry.config import Settings, get_settings
 from registry.db.engine import Database
+from registry.events.hub import Hub
+from registry.mcp.http import McpEndpoint
 
 logger = logging.getLogger("registry.app")
 
@@ -25,15 +27,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "create_app needs REGISTRY_DATABASE_URL; `registry serve` sets it for the embedded server"
         )
 
+    db = Database(dsn, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow)
+    hub = Hub()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = Database(dsn, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow)
-        app.state.db = db
-        app.state.settings = settings
         logger.info("worker_started", extra={"fields": {"version": registry.__version__}})
         try:
             yield
         finally:
+            hub.close()
             await db.dispose()
             logger.info("worker_stopped")
 
@@ -43,10 +46,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Multi-tenant prompt templates, served over MCP, managed over REST.",
         lifespan=lifespan,
     )
+    app.state.db = db
+    app.state.settings = settings
+    app.state.hub = hub
     problems.install(app)
     app.include_router(health.router)
     app.include_router(tenants.router)
     app.include_router(prompts.router)
+    app.router.routes.extend(McpEndpoint(settings, db, hub).routes())
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_request_bytes, max_blob_bytes=settings.max_blob_bytes
     )

@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     max_argument_length: int = Field(default=65536, ge=1)
     max_blob_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
 
+    # The registry's public address, shown to MCP clients as serverInfo.websiteUrl when set.
+    public_url: str | None = None
+    # Seconds between keep-alive comments on open SSE streams.
+    sse_keepalive_seconds: float = Field(default=15, gt=0, le=300)
+
     # MCP sessions (session-era protocol revisions) expire after this much idle time.
     session_idle_seconds: int = Field(default=3600, ge=10)
     # Origins allowed to call the MCP endpoint from a browser; requests without Origin are allowed.

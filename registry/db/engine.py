@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from registry.db.errors import translate_db_error
+from registry.db.secrets import read_secret
 
 APP_ROLE = "registry_app"
 
@@ -43,6 +44,14 @@ class Database:
             connect_args={"server_settings": {"application_name": "registry"}},
         )
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        self._mac_key: bytes | None = None
+
+    async def mac_key(self) -> bytes:
+        """The MAC key for cursors and request state (read once, then kept)."""
+        if self._mac_key is None:
+            async with self.app_tx() as session:
+                self._mac_key = await read_secret(session, "mac")
+        return self._mac_key
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -390,3 +390,61 @@ async def count_prompts(session: AsyncSession, tenant_id: uuid.UUID) -> int:
 
 def when(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+# --- serving (MCP) ----------------------------------------------------------------------------
+
+
+async def served_page(
+    session: AsyncSession, tenant_id: uuid.UUID, label: str, *, after: str | None, limit: int
+) -> Sequence[tuple[str, uuid.UUID, int, PromptVersion]]:
+    """One keyset page of the prompts a label serves, by name: (name, prompt id, version, version row).
+
+    Driven by the (tenant_id, label, prompt_name) index, so a deep page costs what the first does."""
+    query = (
+        select(Label.prompt_name, Label.prompt_id, Label.version, PromptVersion)
+        .join(Prompt, and_(Prompt.tenant_id == Label.tenant_id, Prompt.id == Label.prompt_id))
+        .join(
+            PromptVersion,
+            and_(
+                PromptVersion.tenant_id == Label.tenant_id,
+                PromptVersion.prompt_id == Label.prompt_id,
+                PromptVersion.version == Label.version,
+            ),
+        )
+        .where(Label.tenant_id == tenant_id, Label.label == label, Prompt.archived_at.is_(None))
+        .order_by(Label.prompt_name)
+        .limit(limit)
+    )
+    if after is not None:
+        query = query.where(Label.prompt_name > after)
+    return [(r[0], r[1], r[2], r[3]) for r in (await session.execute(query)).all()]
+
+
+async def served_count(session: AsyncSession, tenant_id: uuid.UUID, label: str) -> int:
+    result = await session.execute(
+        select(func.count())
+        .select_from(Label)
+        .join(Prompt, and_(Prompt.tenant_id == Label.tenant_id, Prompt.id == Label.prompt_id))
+        .where(Label.tenant_id == tenant_id, Label.label == label, Prompt.archived_at.is_(None))
+    )
+    return int(result.scalar_one())
+
+
+async def arguments_of(
+    session: AsyncSession, tenant_id: uuid.UUID, versions: Sequence[tuple[uuid.UUID, int]]
+) -> dict[tuple[uuid.UUID, int], list[PromptArgument]]:
+    found: dict[tuple[uuid.UUID, int], list[PromptArgument]] = {key: [] for key in versions}
+    if not versions:
+        return found
+    result = await session.execute(
+        select(PromptArgument)
+        .where(
+            PromptArgument.tenant_id == tenant_id,
+            tuple_(PromptArgument.prompt_id, PromptArgument.version).in_(list(versions)),
+        )
+        .order_by(PromptArgument.prompt_id, PromptArgument.version, PromptArgument.position)
+    )
+    for argument in result.scalars().all():
+        found[(argument.prompt_id, argument.version)].append(argument)
+    return found

@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -930,3 +931,88 @@ async def import_bundle(
             after=result.model_dump(),
         )
     return result
+
+
+# --- serving (MCP) ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServedArgument:
+    name: str
+    title: str | None
+    description: str | None
+    required: bool
+
+
+@dataclass(frozen=True)
+class ServedPrompt:
+    """A prompt as a label serves it, before any protocol revision shapes it."""
+
+    name: str
+    version: int
+    title: str | None
+    description: str | None
+    icons: list[dict[str, Any]] | None
+    arguments: list[ServedArgument]
+
+
+async def served_page(
+    session: AsyncSession, tenant: Tenant, label: str, *, after: str | None, limit: int
+) -> tuple[list[ServedPrompt], bool]:
+    """One page of what ``label`` serves, by name, and whether more may follow."""
+    rows = await repo.served_page(session, tenant.id, label, after=after, limit=limit + 1)
+    rows, more = rows[:limit], len(rows) > limit
+    arguments = await repo.arguments_of(session, tenant.id, [(r[1], r[2]) for r in rows])
+    page = [
+        ServedPrompt(
+            name=name,
+            version=number,
+            title=row.title,
+            description=row.description,
+            icons=row.icons,
+            arguments=[
+                ServedArgument(a.name, a.title, a.description, a.required)
+                for a in arguments[(prompt_id, number)]
+            ],
+        )
+        for name, prompt_id, number, row in rows
+    ]
+    return page, more
+
+
+async def served_count(session: AsyncSession, tenant: Tenant, label: str) -> int:
+    return await repo.served_count(session, tenant.id, label)
+
+
+COMPLETION_LIMIT = 100
+
+
+async def complete_argument(
+    session: AsyncSession,
+    tenant: Tenant,
+    ref: str,
+    argument: str,
+    value: str,
+    *,
+    label: str,
+) -> tuple[list[str], int]:
+    """Suggested values for one argument of the served version: enum values and declared suggestions,
+    those starting with ``value`` first (case-insensitively), then those containing it; at most 100,
+    with the total number of matches."""
+    name, version, pinned_label = parse_prompt_ref(ref)
+    prompt, number = await resolve_version(
+        session, tenant, name, version=version, label=pinned_label or label
+    )
+    specs, _ = await repo.version_children(session, tenant.id, prompt.id, [number])
+    spec = next((a for a in specs if a.name == argument), None)
+    if spec is None:
+        known = ", ".join(repr(a.name) for a in specs) or "none"
+        raise InvalidInput(
+            f"prompt {name!r} has no argument {argument!r} (it takes: {known})", field="argument"
+        )
+    candidates = list(dict.fromkeys([*(spec.enum or []), *(spec.suggestions or [])]))
+    needle = value.casefold()
+    prefix = [c for c in candidates if c.casefold().startswith(needle)]
+    inner = [c for c in candidates if needle and needle in c.casefold() and c not in prefix]
+    matches = prefix + inner
+    return matches[:COMPLETION_LIMIT], len(matches)

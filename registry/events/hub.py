@@ -1,0 +1,87 @@
+"""The per-process fan-out hub: subscribers per tenant, told of each change of that tenant.
+
+Each subscription holds only the newest change sequence it has not yet delivered, so a burst of
+changes (or a slow reader) costs one pending number, never a growing queue: ten changes in a row reach
+a stream as one list_changed. Publishing never waits on a subscriber.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class Subscription:
+    def __init__(self, hub: Hub, tenant_id: uuid.UUID, label: str, seen: int) -> None:
+        self.hub = hub
+        self.tenant_id = tenant_id
+        self.label = label
+        self.seen = seen  # the change sequence this subscriber is up to date with
+        self._pending: int | None = None
+        self._wake = asyncio.Event()
+        self.closed = False
+
+    def offer(self, seq: int) -> None:
+        if seq > self.seen and (self._pending is None or seq > self._pending):
+            self._pending = seq
+            self._wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+
+    async def next(self, wait_seconds: float) -> int | None:
+        """The newest undelivered sequence, or None after ``wait_seconds`` (or once the hub closed)."""
+        if self._pending is None and not self.closed:
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait_seconds)
+            except TimeoutError:
+                return None
+        self._wake.clear()
+        seq, self._pending = self._pending, None
+        if seq is not None:
+            self.seen = seq
+        return seq
+
+
+class Hub:
+    def __init__(self) -> None:
+        self._subscribers: dict[uuid.UUID, set[Subscription]] = defaultdict(set)
+        self.closed = False
+
+    @contextmanager
+    def subscribe(self, tenant_id: uuid.UUID, label: str, seen: int) -> Iterator[Subscription]:
+        subscription = Subscription(self, tenant_id, label, seen)
+        if self.closed:
+            subscription.close()
+        self._subscribers[tenant_id].add(subscription)
+        try:
+            yield subscription
+        finally:
+            subscribers = self._subscribers.get(tenant_id)
+            if subscribers is not None:
+                subscribers.discard(subscription)
+                if not subscribers:
+                    del self._subscribers[tenant_id]
+
+    def publish(self, tenant_id: uuid.UUID, seq: int) -> int:
+        """Tell the tenant's subscribers that its sequence reached ``seq``; returns how many."""
+        subscribers = self._subscribers.get(tenant_id, ())
+        for subscription in subscribers:
+            subscription.offer(seq)
+        return len(subscribers)
+
+    def tenants(self) -> list[uuid.UUID]:
+        return list(self._subscribers)
+
+    def stream_count(self) -> int:
+        return sum(len(s) for s in self._subscribers.values())
+
+    def close(self) -> None:
+        self.closed = True
+        for subscribers in self._subscribers.values():
+            for subscription in subscribers:
+                subscription.close()

@@ -1,0 +1,1 @@
+"""MCP sessions of the session-era protocol revisions, kept in PostgreSQL."""

@@ -1,0 +1,85 @@
+"""Session life: created by initialize, found by id within its tenant, bound to its credential and
+label, kept alive by use, ended by DELETE or by idling past the configured time."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.models import McpSession
+from registry.sessions import repository as repo
+
+
+class SessionGone(Exception):
+    """No live session with this id for this tenant, label and credential (HTTP 404)."""
+
+
+def new_session_id() -> str:
+    # 256 random bits in visible ASCII (URL-safe base64), as the transport requires.
+    return secrets.token_urlsafe(32)
+
+
+async def start(
+    session: AsyncSession,
+    *,
+    tenant_id: uuid.UUID,
+    label: str,
+    key_id: uuid.UUID | None,
+    protocol_version: str,
+    client_info: dict[str, Any] | None,
+    client_capabilities: dict[str, Any] | None,
+) -> McpSession:
+    return await repo.insert_session(
+        session,
+        tenant_id=tenant_id,
+        id=new_session_id(),
+        label=label,
+        key_id=key_id,
+        protocol_version=protocol_version,
+        client_info=client_info,
+        client_capabilities=client_capabilities,
+    )
+
+
+async def resume(
+    session: AsyncSession,
+    *,
+    tenant_id: uuid.UUID,
+    session_id: str,
+    label: str,
+    key_id: uuid.UUID | None,
+    idle: timedelta,
+) -> McpSession:
+    """The live session, or SessionGone. Last use is recorded at most every idle/10."""
+    found = (
+        await repo.session_by_id(session, tenant_id, session_id) if len(session_id) <= 128 else None
+    )
+    now = datetime.now(UTC)
+    if (
+        found is None
+        or found.ended_at is not None
+        or found.label != label
+        or found.key_id != key_id
+        or now - found.last_seen_at > idle
+    ):
+        raise SessionGone
+    if now - found.last_seen_at > idle / 10:
+        await repo.update_session(session, tenant_id, session_id, last_seen_at=repo.now())
+    return found
+
+
+async def end(session: AsyncSession, mcp_session: McpSession) -> None:
+    await repo.update_session(session, mcp_session.tenant_id, mcp_session.id, ended_at=repo.now())
+
+
+async def set_log_level(session: AsyncSession, mcp_session: McpSession, level: str) -> None:
+    await repo.update_session(session, mcp_session.tenant_id, mcp_session.id, log_level=level)
+
+
+async def purge_expired(session: AsyncSession, *, idle: timedelta) -> int:
+    now = datetime.now(UTC)
+    return await repo.purge(session, idle_before=now - idle, ended_before=now - timedelta(hours=1))
