@@ -365,3 +365,32 @@ async def test_concurrent_sessions_and_workers_share_nothing_in_memory(
                                   session_id=client.session_id)  # fmt: skip
             results = await asyncio.gather(*(same_session.result("prompts/list") for _ in range(5)))
             assert all(len(r["prompts"]) == 5 for r in results)
+
+
+async def test_instructions_come_from_tenant_settings(api: Api, tenant: dict[str, str]) -> None:
+    patched = await api.client.patch(
+        "/api/v1/tenants/acme",
+        json={"instructions": "Use the production prompts."},
+        headers=auth(tenant["admin"]),
+    )
+    assert patched.status_code == 200
+    for revision in REVISIONS:
+        client = mcp(api, tenant)
+        assert (await client.initialize(revision))["instructions"] == "Use the production prompts."
+
+
+async def test_stale_cursor_is_refused(
+    api: Api, tenant: dict[str, str], superuser: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    await seed_prompts(superuser, "acme", 150)
+    client = mcp(api, tenant)
+    await client.initialize()
+    fresh = (await client.result("prompts/list"))["nextCursor"]
+    assert (await client.result("prompts/list", {"cursor": fresh}))["prompts"]
+    later = time.time() + 3601  # past REGISTRY_SESSION_IDLE_SECONDS (default 3600)
+    monkeypatch.setattr("registry.mcp.cursor.time.time", lambda: later)
+    error = await client.error("prompts/list", {"cursor": fresh})
+    assert error["code"] == -32602
+    assert "expired cursor" in error["message"]
