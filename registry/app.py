@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -14,11 +17,17 @@ from sqlalchemy.exc import SQLAlchemyError
 import registry
 from registry.api import health, problems, prompts, tenants
 from registry.api.limits import BodyLimit
+from registry.api.metrics import RequestMetrics
 from registry.config import Settings, get_settings
-from registry.db.engine import Database
+from registry.db.engine import Database, listen_connection
 from registry.events.hub import Hub
+from registry.events.listener import ChangeFeed
+from registry.mcp.caching import McpCaches
 from registry.mcp.http import McpEndpoint
+from registry.metrics import worker_exited
+from registry.prompts import service as prompt_service
 from registry.sessions import service as sessions
+from registry.tenants import service as tenant_service
 
 logger = logging.getLogger("registry.app")
 
@@ -39,6 +48,21 @@ async def purge_sessions(db: Database, settings: Settings, every_seconds: float 
             )
 
 
+class DatabaseChanges:
+    """What the change feed reads, answered by the domain services."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def labels_changed(self, tenant_id: uuid.UUID, after: int, upto: int) -> set[str] | None:
+        async with self.db.tenant_tx(tenant_id) as session:
+            return await prompt_service.labels_changed(session, tenant_id, after, upto)
+
+    async def current_sequences(self, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+        async with self.db.app_tx() as session:
+            return await tenant_service.sequences(session, tenant_ids)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     dsn = settings.database_dsn()
@@ -49,17 +73,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     db = Database(dsn, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow)
     hub = Hub()
+    caches = McpCaches()
+    listen_dsn = settings.listen_dsn() or dsn
+    feed = ChangeFeed(
+        lambda: listen_connection(listen_dsn), hub, DatabaseChanges(db), caches=[caches]
+    )
+    caches.live = feed.connected.is_set
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         logger.info("worker_started", extra={"fields": {"version": registry.__version__}})
+        listener = asyncio.create_task(feed.run())
         purger = asyncio.create_task(purge_sessions(db, settings))
+        with contextlib.suppress(TimeoutError):  # serve anyway; /readyz says 503 until it connects
+            await asyncio.wait_for(feed.connected.wait(), 10)
         try:
             yield
         finally:
             purger.cancel()
-            hub.close()
+            hub.close()  # ends every open stream
+            await feed.stop()
+            listener.cancel()
             await db.dispose()
+            worker_exited(os.getpid())
             logger.info("worker_stopped")
 
     app = FastAPI(
@@ -71,12 +107,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.db = db
     app.state.settings = settings
     app.state.hub = hub
+    app.state.feed = feed
     problems.install(app)
     app.include_router(health.router)
     app.include_router(tenants.router)
     app.include_router(prompts.router)
-    app.router.routes.extend(McpEndpoint(settings, db, hub).routes())
+    app.router.routes.extend(McpEndpoint(settings, db, hub, caches).routes())
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_request_bytes, max_blob_bytes=settings.max_blob_bytes
     )
+    app.add_middleware(RequestMetrics)
     return app

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -110,6 +111,8 @@ def serve(host: str | None, port: int | None, workers: int | None) -> None:
 
     def launch(url: str) -> None:
         os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
+        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # /metrics adds up every worker
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="registry-metrics-")
         uvicorn.run(
             "registry.app:create_app",
             factory=True,

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
 
     # Where the data lives. Unset database_url means: run the embedded PostgreSQL in data_dir.
     database_url: SecretStr | None = None
+    # Where each worker LISTENs for changes, when the main URL goes through a transaction pooler
+    # (PgBouncer in transaction mode drops LISTEN): point this at PostgreSQL directly.
+    listen_url: SecretStr | None = None
     data_dir: Path = Path(".registry")
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_max_overflow: int = Field(default=10, ge=0, le=200)
@@ -75,7 +78,7 @@ class Settings(BaseSettings):
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("database_url", mode="before")
+    @field_validator("database_url", "listen_url", mode="before")
     @classmethod
     def _check_url(cls, value: object) -> object:
         if value is None or value == "":
@@ -95,6 +98,9 @@ class Settings(BaseSettings):
         if self.database_url is None:
             return None
         return to_asyncpg_url(self.database_url.get_secret_value())
+
+    def listen_dsn(self) -> str | None:
+        return to_asyncpg_url(self.listen_url.get_secret_value()) if self.listen_url else None
 
 
 def to_asyncpg_url(url: str) -> str:

@@ -17,3 +17,20 @@ LATEST = "latest"  # the label that moves by itself to every new version
 
 Role = Literal["reader", "editor", "publisher", "admin"]
 ROLE_RANK: dict[str, int] = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}
+
+
+def find_nul(value: object, path: str = "") -> str | None:
+    """The path of the first string holding a NUL character (PostgreSQL text cannot store one)."""
+    if isinstance(value, str):
+        return path or "value" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = find_nul(key, path) or find_nul(item, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = find_nul(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None

@@ -6,34 +6,16 @@ Create Date: 2026-11-21 05:03:00.830482
 """
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
+from sqlfile import run_sql_file
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
-
-
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-
-
-def run_sql_file(name: str) -> None:
-    """Run one of migrations/sql/*.sql statement by statement (a statement ends with `;` at the end
-    of a line outside a $$-quoted body)."""
-    statement: list[str] = []
-    in_body = False
-    for line in (SQL_DIR / name).read_text().splitlines():
-        statement.append(line)
-        if line.count("$$") % 2 == 1:
-            in_body = not in_body
-        if not in_body and line.rstrip().endswith(";"):
-            op.get_bind().exec_driver_sql("\n".join(statement))
-            statement = []
-    assert not "".join(statement).strip(" \n"), f"{name}: trailing text without a final `;`"
 
 
 def upgrade() -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from registry.db.engine import Database
 from registry.db.migrate import check_at_head, head_revision
 from registry.errors import SchemaNotAtHead
+from registry.metrics import exposition
 
 router = APIRouter(tags=["health"])
 
@@ -31,4 +32,13 @@ async def readyz(request: Request) -> JSONResponse:
     except (SQLAlchemyError, OSError) as error:
         reason = f"database unreachable: {type(error).__name__}"
         return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+    if not request.app.state.feed.connected.is_set():
+        reason = "the change listener (LISTEN connection) is not connected yet"
+        return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
     return JSONResponse({"status": "ready", "schema": head_revision()})
+
+
+@router.get("/metrics", summary="Prometheus metrics of every worker", response_class=Response)
+async def metrics() -> Response:
+    body, content_type = exposition()
+    return Response(body, media_type=content_type)

@@ -11,7 +11,8 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy import text
+import asyncpg
+from sqlalchemy import make_url, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -95,3 +96,23 @@ class Database:
 async def enter_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:
     """Scope the rest of an ``app_tx`` transaction to one tenant (after resolving or creating it)."""
     await session.execute(_SET_TENANT, {"tenant": str(tenant_id)})
+
+
+def asyncpg_arguments(url: str) -> dict[str, object]:
+    """asyncpg.connect() arguments for a SQLAlchemy URL (host may be a Unix socket directory)."""
+    parsed = make_url(url)
+    query = dict(parsed.query)
+    arguments: dict[str, object] = {
+        "user": parsed.username,
+        "password": parsed.password,
+        "database": parsed.database,
+        "host": query.pop("host", None) or parsed.host,
+        "port": int(str(query.pop("port", None) or parsed.port or 5432)),
+        "server_settings": {"application_name": "registry-listener"},
+    }
+    return {k: v for k, v in arguments.items() if v is not None}
+
+
+async def listen_connection(url: str) -> asyncpg.Connection:
+    """A connection of its own for LISTEN: never from the pool, never through a transaction pooler."""
+    return await asyncpg.connect(**asyncpg_arguments(url), timeout=10)

@@ -73,4 +73,9 @@ def translate_db_error(error: DBAPIError, **values: object) -> Exception:
     state = getattr(cause, "sqlstate", None) or getattr(error.orig, "sqlstate", None) or ""
     if isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES):
         return Unavailable("the database is unavailable")
+    if isinstance(state, str) and state.startswith(
+        "22"
+    ):  # data exception: a value PostgreSQL refuses
+        message = str(getattr(cause, "message", "") or "").splitlines()[0] if cause else ""
+        return InvalidInput(f"a value was refused by the database: {message or 'invalid data'}")
     return error

@@ -13,6 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from registry.metrics import OPEN_STREAMS
+
 
 class Subscription:
     def __init__(self, hub: Hub, tenant_id: uuid.UUID, label: str, seen: int) -> None:
@@ -50,6 +52,7 @@ class Subscription:
 class Hub:
     def __init__(self) -> None:
         self._subscribers: dict[uuid.UUID, set[Subscription]] = defaultdict(set)
+        self._published: dict[uuid.UUID, int] = {}  # the newest sequence told, per watched tenant
         self.closed = False
 
     @contextmanager
@@ -58,21 +61,41 @@ class Hub:
         if self.closed:
             subscription.close()
         self._subscribers[tenant_id].add(subscription)
+        self._published[tenant_id] = max(self._published.get(tenant_id, 0), seen)
+        OPEN_STREAMS.inc()
         try:
             yield subscription
         finally:
+            OPEN_STREAMS.dec()
             subscribers = self._subscribers.get(tenant_id)
             if subscribers is not None:
                 subscribers.discard(subscription)
                 if not subscribers:
                     del self._subscribers[tenant_id]
+                    self._published.pop(tenant_id, None)
 
-    def publish(self, tenant_id: uuid.UUID, seq: int) -> int:
-        """Tell the tenant's subscribers that its sequence reached ``seq``; returns how many."""
-        subscribers = self._subscribers.get(tenant_id, ())
-        for subscription in subscribers:
-            subscription.offer(seq)
-        return len(subscribers)
+    def watching(self, tenant_id: uuid.UUID) -> bool:
+        return tenant_id in self._subscribers
+
+    def published(self, tenant_id: uuid.UUID) -> int:
+        return self._published.get(tenant_id, 0)
+
+    def publish(self, tenant_id: uuid.UUID, seq: int, labels: set[str] | None = None) -> int:
+        """Tell the tenant's subscribers of ``labels`` (all, when None) that its sequence reached
+        ``seq``; returns how many were told."""
+        if seq > self._published.get(tenant_id, -1) and tenant_id in self._subscribers:
+            self._published[tenant_id] = seq
+        told = 0
+        for subscription in self._subscribers.get(tenant_id, ()):
+            if labels is None or subscription.label in labels:
+                subscription.offer(seq)
+                told += 1
+        return told
+
+    def close_tenant(self, tenant_id: uuid.UUID) -> None:
+        """The tenant is gone: end its streams."""
+        for subscription in self._subscribers.get(tenant_id, ()):
+            subscription.close()
 
     def tenants(self) -> list[uuid.UUID]:
         return list(self._subscribers)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.config import Settings
 from registry.db.models import McpSession, Tenant
 from registry.errors import RegistryError
+from registry.mcp import caching, shaping
 from registry.mcp import cursor as cursors
-from registry.mcp import shaping
+from registry.mcp.caching import McpCaches
 from registry.mcp.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -32,6 +34,7 @@ from registry.mcp.protocol import (
     error_message,
     result_message,
 )
+from registry.metrics import LATENCY, REQUESTS
 from registry.principal import Principal
 from registry.prompts import service as prompts
 from registry.sessions import service as sessions
@@ -54,6 +57,7 @@ class Call:
     revision: str
     settings: Settings
     mac_key: bytes
+    caches: McpCaches
     session: McpSession | None = None
 
 
@@ -152,9 +156,9 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = GetParams.model_validate(params)
     name, version, label = prompts.parse_prompt_ref(parsed.name)
-    rendered = await prompts.render(
-        call.db, call.tenant, name, parsed.arguments, version=version, label=label or call.label,
-        max_value_length=call.settings.max_argument_length,
+    rendered = await caching.render(
+        call.caches, call.db, call.tenant, name, parsed.arguments, version=version,
+        label=label or call.label, max_value_length=call.settings.max_argument_length,
     )  # fmt: skip
     result: dict[str, Any] = {
         "messages": shaping.messages(call.revision, rendered.messages, call.tenant.slug)
@@ -213,6 +217,16 @@ async def dispatch(call: Call, message: Message) -> dict[str, Any] | None:
     """Run one request and return its response message (None for notifications and responses)."""
     if message.kind != "request":
         return None
+    assert message.method is not None
+    name = message.method if message.method in HANDLERS else "other"
+    started = time.perf_counter()
+    answer = await _dispatch(call, message)
+    LATENCY.labels("mcp", name).observe(time.perf_counter() - started)
+    REQUESTS.labels("mcp", name, "error" if "error" in answer else "ok").inc()
+    return answer
+
+
+async def _dispatch(call: Call, message: Message) -> dict[str, Any]:
     assert message.method is not None
     handler = HANDLERS.get(message.method)
     if handler is None:

@@ -24,6 +24,7 @@ from registry.db.engine import Database
 from registry.errors import Forbidden, NotFound, RegistryError, Unauthenticated
 from registry.events.hub import Hub, Subscription
 from registry.mcp import handlers
+from registry.mcp.caching import McpCaches
 from registry.mcp.protocol import (
     ALL_REVISIONS,
     INVALID_REQUEST,
@@ -44,7 +45,7 @@ from registry.tenants.access import TenantScope
 logger = logging.getLogger("registry.mcp")
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
-LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
+LIST_CHANGED_JSON = json.dumps({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
 
 
 def _error(status: int, code: int, message: str, *, request_id: Any = None,
@@ -67,10 +68,11 @@ def origin_allowed(origin: str, allowed: list[str]) -> bool:
 
 
 class McpEndpoint:
-    def __init__(self, settings: Settings, db: Database, hub: Hub) -> None:
+    def __init__(self, settings: Settings, db: Database, hub: Hub, caches: McpCaches) -> None:
         self.settings = settings
         self.db = db
         self.hub = hub
+        self.caches = caches
         self.idle = timedelta(seconds=settings.session_idle_seconds)
         self.streams: dict[str, Subscription] = {}  # session id -> its open GET stream here
 
@@ -127,7 +129,7 @@ class McpEndpoint:
         return handlers.Call(
             db=scope.session, tenant=scope.tenant, label=label or scope.tenant.default_label,
             principal=scope.principal, revision=revision, settings=self.settings,
-            mac_key=await self.db.mac_key(), session=session,
+            mac_key=await self.db.mac_key(), caches=self.caches, session=session,
         )  # fmt: skip
 
     async def _resume(self, request: Request, scope: TenantScope, label: str | None) -> Any:
@@ -249,7 +251,7 @@ class McpEndpoint:
                             break
                         yield b": keep-alive\n\n"
                         continue
-                    yield f"id: {seq}\ndata: {json.dumps(LIST_CHANGED)}\n\n".encode()
+                    yield f"id: {seq}\ndata: {LIST_CHANGED_JSON}\n\n".encode()
             finally:
                 if self.streams.get(session_id) is subscription:
                     del self.streams[session_id]

@@ -17,6 +17,7 @@ from registry.config import Settings
 from registry.db.engine import Database
 from registry.errors import NotFound
 from registry.mcp import handlers
+from registry.mcp.caching import McpCaches
 from registry.mcp.protocol import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -38,6 +39,7 @@ class StdioServer:
         self.slug = slug
         self.label = label
         self.revision: str | None = None
+        self.caches = McpCaches()  # never live here: no LISTEN connection, so nothing is kept
 
     async def tenant_and_label(self) -> tuple[Any, str]:
         async with self.db.app_tx() as session:
@@ -82,6 +84,7 @@ class StdioServer:
                 revision=self.revision or "2025-11-25",
                 settings=self.settings,
                 mac_key=await self.db.mac_key(),
+                caches=self.caches,
             )
             return await handlers.dispatch(call, message)
 

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.db.errors import translate_db_error
 from registry.db.models import (
     Blob,
+    ChangeLog,
     Label,
     LabelHistory,
     Prompt,
@@ -170,6 +171,32 @@ async def version_row(session: AsyncSession, prompt: Prompt, version: int) -> Pr
         )
     )
     return result.scalar_one_or_none()
+
+
+async def version_row_by_id(
+    session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, version: int
+) -> PromptVersion | None:
+    result = await session.execute(
+        select(PromptVersion).where(
+            PromptVersion.tenant_id == tenant_id,
+            PromptVersion.prompt_id == prompt_id,
+            PromptVersion.version == version,
+        )
+    )
+    return result.scalar_one_or_none()
+
+
+async def changed_labels(
+    session: AsyncSession, tenant_id: uuid.UUID, after: int, upto: int
+) -> tuple[set[str | None], int]:
+    """Labels named by the change log in (after, upto], and how many rows that range holds."""
+    result = await session.execute(
+        select(ChangeLog.label).where(
+            ChangeLog.tenant_id == tenant_id, ChangeLog.seq > after, ChangeLog.seq <= upto
+        )
+    )
+    labels = list(result.scalars().all())
+    return set(labels), len(labels)
 
 
 async def version_rows(

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from registry.naming import LABEL_PATTERN, MIME_PATTERN, PROMPT_NAME_PATTERN
+from registry.naming import LABEL_PATTERN, MIME_PATTERN, PROMPT_NAME_PATTERN, find_nul
 
 ARGUMENT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
@@ -26,6 +26,14 @@ Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        where = find_nul(data)
+        if where:
+            raise ValueError(f"{where}: text may not contain NUL (\\u0000) characters")
+        return data
 
 
 class Annotations(_Strict):

@@ -10,6 +10,7 @@ import base64
 import difflib
 import hashlib
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -57,7 +58,7 @@ from registry.prompts.schemas import (
     WriteResult,
 )
 from registry.templates.arguments import ArgumentSpec, resolve_arguments
-from registry.templates.mustache import parse
+from registry.templates.mustache import Template, parse
 
 # --- reading ------------------------------------------------------------------------------------
 
@@ -617,6 +618,101 @@ async def resolve_version(
     return prompt, row.version
 
 
+@dataclass(frozen=True)
+class CompiledMessage:
+    role: str
+    content: dict[str, Any]  # as stored: blob references by sha256
+    template: Template | None  # the text (or embedded resource text), parsed
+
+
+@dataclass(frozen=True)
+class CompiledVersion:
+    """Everything needed to render a version; versions are immutable, so this may be kept forever."""
+
+    description: str | None
+    specs: tuple[ArgumentSpec, ...]
+    messages: tuple[CompiledMessage, ...]
+    blobs: tuple[bytes, ...]
+
+
+async def compile_version(
+    session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, number: int
+) -> CompiledVersion:
+    arguments, messages = await repo.version_children(session, tenant_id, prompt_id, [number])
+    row = await repo.version_row_by_id(session, tenant_id, prompt_id, number)
+    assert row is not None
+    compiled = []
+    for m in messages:
+        content = m.content
+        source = content.get("text") if content["type"] == "text" else None
+        if content["type"] == "resource" and "text" in content["resource"]:
+            source = content["resource"]["text"]
+        compiled.append(
+            CompiledMessage(m.role, content, parse(source) if source is not None else None)
+        )
+    return CompiledVersion(
+        description=row.description,
+        specs=tuple(
+            ArgumentSpec(
+                name=a.name,
+                required=a.required,
+                default=a.default,
+                enum=tuple(a.enum) if a.enum else None,
+                pattern=a.pattern,
+                max_length=a.max_length,
+            )
+            for a in arguments
+        ),
+        messages=tuple(compiled),
+        blobs=tuple(m.blob_sha256 for m in messages if m.blob_sha256 is not None),
+    )
+
+
+async def load_blobs(
+    session: AsyncSession, tenant_id: uuid.UUID, shas: Sequence[bytes]
+) -> dict[bytes, str]:
+    """Blob bytes as base64, as content blocks carry them."""
+    found = await repo.blob_data(session, tenant_id, shas)
+    return {sha: base64.b64encode(blob.data).decode() for sha, blob in found.items()}
+
+
+def render_compiled(
+    compiled: CompiledVersion,
+    arguments: dict[str, Any] | None,
+    blobs: dict[bytes, str],
+    *,
+    max_value_length: int,
+) -> RenderedPrompt:
+    """The one renderer: MCP prompts/get, the REST preview and the CLI all end here."""
+    values = resolve_arguments(compiled.specs, arguments, max_value_length=max_value_length)
+    return RenderedPrompt(
+        description=compiled.description,
+        messages=[
+            {"role": m.role, "content": _render_block(m, values, blobs)} for m in compiled.messages
+        ],
+    )
+
+
+def _render_block(
+    message: CompiledMessage, values: dict[str, str], blobs: dict[bytes, str]
+) -> dict[str, Any]:
+    out = dict(message.content)
+    kind = out["type"]
+    if kind == "text":
+        assert message.template is not None
+        out["text"] = message.template.render(values)
+    elif kind in ("image", "audio"):
+        out["data"] = blobs[bytes.fromhex(out.pop("blob"))]
+    elif kind == "resource":
+        resource = dict(out["resource"])
+        if message.template is not None:
+            resource["text"] = message.template.render(values)
+        else:
+            resource["blob"] = blobs[bytes.fromhex(resource["blob"])]
+        out["resource"] = resource
+    return out
+
+
 async def render(
     session: AsyncSession,
     tenant: Tenant,
@@ -627,55 +723,11 @@ async def render(
     label: str | None = None,
     max_value_length: int,
 ) -> RenderedPrompt:
-    """Render a prompt: the one renderer behind MCP prompts/get, the REST preview and the CLI."""
+    """Resolve, compile and render in one go (the REST preview; MCP does the same steps with caches)."""
     prompt, number = await resolve_version(session, tenant, name, version=version, label=label)
-    row = await repo.version_row(session, prompt, number)
-    assert row is not None
-    specs_rows, message_rows = await repo.version_children(session, tenant.id, prompt.id, [number])
-    specs = [
-        ArgumentSpec(
-            name=a.name,
-            required=a.required,
-            default=a.default,
-            enum=tuple(a.enum) if a.enum else None,
-            pattern=a.pattern,
-            max_length=a.max_length,
-        )
-        for a in specs_rows
-    ]
-    values = resolve_arguments(specs, arguments, max_value_length=max_value_length)
-    blobs = await repo.blob_data(
-        session, tenant.id, [m.blob_sha256 for m in message_rows if m.blob_sha256 is not None]
-    )
-    return RenderedPrompt(
-        description=row.description,
-        messages=[
-            {"role": m.role, "content": render_content(m.content, values, blobs)}
-            for m in message_rows
-        ],
-    )
-
-
-def render_content(
-    content: dict[str, Any], values: dict[str, str], blobs: dict[bytes, Any]
-) -> dict[str, Any]:
-    """One stored content block, rendered: templates filled in, blob references replaced by base64."""
-    out = dict(content)
-    kind = out["type"]
-    if kind == "text":
-        out["text"] = parse(out["text"]).render(values)
-    elif kind in ("image", "audio"):
-        out["data"] = base64.b64encode(blobs[bytes.fromhex(out.pop("blob"))].data).decode()
-    elif kind == "resource":
-        resource = dict(out["resource"])
-        if "text" in resource:
-            resource["text"] = parse(resource["text"]).render(values)
-        else:
-            resource["blob"] = base64.b64encode(
-                blobs[bytes.fromhex(resource["blob"])].data
-            ).decode()
-        out["resource"] = resource
-    return out
+    compiled = await compile_version(session, tenant.id, prompt.id, number)
+    blobs = await load_blobs(session, tenant.id, compiled.blobs)
+    return render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
 
 
 def blob_of(content: dict[str, Any]) -> str | None:
@@ -1016,3 +1068,14 @@ async def complete_argument(
     inner = [c for c in candidates if needle and needle in c.casefold() and c not in prefix]
     matches = prefix + inner
     return matches[:COMPLETION_LIMIT], len(matches)
+
+
+async def labels_changed(
+    session: AsyncSession, tenant_id: uuid.UUID, after: int, upto: int
+) -> set[str] | None:
+    """Labels whose served list changed in the tenant's changes (after, upto]; None means any may have
+    (a change not tied to one label, or rows this transaction cannot see)."""
+    labels, rows = await repo.changed_labels(session, tenant_id, after, upto)
+    if rows < upto - after or None in labels:
+        return None
+    return {label for label in labels if label is not None}

@@ -159,3 +159,10 @@ async def list_audit(
     if target:
         query = query.where(AuditLog.target == target)
     return (await session.execute(query)).scalars().all()
+
+
+async def sequences(session: AsyncSession, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    result = await session.execute(
+        select(Tenant.id, Tenant.change_seq).where(Tenant.id.in_(tenant_ids))
+    )
+    return {row[0]: int(row[1]) for row in result.all()}

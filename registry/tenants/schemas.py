@@ -6,14 +6,24 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from registry.naming import LABEL_PATTERN, SLUG_PATTERN, Role
+from registry.naming import LABEL_PATTERN, SLUG_PATTERN, Role, find_nul
 
 
-class TenantCreate(BaseModel):
+class _Input(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        where = find_nul(data)
+        if where:
+            raise ValueError(f"{where}: text may not contain NUL (\\u0000) characters")
+        return data
+
+
+class TenantCreate(_Input):
     slug: str = Field(pattern=SLUG_PATTERN, description="lowercase letters, digits and hyphens")
     title: str | None = Field(default=None, max_length=200)
     public_read: bool = False
@@ -34,9 +44,7 @@ class TenantOut(BaseModel):
     updated_at: datetime
 
 
-class KeyCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class KeyCreate(_Input):
     name: str | None = Field(default=None, min_length=1, max_length=100)
     role: Role
     expires_at: datetime | None = None
@@ -64,9 +72,7 @@ class KeyCreated(KeyOut):
     secret: str
 
 
-class TenantPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TenantPatch(_Input):
     title: str | None = Field(default=None, max_length=200)
     public_read: bool | None = None
     default_label: str | None = Field(default=None, pattern=LABEL_PATTERN)

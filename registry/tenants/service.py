@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db import pagination
-from registry.db.audit import record_audit
+from registry.db.audit import record_audit, record_change
 from registry.db.engine import enter_tenant
 from registry.db.models import ApiKey, Tenant
 from registry.db.pagination import Page
@@ -178,6 +178,7 @@ async def update_tenant(
         return tenant
     before = {k: getattr(tenant, k) for k in values}
     updated = await repo.update_tenant(session, tenant, values)
+    await record_change(session, tenant_id=tenant.id, kind="tenant.update")
     await record_audit(
         session,
         tenant_id=tenant.id,
@@ -188,6 +189,11 @@ async def update_tenant(
         after={k: getattr(updated, k) for k in values},
     )
     return updated
+
+
+async def sequences(session: AsyncSession, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """Each tenant's change sequence now (a tenant that is gone is absent)."""
+    return await repo.sequences(session, tenant_ids)
 
 
 async def delete_tenant(session: AsyncSession, tenant: Tenant, *, force: bool) -> None:

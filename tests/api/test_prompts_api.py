@@ -688,3 +688,16 @@ async def test_export_then_import_is_idempotent(api: Api, superuser: asyncpg.Con
         headers=auth(b["publisher"]),
     )
     assert bad.status_code in (200, 422)  # the blob already exists in bravo, so this one is fine
+
+
+async def test_nul_characters_are_refused_not_500(
+    api: Api, keys: dict[str, str], superuser: asyncpg.Connection
+) -> None:
+    c = api.client
+    body = {**SIMPLE, "description": "bad\x00value"}
+    refused = await c.post(P, json=body, headers=auth(keys["editor"]))
+    assert refused.status_code == 422
+    assert "description: text may not contain NUL" in refused.json()["detail"]
+    search = await c.get(P, params={"q": "a\x00b"}, headers=auth(keys["reader"]))
+    assert search.status_code == 422
+    assert await superuser.fetchval("SELECT count(*) FROM prompts") == 0

@@ -1,0 +1,24 @@
+"""Running the readable SQL files of migrations/sql/ from a migration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import op
+
+SQL_DIR = Path(__file__).resolve().parent / "sql"
+
+
+def run_sql_file(name: str) -> None:
+    """Statement by statement (the driver takes one at a time): a statement ends with `;` at the end
+    of a line outside a $$-quoted body."""
+    statement: list[str] = []
+    in_body = False
+    for line in (SQL_DIR / name).read_text().splitlines():
+        statement.append(line)
+        if line.count("$$") % 2 == 1:
+            in_body = not in_body
+        if not in_body and line.rstrip().endswith(";"):
+            op.get_bind().exec_driver_sql("\n".join(statement))
+            statement = []
+    assert not "".join(statement).strip(" \n"), f"{name}: trailing text without a final `;`"

@@ -1,0 +1,185 @@
+"""The LISTEN connection of one worker process: change notifications in, caches dropped and streams told.
+
+One connection outside the pool, probed for liveness, re-established with jittered backoff when it dies.
+After every (re)connect the caches are flushed and the sequence of every watched tenant is read again,
+so a notification lost while disconnected costs at most an extra list_changed, never a missed one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import asyncpg
+
+from registry.events.hub import Hub
+from registry.metrics import LISTENER_RECONNECTS, NOTIFICATIONS_SENT
+
+logger = logging.getLogger("registry.events")
+CHANNEL = "registry_changes"
+
+
+class ChangeSource(Protocol):
+    """What the feed reads from the database (given by the app; this layer imports no domain)."""
+
+    async def labels_changed(self, tenant_id: uuid.UUID, after: int, upto: int) -> set[str] | None:
+        """Labels whose served list changed in (after, upto]; None when every label may have."""
+
+    async def current_sequences(self, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+        """Each tenant's change sequence now (absent: the tenant is gone)."""
+
+
+class Invalidates(Protocol):
+    def invalidate(self, tenant_id: uuid.UUID) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+class ChangeFeed:
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[asyncpg.Connection]],
+        hub: Hub,
+        source: ChangeSource,
+        caches: list[Invalidates],
+        auth_caches: list[Invalidates] | None = None,
+        *,
+        probe_seconds: float = 5.0,
+        max_backoff_seconds: float = 5.0,
+    ) -> None:
+        self.connect = connect
+        self.hub = hub
+        self.source = source
+        self.caches = caches
+        self.auth_caches = auth_caches or []
+        self.probe_seconds = probe_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self.connected = asyncio.Event()
+        self.connection: asyncpg.Connection | None = None
+        self.reconnects = 0
+        self._pending: dict[uuid.UUID, int] = {}
+        self._delivering: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._lost = asyncio.Event()
+        self._stopped = False
+
+    # --- the connection ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        delay = 0.1
+        first = True
+        while not self._stopped:
+            connection: asyncpg.Connection | None = None
+            try:
+                connection = await self.connect()
+                self._lost.clear()
+                connection.add_termination_listener(lambda _: self._lost.set())
+                await connection.add_listener(CHANNEL, self._on_notify)
+                self.connection = connection
+                if not first:
+                    self.reconnects += 1
+                    LISTENER_RECONNECTS.inc()
+                    logger.info(
+                        "listener_reconnected", extra={"fields": {"reconnects": self.reconnects}}
+                    )
+                first = False
+                await self._resync()
+                self.connected.set()
+                delay = 0.1
+                await self._watch(connection)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as error:
+                logger.warning("listener_lost", extra={"fields": {"error": type(error).__name__}})
+            finally:
+                self.connected.clear()
+                self.connection = None
+                if connection is not None:
+                    connection.terminate()
+            if self._stopped:
+                break
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not security
+            delay = min(self.max_backoff_seconds, delay * 2)
+
+    async def _watch(self, connection: asyncpg.Connection) -> None:
+        """Until the connection dies: wake on termination, or probe it every few seconds."""
+        while not self._stopped:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lost.wait(), self.probe_seconds)
+            if self._lost.is_set() or connection.is_closed():
+                raise ConnectionResetError("LISTEN connection terminated")
+            await asyncio.wait_for(connection.fetchval("SELECT 1"), self.probe_seconds)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._lost.set()
+        for task in list(self._delivering.values()):
+            task.cancel()
+
+    # --- notifications -------------------------------------------------------------------------
+
+    def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
+        try:
+            event = json.loads(payload)
+            tenant_id = uuid.UUID(str(event["tenant"]))
+        except (ValueError, KeyError, TypeError):
+            logger.warning("listener_bad_payload")
+            return
+        if event.get("auth"):
+            for cache in self.auth_caches:
+                cache.invalidate(tenant_id)
+            return
+        for cache in self.caches:  # at once: the next request of this worker reads fresh data
+            cache.invalidate(tenant_id)
+        for cache in self.auth_caches:
+            if event.get("deleted"):
+                cache.invalidate(tenant_id)
+        if event.get("deleted"):
+            self.hub.close_tenant(tenant_id)
+            return
+        seq = event.get("seq")
+        if isinstance(seq, int) and self.hub.watching(tenant_id):
+            self.note(tenant_id, seq)
+
+    def note(self, tenant_id: uuid.UUID, seq: int) -> None:
+        """A tenant reached ``seq``: deliver to its streams (bursts coalesce into one delivery)."""
+        if seq <= max(self._pending.get(tenant_id, 0), self.hub.published(tenant_id)):
+            return
+        self._pending[tenant_id] = seq
+        if tenant_id not in self._delivering:
+            self._delivering[tenant_id] = asyncio.create_task(self._deliver(tenant_id))
+
+    async def _deliver(self, tenant_id: uuid.UUID) -> None:
+        try:
+            await asyncio.sleep(0)  # let the rest of a burst arrive first
+            while (target := self._pending.pop(tenant_id, None)) is not None:
+                after = self.hub.published(tenant_id)
+                if target <= after:
+                    continue
+                try:
+                    labels = await self.source.labels_changed(tenant_id, after, target)
+                except (OSError, asyncpg.PostgresError) as error:
+                    logger.warning(
+                        "listener_labels_failed", extra={"fields": {"error": type(error).__name__}}
+                    )
+                    labels = None  # tell every label: an extra notification, never a missed one
+                told = self.hub.publish(tenant_id, target, labels)
+                NOTIFICATIONS_SENT.inc(told)
+        finally:
+            self._delivering.pop(tenant_id, None)
+
+    async def _resync(self) -> None:
+        for cache in [*self.caches, *self.auth_caches]:
+            cache.clear()
+        watched = self.hub.tenants()
+        if not watched:
+            return
+        current = await self.source.current_sequences(watched)
+        for tenant_id in watched:
+            if tenant_id not in current:
+                self.hub.close_tenant(tenant_id)
+            elif current[tenant_id] > self.hub.published(tenant_id):
+                self.note(tenant_id, current[tenant_id])
