@@ -6,10 +6,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
@@ -48,6 +51,27 @@ async def purge_sessions(db: Database, settings: Settings, every_seconds: float 
             )
 
 
+def close_streams_on_exit(hub: Hub) -> None:
+    """End open streams as soon as the server is told to stop, not after its graceful timeout.
+
+    uvicorn waits for open responses before running the lifespan's shutdown, and an SSE stream never
+    finishes by itself; so its signal handler is chained (uvicorn restores the originals afterwards).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+        if getattr(previous, "__name__", "") != "handle_exit" or not callable(previous):
+            continue  # not under uvicorn's signal handling: leave it alone
+
+        def chained(signum: int, frame: Any, previous: Any = previous) -> None:
+            loop.call_soon_threadsafe(hub.close)
+            previous(signum, frame)
+
+        signal.signal(sig, chained)
+
+
 class DatabaseChanges:
     """What the change feed reads, answered by the domain services."""
 
@@ -83,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         logger.info("worker_started", extra={"fields": {"version": registry.__version__}})
+        close_streams_on_exit(hub)
         listener = asyncio.create_task(feed.run())
         purger = asyncio.create_task(purge_sessions(db, settings))
         with contextlib.suppress(TimeoutError):  # serve anyway; /readyz says 503 until it connects

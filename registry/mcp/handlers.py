@@ -136,14 +136,19 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = ListParams.model_validate(params)
     if parsed.cursor is not None:
         after, size = cursors.decode(
-            call.mac_key, parsed.cursor, call.tenant.id, call.label,
+            call.mac_key,
+            parsed.cursor,
+            call.tenant.id,
+            call.label,
             max_age_seconds=call.settings.session_idle_seconds,
-        )  # fmt: skip
+        )
     else:
         after = None
-        size = page_size(call, await prompts.served_count(call.db, call.tenant, call.label))
-    page, more = await prompts.served_page(
-        call.db, call.tenant, call.label, after=after, limit=size
+        size = page_size(
+            call, await caching.served_count(call.caches, call.db, call.tenant, call.label)
+        )
+    page, more = await caching.served_page(
+        call.caches, call.db, call.tenant, call.label, after=after, limit=size
     )
     result: dict[str, Any] = {"prompts": [shaping.prompt_entry(call.revision, p) for p in page]}
     if more and page:
@@ -157,9 +162,15 @@ async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = GetParams.model_validate(params)
     name, version, label = prompts.parse_prompt_ref(parsed.name)
     rendered = await caching.render(
-        call.caches, call.db, call.tenant, name, parsed.arguments, version=version,
-        label=label or call.label, max_value_length=call.settings.max_argument_length,
-    )  # fmt: skip
+        call.caches,
+        call.db,
+        call.tenant,
+        name,
+        parsed.arguments,
+        version=version,
+        label=label or call.label,
+        max_value_length=call.settings.max_argument_length,
+    )
     result: dict[str, Any] = {
         "messages": shaping.messages(call.revision, rendered.messages, call.tenant.slug)
     }
@@ -175,9 +186,13 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
             INVALID_PARAMS, "this server completes prompt arguments only (ref/prompt with a name)"
         )
     values, total = await prompts.complete_argument(
-        call.db, call.tenant, parsed.ref.name, parsed.argument.name, parsed.argument.value,
+        call.db,
+        call.tenant,
+        parsed.ref.name,
+        parsed.argument.name,
+        parsed.argument.value,
         label=call.label,
-    )  # fmt: skip
+    )
     return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
 
 

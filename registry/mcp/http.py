@@ -48,8 +48,14 @@ VERSION_HEADER = "mcp-protocol-version"
 LIST_CHANGED_JSON = json.dumps({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
 
 
-def _error(status: int, code: int, message: str, *, request_id: Any = None,
-           headers: dict[str, str] | None = None) -> JSONResponse:  # fmt: skip
+def _error(
+    status: int,
+    code: int,
+    message: str,
+    *,
+    request_id: Any = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     return JSONResponse(
         error_message(request_id, code, message), status_code=status, headers=headers
     )
@@ -97,8 +103,12 @@ class McpEndpoint:
             return _error(404, NOT_FOUND, f"invalid label {label!r} in the path")
         version = request.headers.get(VERSION_HEADER)
         if version is not None and version not in ALL_REVISIONS:
-            return _error(400, INVALID_REQUEST, f"unsupported MCP-Protocol-Version {version!r}; "
-                          f"supported: {', '.join(ALL_REVISIONS)}")  # fmt: skip
+            return _error(
+                400,
+                INVALID_REQUEST,
+                f"unsupported MCP-Protocol-Version {version!r}; "
+                f"supported: {', '.join(ALL_REVISIONS)}",
+            )
         try:
             if request.method == "POST":
                 return await self.post(request, label)
@@ -106,11 +116,20 @@ class McpEndpoint:
                 return await self.get(request, label)
             return await self.delete(request, label)
         except McpError as error:
-            return _error(error.http_status, error.code, error.message, request_id=error.data,
-                          headers=error.headers)  # fmt: skip
+            return _error(
+                error.http_status,
+                error.code,
+                error.message,
+                request_id=error.data,
+                headers=error.headers,
+            )
         except Unauthenticated as error:
-            return _error(401, UNAUTHORIZED, error.message,
-                          headers={"WWW-Authenticate": 'Bearer realm="registry"'})  # fmt: skip
+            return _error(
+                401,
+                UNAUTHORIZED,
+                error.message,
+                headers={"WWW-Authenticate": 'Bearer realm="registry"'},
+            )
         except Forbidden as error:
             return _error(403, UNAUTHORIZED, error.message)
         except NotFound as error:
@@ -120,27 +139,43 @@ class McpEndpoint:
 
     def _scope(self, request: Request) -> Any:
         return access.tenant_scope(
-            self.db, self.settings.operator_token, request.path_params["tenant"],
-            access.parse_bearer(request.headers.get("authorization")), "reader", allow_anonymous=True,
-        )  # fmt: skip
+            self.db,
+            self.settings.operator_token,
+            request.path_params["tenant"],
+            access.parse_bearer(request.headers.get("authorization")),
+            "reader",
+            allow_anonymous=True,
+        )
 
-    async def _call(self, scope: TenantScope, label: str | None, revision: str,
-                    session: Any = None) -> handlers.Call:  # fmt: skip
+    async def _call(
+        self, scope: TenantScope, label: str | None, revision: str, session: Any = None
+    ) -> handlers.Call:
         return handlers.Call(
-            db=scope.session, tenant=scope.tenant, label=label or scope.tenant.default_label,
-            principal=scope.principal, revision=revision, settings=self.settings,
-            mac_key=await self.db.mac_key(), caches=self.caches, session=session,
-        )  # fmt: skip
+            db=scope.session,
+            tenant=scope.tenant,
+            label=label or scope.tenant.default_label,
+            principal=scope.principal,
+            revision=revision,
+            settings=self.settings,
+            mac_key=await self.db.mac_key(),
+            caches=self.caches,
+            session=session,
+        )
 
     async def _resume(self, request: Request, scope: TenantScope, label: str | None) -> Any:
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id:
-            raise McpError(INVALID_REQUEST, "missing Mcp-Session-Id header: initialize first",
-                           http_status=400)  # fmt: skip
+            raise McpError(
+                INVALID_REQUEST, "missing Mcp-Session-Id header: initialize first", http_status=400
+            )
         return await sessions.resume(
-            scope.session, tenant_id=scope.tenant.id, session_id=session_id,
-            label=label or scope.tenant.default_label, key_id=scope.principal.key_id, idle=self.idle,
-        )  # fmt: skip
+            scope.session,
+            tenant_id=scope.tenant.id,
+            session_id=session_id,
+            label=label or scope.tenant.default_label,
+            key_id=scope.principal.key_id,
+            idle=self.idle,
+        )
 
     # --- POST ------------------------------------------------------------------------------------
 
@@ -170,8 +205,11 @@ class McpEndpoint:
                 return await self._initialize(scope, label, initialize[0])
             session = await self._resume(request, scope, label)
             if batch and session.protocol_version != "2025-03-26":
-                raise McpError(INVALID_REQUEST, f"batches are not part of protocol revision "
-                               f"{session.protocol_version}", http_status=400)  # fmt: skip
+                raise McpError(
+                    INVALID_REQUEST,
+                    f"batches are not part of protocol revision {session.protocol_version}",
+                    http_status=400,
+                )
             call = await self._call(scope, label, session.protocol_version, session)
             responses: list[dict[str, Any]] = []
             for message in messages:
@@ -201,13 +239,19 @@ class McpEndpoint:
         revision = handlers.negotiate(params.protocolVersion)
         served = label or scope.tenant.default_label
         session = await sessions.start(
-            scope.session, tenant_id=scope.tenant.id, label=served, key_id=scope.principal.key_id,
-            protocol_version=revision, client_info=params.clientInfo,
+            scope.session,
+            tenant_id=scope.tenant.id,
+            label=served,
+            key_id=scope.principal.key_id,
+            protocol_version=revision,
+            client_info=params.clientInfo,
             client_capabilities=params.capabilities,
-        )  # fmt: skip
+        )
         result = handlers.initialize_result(revision, scope.tenant, served, self.settings)
-        logger.info("mcp_session_started", extra={"fields": {
-            "tenant": scope.tenant.slug, "label": served, "revision": revision}})  # fmt: skip
+        logger.info(
+            "mcp_session_started",
+            extra={"fields": {"tenant": scope.tenant.slug, "label": served, "revision": revision}},
+        )
         return JSONResponse(
             {"jsonrpc": "2.0", "id": message.id, "result": result},
             headers={"Mcp-Session-Id": session.id},
@@ -232,8 +276,15 @@ class McpEndpoint:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _stream(self, session_id: str, revision: str, tenant_id: Any, label: str,
-                      current: int, resume_from: int) -> AsyncIterator[bytes]:  # fmt: skip
+    async def _stream(
+        self,
+        session_id: str,
+        revision: str,
+        tenant_id: Any,
+        label: str,
+        current: int,
+        resume_from: int,
+    ) -> AsyncIterator[bytes]:
         with self.hub.subscribe(tenant_id, label, seen=resume_from) as subscription:
             previous = self.streams.pop(session_id, None)
             if previous is not None:  # one message goes on one stream: the newest replaces the old

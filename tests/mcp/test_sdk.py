@@ -38,8 +38,11 @@ def make_tenant(server: LiveServer, slug: str, *, public: bool = False) -> str:
         "secret"
     ]
     for body in CONFORMANCE_PROMPTS:
-        created = httpx.post(f"{base}/{slug}/prompts", json={**body, "labels": ["production"]},
-                             headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+        created = httpx.post(
+            f"{base}/{slug}/prompts",
+            json={**body, "labels": ["production"]},
+            headers={"Authorization": f"Bearer {key}"},
+        )
         assert created.status_code == 201, created.text
     return str(key)
 
@@ -154,8 +157,19 @@ async def test_get_stream_is_session_bound_primed_and_resumable(
     key = make_tenant(live_server, "acme")
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
     async with httpx.AsyncClient(base_url=live_server.url, headers=headers, timeout=30) as client:
-        init = await client.post("/mcp/acme", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": revision, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})  # fmt: skip
+        init = await client.post(
+            "/mcp/acme",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": revision,
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+        )
         session = {
             "Mcp-Session-Id": init.headers["mcp-session-id"],
             "MCP-Protocol-Version": revision,
@@ -191,3 +205,47 @@ async def test_get_stream_is_session_bound_primed_and_resumable(
             message = json.loads(event["data"])
             check_notification(revision, "PromptListChangedNotification", message)
             assert int(event["id"]) >= 4
+
+
+async def test_sdk_message_handler_hears_list_changed(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = make_tenant(live_server, "acme")
+    heard = asyncio.Event()
+
+    async def handler(message: Any) -> None:
+        if isinstance(message, types.PromptListChangedNotification):
+            heard.set()
+
+    async with sdk_client(
+        f"{live_server.url}/mcp/acme", key, "2025-11-25", monkeypatch, handler
+    ) as session:
+        await session.initialize()
+        before = {p.name for p in (await session.list_prompts()).prompts}
+        # The SDK opens its GET stream in the background after initialize: wait until it is open.
+        async with httpx.AsyncClient() as probe:
+            for _ in range(150):
+                if (
+                    "registry_open_streams 1.0"
+                    in (await probe.get(f"{live_server.url}/metrics")).text
+                ):
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the SDK never opened its GET stream")
+        body = {
+            "name": "fresh",
+            "labels": ["production"],
+            "description": "new",
+            "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+        }
+        created = await asyncio.to_thread(
+            httpx.post,
+            f"{live_server.url}/api/v1/tenants/acme/prompts",
+            json=body,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert created.status_code == 201
+        await asyncio.wait_for(heard.wait(), 15)
+        after = {p.name for p in (await session.list_prompts()).prompts}
+        assert after - before == {"fresh"}

@@ -1,0 +1,414 @@
+"""list_changed fan-out through PostgreSQL LISTEN/NOTIFY, across real server processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    LiveServer,
+    PgServer,
+    start_server,
+    stop_server,
+)
+
+pytestmark = pytest.mark.slow
+ACCEPT = "application/json, text/event-stream"
+WAIT = 15  # seconds: a bound on every wait, never a sleep
+
+
+@pytest.fixture
+def servers(pg_server: PgServer, db_name: str, tmp_path: Any) -> Any:
+    """Two registry instances on one database; the second runs two workers."""
+    env = {
+        "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+        "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+    }
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first = start_server({**env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "first")})
+    try:
+        second = start_server(
+            {**env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "second")}, workers=2
+        )
+    except Exception:
+        stop_server(first)
+        raise
+    yield first, second
+    stop_server(second)
+    stop_server(first)
+
+
+def setup_tenant(server: LiveServer, slug: str) -> str:
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    base = f"{server.url}/api/v1/tenants"
+    assert httpx.post(base, json={"slug": slug}, headers=operator).status_code == 201
+    return str(
+        httpx.post(f"{base}/{slug}/keys", json={"role": "publisher"}, headers=operator).json()[
+            "secret"
+        ]
+    )
+
+
+def write(server: LiveServer, slug: str, key: str, name: str, *, label: str = "production") -> None:
+    body = {
+        "name": name,
+        "labels": [label],
+        "description": name,
+        "messages": [{"role": "user", "content": {"type": "text", "text": f"I am {name}"}}],
+    }
+    response = httpx.post(
+        f"{server.url}/api/v1/tenants/{slug}/prompts",
+        json=body,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+
+
+class Stream:
+    """One MCP session and its GET stream, read in the background into a queue of event ids."""
+
+    def __init__(self, client: httpx.AsyncClient, path: str) -> None:
+        self.client = client
+        self.path = path
+        self.events: asyncio.Queue[int] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+
+    async def open(self, *, last_event_id: int | None = None) -> None:
+        init = await self.client.post(
+            self.path,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+        )
+        assert init.status_code == 200, init.text
+        self.headers = {
+            "Mcp-Session-Id": init.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-11-25",
+            "Accept": "text/event-stream",
+        }
+        if last_event_id is not None:
+            self.headers["Last-Event-ID"] = str(last_event_id)
+        self.task = asyncio.create_task(self._read())
+        await asyncio.wait_for(self.ready.wait(), WAIT)
+
+    async def _read(self) -> None:
+        async with self.client.stream("GET", self.path, headers=self.headers) as response:
+            assert response.status_code == 200
+            data: str | None = None
+            event_id: str | None = None
+            async for line in response.aiter_lines():
+                if line.startswith("id:"):
+                    event_id = line[3:].strip()
+                elif line.startswith("data:"):
+                    data = line[5:].strip()
+                elif line == "" and event_id is not None:
+                    if data:  # the priming event has empty data
+                        assert json.loads(data)["method"] == "notifications/prompts/list_changed"
+                        self.events.put_nowait(int(event_id))
+                    else:
+                        self.ready.set()
+                    data = event_id = None
+
+    async def next(self) -> int:
+        return await asyncio.wait_for(self.events.get(), WAIT)
+
+    async def close(self) -> None:
+        if self.task:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
+@asynccontextmanager
+async def streams(
+    server: LiveServer, slug: str, key: str | None, count: int, label: str = ""
+) -> AsyncIterator[list[Stream]]:
+    headers = {"Accept": ACCEPT, **({"Authorization": f"Bearer {key}"} if key else {})}
+    limits = httpx.Limits(max_connections=count * 2 + 10, max_keepalive_connections=count * 2 + 10)
+    async with httpx.AsyncClient(
+        base_url=server.url, headers=headers, timeout=60, limits=limits
+    ) as client:
+        opened = [
+            Stream(client, f"/mcp/{slug}{'/' + label if label else ''}") for _ in range(count)
+        ]
+        try:
+            for chunk in range(0, count, 50):
+                await asyncio.gather(*(s.open() for s in opened[chunk : chunk + 50]))
+            yield opened
+        finally:
+            await asyncio.gather(*(s.close() for s in opened))
+
+
+async def seq_of(superuser: asyncpg.Connection, slug: str) -> int:
+    return int(await superuser.fetchval("SELECT change_seq FROM tenants WHERE slug = $1", slug))
+
+
+async def test_write_on_one_instance_reaches_a_stream_on_another(
+    servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
+) -> None:
+    first, second = servers
+    alpha = setup_tenant(first, "alpha")
+    bravo = setup_tenant(first, "bravo")
+    async with streams(first, "alpha", alpha, 1) as (a,), streams(first, "bravo", bravo, 1) as (b,):
+        await asyncio.to_thread(write, second, "alpha", alpha, "one")
+        assert await a.next() == await seq_of(superuser, "alpha")
+        # bravo's stream heard nothing of alpha: its first event is its own sentinel write.
+        await asyncio.to_thread(write, second, "bravo", bravo, "sentinel")
+        assert await b.next() == await seq_of(superuser, "bravo")
+        assert b.events.empty()
+
+        # A staging label change is not production's business; production hears its own next change.
+        await asyncio.to_thread(write, second, "alpha", alpha, "staged", label="staging")
+        await asyncio.to_thread(write, second, "alpha", alpha, "two")
+        assert await a.next() == await seq_of(superuser, "alpha")
+        assert a.events.empty()
+
+
+async def test_rolled_back_write_notifies_nobody(
+    servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
+) -> None:
+    first, second = servers
+    key = setup_tenant(first, "alpha")
+    async with streams(first, "alpha", key, 1) as (stream,):
+        # An import whose second prompt is bad: the first one's change rows roll back with it.
+        bundle = {
+            "prompts": [
+                {
+                    "name": "good",
+                    "labels": {"production": 1},
+                    "versions": [
+                        {
+                            "version": 1,
+                            "messages": [
+                                {"role": "user", "content": {"type": "text", "text": "fine"}}
+                            ],
+                        }
+                    ],
+                },
+                {
+                    "name": "bad",
+                    "versions": [
+                        {
+                            "version": 1,
+                            "messages": [
+                                {"role": "user", "content": {"type": "text", "text": "{{broken"}}
+                            ],
+                        }
+                    ],
+                },
+            ]
+        }
+        refused = await asyncio.to_thread(
+            httpx.post,
+            f"{second.url}/api/v1/tenants/alpha/import",
+            json=bundle,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert refused.status_code == 422
+        before = await seq_of(superuser, "alpha")
+        await asyncio.to_thread(write, second, "alpha", key, "sentinel")
+        assert await stream.next() == before + 2  # the sentinel's own changes (latest, production)
+        assert stream.events.empty()
+
+
+async def test_listener_outage_still_ends_with_the_client_told(
+    servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
+) -> None:
+    first, second = servers
+    key = setup_tenant(first, "alpha")
+    async with streams(first, "alpha", key, 1) as (stream,):
+        killed = await superuser.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = 'registry-listener' AND datname = current_database()"
+        )
+        assert killed == 3  # one per worker process: 1 + 2
+        await asyncio.to_thread(write, second, "alpha", key, "during-outage")
+        assert await stream.next() == await seq_of(superuser, "alpha")
+        # The listeners came back (one connection per worker again).
+        for _ in range(100):
+            back = await superuser.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'registry-listener' "
+                "AND datname = current_database()"
+            )
+            if back == 3:
+                break
+            await asyncio.sleep(0.1)
+        assert back == 3
+        metrics = (await asyncio.to_thread(httpx.get, f"{first.url}/metrics")).text
+        assert "registry_listener_reconnects_total 1.0" in metrics
+
+
+async def test_resuming_with_an_old_event_id_is_told_at_once(
+    servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
+) -> None:
+    first, _ = servers
+    key = setup_tenant(first, "alpha")
+    await asyncio.to_thread(write, first, "alpha", key, "one")
+    headers = {"Accept": ACCEPT, "Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=first.url, headers=headers, timeout=30) as client:
+        stream = Stream(client, "/mcp/alpha")
+        await stream.open(last_event_id=0)
+        assert await stream.next() == await seq_of(superuser, "alpha")
+        await stream.close()
+
+
+async def test_500_streams_get_one_notification_per_burst(
+    servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
+) -> None:
+    first, second = servers
+    key = setup_tenant(first, "alpha")
+    async with streams(second, "alpha", key, 500) as opened:
+        # A burst: ten prompts in one transaction (an import), twenty change rows, twenty NOTIFYs.
+        bundle = {
+            "prompts": [
+                {
+                    "name": f"burst-{i}",
+                    "labels": {"production": 1},
+                    "versions": [
+                        {
+                            "version": 1,
+                            "messages": [
+                                {"role": "user", "content": {"type": "text", "text": f"burst {i}"}}
+                            ],
+                        }
+                    ],
+                }
+                for i in range(10)
+            ]
+        }
+        imported = await asyncio.to_thread(
+            httpx.post,
+            f"{first.url}/api/v1/tenants/alpha/import",
+            json=bundle,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        assert imported.status_code == 200, imported.text
+        burst_end = await seq_of(superuser, "alpha")
+        received = await asyncio.gather(*(s.next() for s in opened))
+        assert received == [burst_end] * 500
+        # Exactly one per stream: the next event anyone sees is the next write's.
+        await asyncio.to_thread(write, first, "alpha", key, "after")
+        following = await asyncio.gather(*(s.next() for s in opened))
+        assert following == [await seq_of(superuser, "alpha")] * 500
+        metrics = (await asyncio.to_thread(httpx.get, f"{second.url}/metrics")).text
+        assert "registry_open_streams 500.0" in metrics
+
+
+async def test_shutdown_ends_open_streams_cleanly(pg_server: PgServer, db_name: str) -> None:
+    server = start_server(
+        {
+            "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        }
+    )
+    try:
+        key = setup_tenant(server, "alpha")
+        headers = {"Accept": ACCEPT, "Authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as client:
+            stream = Stream(client, "/mcp/alpha")
+            await stream.open()
+            assert stream.task is not None
+            server.process.terminate()
+            # The server ends the body itself (a forced close would cut the chunked body and fail).
+            await asyncio.wait_for(stream.task, WAIT)
+    finally:
+        stop_server(server)
+    assert server.process.returncode in (
+        0,
+        -signal.SIGTERM,
+    )  # uvicorn re-raises the signal it handled
+
+
+async def test_cached_answers_follow_every_notified_change(
+    pg_server: PgServer, db_name: str, superuser: asyncpg.Connection
+) -> None:
+    server = start_server(
+        {
+            "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        }
+    )
+    try:
+        key = setup_tenant(server, "alpha")
+        await asyncio.to_thread(write, server, "alpha", key, "greet")
+        auth = {"Authorization": f"Bearer {key}"}
+        async with (
+            streams(server, "alpha", key, 1) as (stream,),
+            httpx.AsyncClient(
+                base_url=server.url, headers={"Accept": ACCEPT, **auth}, timeout=30
+            ) as client,
+        ):
+            session = {
+                "Mcp-Session-Id": stream.headers["Mcp-Session-Id"],
+                "MCP-Protocol-Version": "2025-11-25",
+            }
+
+            async def call(method: str, params: dict[str, Any]) -> Any:
+                answer = await client.post(
+                    "/mcp/alpha",
+                    headers=session,
+                    json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+                )
+                return answer.json()["result"]
+
+            async def names() -> list[str]:
+                return [p["name"] for p in (await call("prompts/list", {}))["prompts"]]
+
+            async def description() -> str:
+                return str((await call("prompts/get", {"name": "greet"}))["description"])
+
+            for _ in range(3):  # warm the caches
+                assert await names() == ["greet"]
+                assert await description() == "greet"
+            # A new prompt, then a new version of greet under production.
+            await asyncio.to_thread(write, server, "alpha", key, "hello")
+            await stream.next()
+            assert await names() == ["greet", "hello"]
+            body = {
+                "description": "greet, second",
+                "labels": ["production"],
+                "messages": [{"role": "user", "content": {"type": "text", "text": "v2"}}],
+            }
+            created = await client.post("/api/v1/tenants/alpha/prompts/greet/versions", json=body)
+            assert created.status_code == 201
+            await stream.next()
+            assert await description() == "greet, second"
+            # Archived: gone from the list and from prompts/get.
+            await client.post("/api/v1/tenants/alpha/prompts/hello/archive")
+            await stream.next()
+            assert await names() == ["greet"]
+            metrics = (await client.get("/metrics")).text
+        assert 'registry_cache_hits_total{cache="pages"}' in metrics
+        hits = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith('registry_cache_hits_total{cache="pages"}')
+        ]
+        assert float(hits[0].split()[-1]) >= 2
+        assert 'registry_requests_total{kind="mcp",name="prompts/list",outcome="ok"}' in metrics
+        assert (
+            'registry_request_seconds_count{kind="rest",name="POST /api/v1/tenants/{tenant}/prompts"}'
+            in metrics
+        )
+        assert "registry_notifications_sent_total 3.0" in metrics
+    finally:
+        stop_server(server)
