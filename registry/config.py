@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     # MCP prompts/list page size: the default for tenants without their own, and the hard cap.
     page_size: int = Field(default=100, ge=1, le=1000)
     page_size_max: int = Field(default=1000, ge=1, le=10000)
+    # 2026-07-28 caching hint: how long clients may keep a prompt list (tenants may set their own).
+    list_ttl_ms: int = Field(default=60_000, ge=0)
 
     # Limits on what a client may send.
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)

@@ -84,6 +84,8 @@ class Tenant(Base):
         ARRAY(Text), server_default=text("ARRAY['production']::text[]")
     )
     page_size: Mapped[int | None] = mapped_column(Integer)
+    # How long clients may cache the prompt list (2026-07-28 ttlMs); NULL: the server's default.
+    list_ttl_ms: Mapped[int | None] = mapped_column(Integer)
     instructions: Mapped[str | None] = mapped_column(Text)
     # Bumped by the change_log trigger: the tenant's change sequence, gap-free and ordered.
     change_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))

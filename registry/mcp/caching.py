@@ -147,3 +147,19 @@ async def served_count(caches: McpCaches, session: AsyncSession, tenant: Tenant,
             tenant.id, key, await prompts.served_count(session, tenant, label), generation
         )
     return int(found)
+
+
+async def argument_form(
+    caches: McpCaches,
+    session: AsyncSession,
+    tenant: Tenant,
+    name: str,
+    *,
+    version: int | None,
+    label: str,
+) -> tuple[tuple[Any, ...], str | None]:
+    """The declared arguments (with titles) and the description of the version a request resolves to."""
+    prompt, number = await prompts.resolve_version(
+        session, tenant, name, version=version, label=label
+    )
+    return await prompts.argument_declarations(session, tenant.id, prompt.id, number)

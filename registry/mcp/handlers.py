@@ -11,7 +11,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -20,15 +20,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.config import Settings
 from registry.db.models import McpSession, Tenant
 from registry.errors import RegistryError
-from registry.mcp import caching, shaping
+from registry.mcp import caching, request_state, shaping
 from registry.mcp import cursor as cursors
 from registry.mcp.caching import McpCaches
 from registry.mcp.protocol import (
+    ALL_REVISIONS,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     LATEST_SESSION_REVISION,
     METHOD_NOT_FOUND,
     SESSION_REVISIONS,
+    STATELESS_REVISIONS,
     McpError,
     Message,
     error_message,
@@ -38,9 +40,11 @@ from registry.metrics import LATENCY, REQUESTS
 from registry.principal import Principal
 from registry.prompts import service as prompts
 from registry.sessions import service as sessions
+from registry.templates.arguments import InvalidArgument
 
 logger = logging.getLogger("registry.mcp")
 
+ELICITATION_KEY = "arguments"  # the inputRequests key of the argument form
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 # Real clients stop walking after 64 pages, so a large tenant's list must fit in about 50.
 PAGES_WANTED = 50
@@ -59,6 +63,8 @@ class Call:
     mac_key: bytes
     caches: McpCaches
     session: McpSession | None = None
+    # Declared per request in 2026-07-28 (`_meta`); never inferred from earlier requests.
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 class _Params(BaseModel):
@@ -78,6 +84,9 @@ class ListParams(_Params):
 class GetParams(_Params):
     name: str = Field(min_length=1, max_length=300)
     arguments: dict[str, str] | None = None
+    # 2026-07-28: the retry of an InputRequiredResult.
+    inputResponses: dict[str, Any] | None = None
+    requestState: str | None = None
 
 
 class CompletionRef(_Params):
@@ -123,6 +132,23 @@ def initialize_result(
     return result
 
 
+def list_ttl(call: Call) -> int:
+    ttl = call.tenant.list_ttl_ms
+    return ttl if ttl is not None else call.settings.list_ttl_ms
+
+
+async def server_discover(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "supportedVersions": list(ALL_REVISIONS),
+        "capabilities": shaping.capabilities(call.revision),
+        "ttlMs": list_ttl(call),
+        "cacheScope": "private",
+    }
+    if call.tenant.instructions:
+        result["instructions"] = call.tenant.instructions
+    return result
+
+
 async def ping(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
@@ -151,6 +177,10 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         call.caches, call.db, call.tenant, call.label, after=after, limit=size
     )
     result: dict[str, Any] = {"prompts": [shaping.prompt_entry(call.revision, p) for p in page]}
+    if call.revision in STATELESS_REVISIONS:
+        # The list depends on who asks (tenant and credential): cacheable, but only privately.
+        result["ttlMs"] = list_ttl(call)
+        result["cacheScope"] = "private"
     if more and page:
         result["nextCursor"] = cursors.encode(
             call.mac_key, call.tenant.id, call.label, page[-1].name, size
@@ -161,22 +191,137 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = GetParams.model_validate(params)
     name, version, label = prompts.parse_prompt_ref(parsed.name)
-    rendered = await caching.render(
-        call.caches,
-        call.db,
-        call.tenant,
-        name,
-        parsed.arguments,
-        version=version,
-        label=label or call.label,
-        max_value_length=call.settings.max_argument_length,
-    )
+    arguments = dict(parsed.arguments or {})
+    stateless = call.revision in STATELESS_REVISIONS
+    if stateless and parsed.requestState is not None:
+        arguments = _answered(call, parsed, arguments)
+    try:
+        rendered = await caching.render(
+            call.caches,
+            call.db,
+            call.tenant,
+            name,
+            arguments,
+            version=version,
+            label=label or call.label,
+            max_value_length=call.settings.max_argument_length,
+        )
+    except InvalidArgument as error:
+        missing = error.detail.get("missing")
+        if stateless and missing and "elicitation" in call.client_capabilities:
+            return await _ask_for_arguments(call, parsed, name, version, label, arguments)
+        raise
     result: dict[str, Any] = {
         "messages": shaping.messages(call.revision, rendered.messages, call.tenant.slug)
     }
     if rendered.description:
         result["description"] = rendered.description
     return result
+
+
+def _principal_tag(call: Call) -> str:
+    return call.principal.actor
+
+
+async def _ask_for_arguments(
+    call: Call,
+    parsed: GetParams,
+    name: str,
+    version: int | None,
+    label: str | None,
+    given: dict[str, str],
+) -> dict[str, Any]:
+    """InputRequiredResult: a form for the arguments not given, built from their declarations."""
+    specs, description = await caching.argument_form(
+        call.caches, call.db, call.tenant, name, version=version, label=label or call.label
+    )
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for spec in specs:
+        if spec.name in given:
+            continue
+        field: dict[str, Any] = {"type": "string"}
+        if spec.title:
+            field["title"] = spec.title
+        if spec.description:
+            field["description"] = spec.description
+        if spec.enum:
+            field["enum"] = list(spec.enum)
+        if spec.max_length is not None:
+            field["maxLength"] = spec.max_length
+        if spec.pattern is not None:
+            field["pattern"] = spec.pattern
+        if spec.default is not None:
+            field["default"] = spec.default
+        properties[spec.name] = field
+        if spec.required:
+            required.append(spec.name)
+    message = description or f"The prompt {name!r} needs: {', '.join(required)}"
+    state = request_state.issue(
+        call.mac_key,
+        call.tenant.id,
+        call.label,
+        parsed.name,
+        _principal_tag(call),
+        parsed.arguments,
+    )
+    return {
+        "resultType": "input_required",
+        "inputRequests": {
+            ELICITATION_KEY: {
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "form",
+                    "message": message,
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": properties,
+                        "required": required,
+                    },
+                },
+            }
+        },
+        "requestState": state,
+    }
+
+
+def _answered(call: Call, parsed: GetParams, arguments: dict[str, str]) -> dict[str, str]:
+    """The arguments of a retry: the original ones plus what the user filled in the form."""
+    assert parsed.requestState is not None
+    request_state.verify(
+        call.mac_key,
+        parsed.requestState,
+        call.tenant.id,
+        call.label,
+        parsed.name,
+        _principal_tag(call),
+        parsed.arguments,
+    )
+    response = (parsed.inputResponses or {}).get(ELICITATION_KEY)
+    if not isinstance(response, dict):
+        return arguments  # not answered: rendering asks again
+    action = response.get("action")
+    if action in ("decline", "cancel"):
+        raise McpError(
+            INVALID_PARAMS,
+            f"the user {action}d to provide the prompt's arguments (missing required arguments)",
+        )
+    content = response.get("content") if action == "accept" else None
+    if not isinstance(content, dict):
+        raise McpError(
+            INVALID_PARAMS, "inputResponses.arguments: an accepted form needs its content"
+        )
+    for key, value in content.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, int | float):
+            value = str(value)
+        if not isinstance(value, str):
+            raise McpError(
+                INVALID_PARAMS, f"inputResponses.arguments: {key!r} must be a single value"
+            )
+        arguments.setdefault(key, value)
+    return arguments
 
 
 async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -205,12 +350,17 @@ async def logging_set_level(call: Call, params: dict[str, Any]) -> dict[str, Any
 
 Handler = Callable[[Call, dict[str, Any]], Awaitable[dict[str, Any]]]
 HANDLERS: dict[str, Handler] = {
+    "server/discover": server_discover,
     "ping": ping,
     "prompts/list": prompts_list,
     "prompts/get": prompts_get,
     "completion/complete": completion_complete,
     "logging/setLevel": logging_set_level,
 }
+# Methods only one era has: 2026-07-28 removed ping and logging/setLevel, and added server/discover.
+SESSION_ONLY = frozenset({"ping", "logging/setLevel"})
+STATELESS_ONLY = frozenset({"server/discover"})
+
 # Notifications a client may send; they need no answer and change nothing here.
 NOTIFICATIONS = frozenset(
     {
@@ -244,7 +394,8 @@ async def dispatch(call: Call, message: Message) -> dict[str, Any] | None:
 async def _dispatch(call: Call, message: Message) -> dict[str, Any]:
     assert message.method is not None
     handler = HANDLERS.get(message.method)
-    if handler is None:
+    stateless = call.revision in STATELESS_REVISIONS
+    if handler is None or message.method in (SESSION_ONLY if stateless else STATELESS_ONLY):
         return error_message(message.id, METHOD_NOT_FOUND, f"method not found: {message.method}")
     try:
         return result_message(message.id, await handler(call, message.params))

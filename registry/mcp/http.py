@@ -23,7 +23,7 @@ from registry.config import Settings
 from registry.db.engine import Database
 from registry.errors import Forbidden, NotFound, RegistryError, Unauthenticated
 from registry.events.hub import Hub, Subscription
-from registry.mcp import handlers
+from registry.mcp import handlers, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.protocol import (
     ALL_REVISIONS,
@@ -54,10 +54,11 @@ def _error(
     message: str,
     *,
     request_id: Any = None,
+    data: Any = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     return JSONResponse(
-        error_message(request_id, code, message), status_code=status, headers=headers
+        error_message(request_id, code, message, data), status_code=status, headers=headers
     )
 
 
@@ -102,13 +103,18 @@ class McpEndpoint:
         if label is not None and not LABEL_RE.fullmatch(label):
             return _error(404, NOT_FOUND, f"invalid label {label!r} in the path")
         version = request.headers.get(VERSION_HEADER)
-        if version is not None and version not in ALL_REVISIONS:
-            return _error(
-                400,
-                INVALID_REQUEST,
-                f"unsupported MCP-Protocol-Version {version!r}; "
-                f"supported: {', '.join(ALL_REVISIONS)}",
-            )
+        if request.method != "POST":
+            if SESSION_HEADER not in request.headers:
+                # 2026-07-28 has no GET stream and no session to delete.
+                return _error(
+                    405,
+                    INVALID_REQUEST,
+                    f"{request.method} needs an Mcp-Session-Id (a "
+                    "session-era revision); stateless clients use subscriptions/listen",
+                    headers={"Allow": "POST"},
+                )
+            if version is not None and version not in ALL_REVISIONS:
+                return _error(400, INVALID_REQUEST, _unsupported(version))
         try:
             if request.method == "POST":
                 return await self.post(request, label)
@@ -196,6 +202,17 @@ class McpEndpoint:
                 if not batch:
                     return _error(400, error.code, error.message, request_id=error.data)
                 messages.append(error)
+        first = messages[0]
+        session_id = request.headers.get(SESSION_HEADER)
+        version = request.headers.get(VERSION_HEADER)
+        if (
+            not batch
+            and isinstance(first, Message)
+            and stateless.is_stateless(first, version, session_id)
+        ):
+            return await self.stateless_post(request, label, first)
+        if version is not None and version not in ALL_REVISIONS:
+            return _error(400, INVALID_REQUEST, _unsupported(version))
         initialize = [m for m in messages if isinstance(m, Message) and m.method == "initialize"]
         if initialize and batch:
             return _error(400, INVALID_REQUEST, "initialize must not be sent in a batch")
@@ -255,6 +272,84 @@ class McpEndpoint:
         return JSONResponse(
             {"jsonrpc": "2.0", "id": message.id, "result": result},
             headers={"Mcp-Session-Id": session.id},
+        )
+
+    # --- 2026-07-28: stateless requests ------------------------------------------------------
+
+    async def stateless_post(
+        self, request: Request, label: str | None, message: Message
+    ) -> Response:
+        if message.kind == "response":
+            return _error(
+                400, INVALID_REQUEST, "clients send no responses in this protocol revision"
+            )
+        if message.kind == "notification":
+            return Response(status_code=202)
+        try:
+            revision = stateless.check_envelope(message, request.headers)
+        except McpError as error:
+            return _error(
+                error.http_status, error.code, error.message, request_id=message.id, data=error.data
+            )
+        async with self._scope(request) as scope:
+            served = label or scope.tenant.default_label
+            tenant, current = scope.tenant, scope.tenant.change_seq
+            if message.method != "subscriptions/listen":
+                call = await self._call(scope, label, revision)
+                call.client_capabilities = stateless.client_capabilities(message)
+                answer = await handlers.dispatch(call, message)
+                assert answer is not None
+        if message.method == "subscriptions/listen":
+            return self._listen(message, revision, tenant, served, current)
+        assert answer is not None
+        if "result" in answer:
+            answer["result"] = stateless.complete(
+                answer["result"], revision, tenant, served, self.settings.public_url
+            )
+        return JSONResponse(answer)
+
+    def _listen(
+        self, message: Message, revision: str, tenant: Any, label: str, current: int
+    ) -> Response:
+        wanted = message.params.get("notifications")
+        honored = (
+            {"promptsListChanged": True}
+            if isinstance(wanted, dict) and wanted.get("promptsListChanged") is True
+            else {}
+        )
+        meta = {stateless.META_SUBSCRIPTION: message.id}
+        acknowledged = {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": meta, "notifications": honored},
+        }
+        changed = {
+            "jsonrpc": "2.0",
+            "method": "notifications/prompts/list_changed",
+            "params": {"_meta": meta},
+        }
+        closing = {
+            "jsonrpc": "2.0",
+            "id": message.id,
+            "result": {"resultType": "complete", "_meta": meta},
+        }
+
+        async def events() -> AsyncIterator[bytes]:
+            with self.hub.subscribe(tenant.id, label, seen=current) as subscription:
+                yield _sse(acknowledged)
+                while not subscription.closed:
+                    seq = await subscription.next(self.settings.sse_keepalive_seconds)
+                    if seq is None:
+                        if not subscription.closed:
+                            yield b": keep-alive\n\n"
+                    elif honored:
+                        yield _sse(changed)
+                yield _sse(closing)  # the server ended it (shutdown): a graceful close
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
     # --- GET: the server-to-client stream ------------------------------------------------------
@@ -317,6 +412,14 @@ class McpEndpoint:
         if stream is not None:
             stream.close()
         return Response(status_code=204)
+
+
+def _sse(message: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(message, separators=(',', ':'))}\n\n".encode()
+
+
+def _unsupported(version: str) -> str:
+    return f"unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(ALL_REVISIONS)}"
 
 
 def _last_event_id(header: str | None, current: int) -> int:

@@ -25,7 +25,9 @@ SERVER_ICON = {
 
 
 def capabilities(revision: str) -> dict[str, Any]:
-    caps: dict[str, Any] = {"prompts": {"listChanged": True}, "logging": {}}
+    caps: dict[str, Any] = {"prompts": {"listChanged": True}}
+    if not since(revision, "2026-07-28"):  # logging/setLevel is gone from 2026-07-28
+        caps["logging"] = {}
     if since(revision, "2025-03-26"):
         caps["completions"] = {}
     return caps

@@ -1079,3 +1079,12 @@ async def labels_changed(
     if rows < upto - after or None in labels:
         return None
     return {label for label in labels if label is not None}
+
+
+async def argument_declarations(
+    session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, number: int
+) -> tuple[tuple[PromptArgument, ...], str | None]:
+    """A version's arguments as declared (titles and descriptions included) and its description."""
+    arguments, _ = await repo.version_children(session, tenant_id, prompt_id, [number])
+    row = await repo.version_row_by_id(session, tenant_id, prompt_id, number)
+    return tuple(arguments), row.description if row else None

@@ -39,6 +39,7 @@ class TenantOut(BaseModel):
     default_label: str
     protected_labels: list[str]
     page_size: int | None
+    list_ttl_ms: int | None
     instructions: str | None
     created_at: datetime
     updated_at: datetime
@@ -80,6 +81,7 @@ class TenantPatch(_Input):
         default=None, max_length=32
     )
     page_size: int | None = Field(default=None, ge=1, le=1000)
+    list_ttl_ms: int | None = Field(default=None, ge=0, le=86_400_000)
     instructions: str | None = Field(default=None, max_length=10000)
 
 

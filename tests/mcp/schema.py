@@ -68,7 +68,7 @@ CONTENT_TYPES = {
 RESULT_TYPES = {
     "initialize": "InitializeResult", "ping": "EmptyResult", "prompts/list": "ListPromptsResult",
     "prompts/get": "GetPromptResult", "completion/complete": "CompleteResult",
-    "logging/setLevel": "EmptyResult",
+    "logging/setLevel": "EmptyResult", "server/discover": "DiscoverResult",
 }  # fmt: skip
 
 

@@ -1,0 +1,146 @@
+"""Revision 2026-07-28 on the same endpoint: stateless requests carrying their own `_meta`.
+
+A request whose params carry ``_meta["io.modelcontextprotocol/protocolVersion"]`` (or that names the
+2026-07-28 revision in MCP-Protocol-Version without a session) is served here: no initialize, no
+session. Its envelope is checked before anything else, with the HTTP statuses the transport specifies:
+missing or malformed `_meta` -32602/400, an unsupported version -32022/400 with the supported list,
+headers that disagree with the body -32020/400, a method this revision does not have -32601/404.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from registry.db.models import Tenant
+from registry.mcp import shaping
+from registry.mcp.protocol import (
+    ALL_REVISIONS,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    STATELESS_REVISIONS,
+    McpError,
+    Message,
+)
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT = "io.modelcontextprotocol/clientInfo"
+META_SERVER = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+HEADER_MISMATCH = -32020
+UNSUPPORTED_VERSION = -32022
+
+# Methods of this revision the registry serves; subscriptions/listen is handled by the transport.
+STATELESS_METHODS = frozenset(
+    {
+        "server/discover",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "subscriptions/listen",
+    }
+)
+# Methods whose params name a target that the Mcp-Name header must mirror.
+NAMED = {"prompts/get": "name", "tools/call": "name", "resources/read": "uri"}
+
+
+def is_stateless(message: Message, version_header: str | None, session_id: str | None) -> bool:
+    meta = message.params.get("_meta")
+    if isinstance(meta, dict) and META_VERSION in meta:
+        return True
+    if message.method == "initialize":
+        return False
+    return session_id is None and version_header in STATELESS_REVISIONS
+
+
+def _decode_header(value: str) -> str:
+    """Header values may carry the sentinel form `=?base64?...?=` (UTF-8 inside)."""
+    if value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            raise McpError(
+                HEADER_MISMATCH, "Header mismatch: malformed base64 header value", http_status=400
+            ) from None
+    return value
+
+
+def check_envelope(message: Message, headers: Any) -> str:
+    """The revision of a stateless request, once its `_meta` and headers hold up (a header that
+    disagrees with the body is judged before whether the version is one this server speaks)."""
+    meta = message.params.get("_meta")
+    if not isinstance(meta, dict):
+        raise McpError(
+            INVALID_PARAMS,
+            "invalid params: _meta is required in this protocol revision",
+            http_status=400,
+        )
+    version = meta.get(META_VERSION)
+    if not isinstance(version, str):
+        raise McpError(
+            INVALID_PARAMS, f"invalid params: _meta[{META_VERSION!r}] is required", http_status=400
+        )
+    if not isinstance(meta.get(META_CAPABILITIES), dict):
+        raise McpError(
+            INVALID_PARAMS,
+            f"invalid params: _meta[{META_CAPABILITIES!r}] must be an object",
+            http_status=400,
+        )
+    header_version = headers.get("mcp-protocol-version")
+    if header_version != version:
+        raise McpError(
+            HEADER_MISMATCH,
+            f"Header mismatch: MCP-Protocol-Version {header_version!r} does not "
+            f"match _meta protocolVersion {version!r}",
+            http_status=400,
+        )
+    if version not in STATELESS_REVISIONS:
+        raise McpError(
+            UNSUPPORTED_VERSION,
+            "Unsupported protocol version",
+            data={"requested": version, "supported": list(ALL_REVISIONS)},
+            http_status=400,
+        )
+    method_header = headers.get("mcp-method")
+    if method_header != message.method:
+        raise McpError(
+            HEADER_MISMATCH,
+            f"Header mismatch: Mcp-Method {method_header!r} does not match "
+            f"method {message.method!r}",
+            http_status=400,
+        )
+    field = NAMED.get(message.method or "")
+    if field is not None and field in message.params:
+        name_header = headers.get("mcp-name")
+        if name_header is None or _decode_header(name_header) != message.params[field]:
+            raise McpError(
+                HEADER_MISMATCH,
+                f"Header mismatch: Mcp-Name {name_header!r} does not match params.{field}",
+                http_status=400,
+            )
+    if message.method not in STATELESS_METHODS:
+        raise McpError(METHOD_NOT_FOUND, f"method not found: {message.method}", http_status=404)
+    return version
+
+
+def client_capabilities(message: Message) -> dict[str, Any]:
+    meta = message.params.get("_meta") or {}
+    capabilities = meta.get(META_CAPABILITIES)
+    return capabilities if isinstance(capabilities, dict) else {}
+
+
+def server_meta(
+    revision: str, tenant: Tenant, label: str, website_url: str | None
+) -> dict[str, Any]:
+    return {META_SERVER: shaping.server_info(revision, tenant, label, website_url)}
+
+
+def complete(
+    result: dict[str, Any], revision: str, tenant: Tenant, label: str, website_url: str | None
+) -> dict[str, Any]:
+    """A result as this revision wants it: resultType, and who answered."""
+    meta = dict(result.get("_meta") or {})
+    meta.update(server_meta(revision, tenant, label, website_url))
+    return {"resultType": "complete", **result, "_meta": meta}

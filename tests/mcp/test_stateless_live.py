@@ -1,0 +1,212 @@
+"""2026-07-28 against real servers: subscriptions/listen and the official SDK 2.x `Client`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import types
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import OPERATOR_TOKEN, LiveServer, PgServer, start_server, stop_server
+from tests.mcp.conftest import CONFORMANCE_PROMPTS
+from tests.mcp.schema import validate
+
+pytestmark = pytest.mark.slow
+REVISION = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": REVISION,
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest.fixture
+def servers(pg_server: PgServer, db_name: str) -> Any:
+    env = {
+        "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+        "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+    }
+    first = start_server(env)
+    try:
+        second = start_server(env, workers=2)
+    except Exception:
+        stop_server(first)
+        raise
+    yield first, second
+    stop_server(second)
+    stop_server(first)
+
+
+def tenant(server: LiveServer, slug: str = "acme") -> str:
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    base = f"{server.url}/api/v1/tenants"
+    assert httpx.post(base, json={"slug": slug}, headers=operator).status_code == 201
+    key = str(
+        httpx.post(f"{base}/{slug}/keys", json={"role": "publisher"}, headers=operator).json()[
+            "secret"
+        ]
+    )
+    for body in CONFORMANCE_PROMPTS:
+        created = httpx.post(
+            f"{base}/{slug}/prompts",
+            json={**body, "labels": ["production"]},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert created.status_code == 201
+    return key
+
+
+def write(server: LiveServer, key: str, name: str, label: str = "production") -> None:
+    body = {
+        "name": name,
+        "labels": [label],
+        "description": name,
+        "messages": [{"role": "user", "content": {"type": "text", "text": name}}],
+    }
+    response = httpx.post(
+        f"{server.url}/api/v1/tenants/acme/prompts",
+        json=body,
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert response.status_code == 201, response.text
+
+
+async def listen(
+    client: httpx.AsyncClient, request_id: int, notifications: dict[str, Any]
+) -> AsyncIterator[dict[str, Any]]:
+    params = {"_meta": META, "notifications": notifications}
+    headers = {
+        "MCP-Protocol-Version": REVISION,
+        "Mcp-Method": "subscriptions/listen",
+        "Accept": "application/json, text/event-stream",
+    }
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen", "params": params}
+    async with client.stream("POST", "/mcp/acme", json=body, headers=headers) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                yield json.loads(line[5:])
+
+
+async def test_listen_streams_ack_filter_and_tell(servers: tuple[LiveServer, LiveServer]) -> None:
+    first, second = servers
+    key = tenant(first)
+    async with httpx.AsyncClient(
+        base_url=first.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    ) as client:
+        prompts_a = listen(client, 7, {"promptsListChanged": True})
+        prompts_b = listen(client, "second", {"promptsListChanged": True})
+        tools_only = listen(client, 9, {"toolsListChanged": True, "resourcesListChanged": True})
+        acks = [await asyncio.wait_for(anext(s), 10) for s in (prompts_a, prompts_b, tools_only)]
+        for ack, sub_id, honored in zip(
+            acks, (7, "second", 9), ({"promptsListChanged": True},) * 2 + ({},), strict=True
+        ):
+            validate(REVISION, "SubscriptionsAcknowledgedNotification", ack)
+            assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == sub_id
+            assert ack["params"]["notifications"] == honored  # what is not offered is left out
+        tools_next = asyncio.ensure_future(anext(tools_only))
+
+        await asyncio.to_thread(write, second, key, "fresh")  # through another instance
+        for stream, sub_id in ((prompts_a, 7), (prompts_b, "second")):
+            changed = await asyncio.wait_for(anext(stream), 10)
+            validate(REVISION, "PromptListChangedNotification", changed)
+            assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == sub_id
+        assert not tools_next.done()  # no notification type it did not ask for
+        tools_next.cancel()
+        for stream in (prompts_a, prompts_b, tools_only):
+            await stream.aclose()
+
+
+async def test_listen_ends_gracefully_on_shutdown(pg_server: PgServer, db_name: str) -> None:
+    server = start_server(
+        {
+            "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        }
+    )
+    try:
+        key = tenant(server)
+        async with httpx.AsyncClient(
+            base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as client:
+            stream = listen(client, 11, {"promptsListChanged": True})
+            await asyncio.wait_for(anext(stream), 10)
+            server.process.send_signal(signal.SIGTERM)
+            closing = await asyncio.wait_for(anext(stream), 10)
+            assert closing == {
+                "jsonrpc": "2.0",
+                "id": 11,
+                "result": {
+                    "resultType": "complete",
+                    "_meta": {"io.modelcontextprotocol/subscriptionId": 11},
+                },
+            }
+            with pytest.raises(StopAsyncIteration):
+                await asyncio.wait_for(anext(stream), 10)
+    finally:
+        stop_server(server)
+
+
+async def test_sdk_client_in_2026_mode(servers: tuple[LiveServer, LiveServer]) -> None:
+    first, second = servers
+    key = tenant(first)
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=60)
+    )
+    async with (
+        http,
+        Client(streamable_http_client(f"{first.url}/mcp/acme", http_client=http)) as client,
+    ):
+        assert client.session.protocol_version == REVISION  # discovered, not initialized
+        listed = await client.list_prompts()
+        assert len(listed.prompts) == 4
+        got = await client.get_prompt("test_prompt_with_arguments", {"arg1": "x", "arg2": "y"})
+        assert isinstance(got.messages[0].content, types.TextContent)
+        assert got.messages[0].content.text == "Prompt with arguments: arg1='x', arg2='y'"
+        completion = await client.complete(
+            types.PromptReference(type="ref/prompt", name="test_prompt_with_arguments"),
+            {"name": "arg1", "value": "test"},
+        )
+        assert completion.completion.values == ["test-one", "test-two"]
+        async with client.listen(prompts_list_changed=True) as subscription:
+            await asyncio.to_thread(write, second, key, "announced")
+            event = await asyncio.wait_for(anext(aiter(subscription)), 15)
+            assert event is not None
+        assert len((await client.list_prompts()).prompts) == 5
+
+
+async def test_sdk_fills_missing_arguments_through_its_elicitation_callback(
+    servers: tuple[LiveServer, LiveServer],
+) -> None:
+    first, _ = servers
+    key = tenant(first)
+    asked: list[dict[str, Any]] = []
+
+    async def fill_in(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.requested_schema)
+        return types.ElicitResult(action="accept", content={"arg1": "from-form", "arg2": "too"})
+
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=60)
+    )
+    async with (
+        http,
+        Client(
+            streamable_http_client(f"{first.url}/mcp/acme", http_client=http),
+            elicitation_callback=fill_in,
+        ) as client,
+    ):
+        got = await client.get_prompt("test_prompt_with_arguments")
+    assert asked
+    assert asked[0]["required"] == ["arg1", "arg2"]
+    assert isinstance(got.messages[0].content, types.TextContent)
+    assert got.messages[0].content.text == "Prompt with arguments: arg1='from-form', arg2='too'"
