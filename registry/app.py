@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import threading
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -26,11 +25,10 @@ from registry.db.engine import Database, listen_connection
 from registry.events.hub import Hub
 from registry.events.listener import ChangeFeed
 from registry.mcp.caching import McpCaches
+from registry.mcp.feed import DatabaseChanges
 from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
-from registry.prompts import service as prompt_service
 from registry.sessions import service as sessions
-from registry.tenants import service as tenant_service
 
 logger = logging.getLogger("registry.app")
 
@@ -70,21 +68,6 @@ def close_streams_on_exit(hub: Hub) -> None:
             previous(signum, frame)
 
         signal.signal(sig, chained)
-
-
-class DatabaseChanges:
-    """What the change feed reads, answered by the domain services."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
-    async def labels_changed(self, tenant_id: uuid.UUID, after: int, upto: int) -> set[str] | None:
-        async with self.db.tenant_tx(tenant_id) as session:
-            return await prompt_service.labels_changed(session, tenant_id, after, upto)
-
-    async def current_sequences(self, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
-        async with self.db.app_tx() as session:
-            return await tenant_service.sequences(session, tenant_ids)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

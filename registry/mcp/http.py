@@ -311,40 +311,21 @@ class McpEndpoint:
     def _listen(
         self, message: Message, revision: str, tenant: Any, label: str, current: int
     ) -> Response:
-        wanted = message.params.get("notifications")
-        honored = (
-            {"promptsListChanged": True}
-            if isinstance(wanted, dict) and wanted.get("promptsListChanged") is True
-            else {}
-        )
-        meta = {stateless.META_SUBSCRIPTION: message.id}
-        acknowledged = {
-            "jsonrpc": "2.0",
-            "method": "notifications/subscriptions/acknowledged",
-            "params": {"_meta": meta, "notifications": honored},
-        }
-        changed = {
-            "jsonrpc": "2.0",
-            "method": "notifications/prompts/list_changed",
-            "params": {"_meta": meta},
-        }
-        closing = {
-            "jsonrpc": "2.0",
-            "id": message.id,
-            "result": {"resultType": "complete", "_meta": meta},
-        }
+        honored = stateless.honored(message)
 
         async def events() -> AsyncIterator[bytes]:
             with self.hub.subscribe(tenant.id, label, seen=current) as subscription:
-                yield _sse(acknowledged)
+                yield _sse(stateless.acknowledged(message.id, honored))
                 while not subscription.closed:
                     seq = await subscription.next(self.settings.sse_keepalive_seconds)
                     if seq is None:
                         if not subscription.closed:
                             yield b": keep-alive\n\n"
                     elif honored:
-                        yield _sse(changed)
-                yield _sse(closing)  # the server ended it (shutdown): a graceful close
+                        yield _sse(stateless.list_changed(message.id))
+                yield _sse(
+                    stateless.closed(message.id)
+                )  # the server ended it (shutdown): a graceful close
 
         return StreamingResponse(
             events(),

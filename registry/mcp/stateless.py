@@ -67,9 +67,8 @@ def _decode_header(value: str) -> str:
     return value
 
 
-def check_envelope(message: Message, headers: Any) -> str:
-    """The revision of a stateless request, once its `_meta` and headers hold up (a header that
-    disagrees with the body is judged before whether the version is one this server speaks)."""
+def check_meta(message: Message) -> str:
+    """The revision a stateless request declares in `_meta`, once that `_meta` holds up."""
     meta = message.params.get("_meta")
     if not isinstance(meta, dict):
         raise McpError(
@@ -88,19 +87,31 @@ def check_envelope(message: Message, headers: Any) -> str:
             f"invalid params: _meta[{META_CAPABILITIES!r}] must be an object",
             http_status=400,
         )
+    return version
+
+
+def check_version_and_method(message: Message, version: str) -> None:
+    if version not in STATELESS_REVISIONS:
+        raise McpError(
+            UNSUPPORTED_VERSION,
+            "Unsupported protocol version",
+            data={"requested": version, "supported": list(ALL_REVISIONS)},
+            http_status=400,
+        )
+    if message.method not in STATELESS_METHODS:
+        raise McpError(METHOD_NOT_FOUND, f"method not found: {message.method}", http_status=404)
+
+
+def check_envelope(message: Message, headers: Any) -> str:
+    """The revision of a stateless HTTP request, once its `_meta` and headers hold up (a header that
+    disagrees with the body is judged before whether the version is one this server speaks)."""
+    version = check_meta(message)
     header_version = headers.get("mcp-protocol-version")
     if header_version != version:
         raise McpError(
             HEADER_MISMATCH,
             f"Header mismatch: MCP-Protocol-Version {header_version!r} does not "
             f"match _meta protocolVersion {version!r}",
-            http_status=400,
-        )
-    if version not in STATELESS_REVISIONS:
-        raise McpError(
-            UNSUPPORTED_VERSION,
-            "Unsupported protocol version",
-            data={"requested": version, "supported": list(ALL_REVISIONS)},
             http_status=400,
         )
     method_header = headers.get("mcp-method")
@@ -120,9 +131,42 @@ def check_envelope(message: Message, headers: Any) -> str:
                 f"Header mismatch: Mcp-Name {name_header!r} does not match params.{field}",
                 http_status=400,
             )
-    if message.method not in STATELESS_METHODS:
-        raise McpError(METHOD_NOT_FOUND, f"method not found: {message.method}", http_status=404)
+    check_version_and_method(message, version)
     return version
+
+
+def acknowledged(subscription_id: Any, honored: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {META_SUBSCRIPTION: subscription_id}, "notifications": honored},
+    }
+
+
+def list_changed(subscription_id: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/prompts/list_changed",
+        "params": {"_meta": {META_SUBSCRIPTION: subscription_id}},
+    }
+
+
+def closed(subscription_id: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": subscription_id,
+        "result": {"resultType": "complete", "_meta": {META_SUBSCRIPTION: subscription_id}},
+    }
+
+
+def honored(message: Message) -> dict[str, Any]:
+    """The notification types of a listen request this server offers (only prompt-list changes)."""
+    wanted = message.params.get("notifications")
+    return (
+        {"promptsListChanged": True}
+        if isinstance(wanted, dict) and wanted.get("promptsListChanged") is True
+        else {}
+    )
 
 
 def client_capabilities(message: Message) -> dict[str, Any]:

@@ -1,23 +1,30 @@
-"""MCP over stdin/stdout, for clients that launch a command: one JSON-RPC message per line.
+"""MCP over stdin/stdout, for clients that launch a command: one JSON-RPC message per line, both eras.
 
-The process is the session: the revision negotiated by initialize is kept in memory. It reads the
-configured database directly, as a reader of one tenant (whoever may run the command may read the
-database already). Logs go to stderr; stdout carries protocol messages only.
+A request carrying `_meta` with a protocol version (and `server/discover`, the stdio probe) is served
+statelessly by revision 2026-07-28; `initialize` starts the session era, whose negotiated revision is
+kept in memory for the life of the process. `subscriptions/listen` delivers list changes on stdout,
+fed by this process's own LISTEN connection; `notifications/cancelled` ends a subscription.
+The process reads the configured database directly, as a reader of one tenant. Logs go to stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from registry.config import Settings
-from registry.db.engine import Database
+from registry.db.engine import Database, listen_connection
+from registry.db.models import Tenant
 from registry.errors import NotFound
-from registry.mcp import handlers
+from registry.events.hub import Hub
+from registry.events.listener import ChangeFeed
+from registry.mcp import handlers, stateless
 from registry.mcp.caching import McpCaches
+from registry.mcp.feed import DatabaseChanges
 from registry.mcp.protocol import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -33,15 +40,26 @@ Writer = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class StdioServer:
-    def __init__(self, db: Database, settings: Settings, slug: str, label: str | None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        slug: str,
+        label: str | None,
+        hub: Hub,
+        write: Writer,
+    ) -> None:
         self.db = db
         self.settings = settings
         self.slug = slug
         self.label = label
-        self.revision: str | None = None
-        self.caches = McpCaches()  # never live here: no LISTEN connection, so nothing is kept
+        self.hub = hub
+        self.write = write
+        self.revision: str | None = None  # the session era's negotiated revision, once initialized
+        self.caches = McpCaches()  # never live: every answer reads the database
+        self.subscriptions: dict[Any, asyncio.Task[None]] = {}
 
-    async def tenant_and_label(self) -> tuple[Any, str]:
+    async def tenant_and_label(self) -> tuple[Tenant, str]:
         async with self.db.app_tx() as session:
             tenant = await tenants.find_tenant(session, self.slug)
         if tenant is None:
@@ -61,32 +79,94 @@ class StdioServer:
         return [answer] if (answer := await self.handle(message)) is not None else []
 
     async def handle(self, message: Message) -> dict[str, Any] | None:
+        if message.kind == "notification" and message.method == "notifications/cancelled":
+            task = self.subscriptions.pop(message.params.get("requestId"), None)
+            if task is not None:
+                task.cancel()
+            return None
+        if message.kind != "request":
+            return None
+        if stateless.is_stateless(message, None, None) or message.method == "server/discover":
+            return await self.handle_stateless(message)
         tenant, label = await self.tenant_and_label()
-        if message.method == "initialize" and message.kind == "request":
+        if message.method == "initialize":
             try:
                 params = handlers.InitializeParams.model_validate(message.params)
             except ValueError as error:
                 return error_message(message.id, -32602, f"invalid initialize params: {error}")
             self.revision = handlers.negotiate(params.protocolVersion)
-            return {
-                "jsonrpc": "2.0",
-                "id": message.id,
-                "result": handlers.initialize_result(self.revision, tenant, label, self.settings),
-            }
-        if self.revision is None and message.kind == "request" and message.method != "ping":
-            return error_message(message.id, INVALID_REQUEST, "send initialize first")
+            result = handlers.initialize_result(self.revision, tenant, label, self.settings)
+            return {"jsonrpc": "2.0", "id": message.id, "result": result}
+        if self.revision is None and message.method != "ping":
+            return error_message(
+                message.id, INVALID_REQUEST, "send initialize first (or use _meta)"
+            )
+        return await self.dispatch(message, tenant, label, self.revision or "2025-11-25", {})
+
+    async def handle_stateless(self, message: Message) -> dict[str, Any] | None:
+        try:
+            revision = stateless.check_meta(message)
+            stateless.check_version_and_method(message, revision)
+        except McpError as error:
+            return error_message(message.id, error.code, error.message, error.data)
+        tenant, label = await self.tenant_and_label()
+        if message.method == "subscriptions/listen":
+            if message.id in self.subscriptions:
+                return error_message(
+                    message.id, INVALID_REQUEST, "a subscription with this id is open"
+                )
+            self.subscriptions[message.id] = asyncio.create_task(
+                self.listen(message, tenant, label)
+            )
+            return None  # the acknowledgment comes from the subscription itself
+        answer = await self.dispatch(
+            message, tenant, label, revision, stateless.client_capabilities(message)
+        )
+        if answer is not None and "result" in answer:
+            answer["result"] = stateless.complete(
+                answer["result"], revision, tenant, label, self.settings.public_url
+            )
+        return answer
+
+    async def dispatch(
+        self,
+        message: Message,
+        tenant: Tenant,
+        label: str,
+        revision: str,
+        capabilities: dict[str, Any],
+    ) -> dict[str, Any] | None:
         async with self.db.tenant_tx(tenant.id) as session:
             call = handlers.Call(
                 db=session,
                 tenant=tenant,
                 label=label,
                 principal=Principal(role="reader", tenant_id=tenant.id),
-                revision=self.revision or "2025-11-25",
+                revision=revision,
                 settings=self.settings,
                 mac_key=await self.db.mac_key(),
                 caches=self.caches,
+                client_capabilities=capabilities,
             )
             return await handlers.dispatch(call, message)
+
+    async def listen(self, message: Message, tenant: Tenant, label: str) -> None:
+        honored = stateless.honored(message)
+        try:
+            with self.hub.subscribe(tenant.id, label, seen=tenant.change_seq) as subscription:
+                await self.write(stateless.acknowledged(message.id, honored))
+                while not subscription.closed:
+                    seq = await subscription.next(60)
+                    if seq is not None and honored:
+                        await self.write(stateless.list_changed(message.id))
+                await self.write(stateless.closed(message.id))
+        finally:
+            self.subscriptions.pop(message.id, None)
+
+    async def close(self) -> None:
+        for task in list(self.subscriptions.values()):
+            task.cancel()
+        await asyncio.gather(*self.subscriptions.values(), return_exceptions=True)
 
 
 async def run_stdio(
@@ -97,8 +177,6 @@ async def run_stdio(
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
 ) -> None:
-    server = StdioServer(db, settings, slug, label)
-    await server.tenant_and_label()  # fail early, before any client talks to us
     lock = asyncio.Lock()
 
     async def write(message: dict[str, Any]) -> None:
@@ -106,10 +184,23 @@ async def run_stdio(
             stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
             stdout.flush()
 
-    while True:
-        line = await asyncio.to_thread(stdin.readline)
-        if not line:
-            return
-        if line.strip():
-            for answer in await server.handle_line(line):
-                await write(answer)
+    hub = Hub()
+    listen_url = settings.listen_dsn() or db.url
+    feed = ChangeFeed(lambda: listen_connection(listen_url), hub, DatabaseChanges(db), caches=[])
+    server = StdioServer(db, settings, slug, label, hub, write)
+    await server.tenant_and_label()  # fail early, before any client talks to us
+    listener = asyncio.create_task(feed.run())
+    try:
+        while True:
+            line = await asyncio.to_thread(stdin.readline)
+            if not line:
+                return
+            if line.strip():
+                for answer in await server.handle_line(line):
+                    await write(answer)
+    finally:
+        await server.close()
+        await feed.stop()
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener

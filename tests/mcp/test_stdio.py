@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def test_raw_lines_and_errors(env: dict[str, str]) -> None:
     assert result.returncode == 0, result.stderr
     answers = [json.loads(line) for line in result.stdout.splitlines()]
     assert [a.get("id") for a in answers] == [1, 2, 3, 4, None]
-    assert answers[0]["error"]["message"] == "send initialize first"
+    assert answers[0]["error"]["message"].startswith("send initialize first")
     assert answers[1]["result"]["protocolVersion"] == "2024-11-05"
     check_response("2024-11-05", "initialize", answers[1])
     check_response("2024-11-05", "prompts/get", answers[2])
@@ -102,3 +103,79 @@ def test_raw_lines_and_errors(env: dict[str, str]) -> None:
     )
     assert unknown.returncode == 1
     assert "tenant 'ghost' not found" in unknown.stderr
+
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def test_stateless_lines(env: dict[str, str]) -> None:
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "prompts/get",
+            "params": {"_meta": META, "name": "test_simple_prompt"},
+        },
+        {"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {}},
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "prompts/list",
+            "params": {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": "1999-01-01"}},
+        },
+        {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"_meta": META}},
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "registry", "mcp-stdio", "--tenant", "acme"],
+        input="\n".join(json.dumps(line) for line in lines) + "\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    answers = {a["id"]: a for a in map(json.loads, result.stdout.splitlines())}
+    check_response("2026-07-28", "server/discover", answers[1])
+    assert answers[1]["result"]["resultType"] == "complete"
+    check_response("2026-07-28", "prompts/get", answers[2])
+    assert answers[3]["error"]["code"] == -32602
+    assert answers[4]["error"]["code"] == -32022
+    assert "2026-07-28" in answers[4]["error"]["data"]["supported"]
+    assert answers[5]["error"]["code"] == -32601
+
+
+async def test_sdk_client_over_stdio_in_2026_mode_with_a_subscription(
+    env: dict[str, str], api: Api
+) -> None:
+    from mcp.client import Client
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "registry", "mcp-stdio", "--tenant", "acme"],
+        env=env,
+        cwd=ROOT,
+    )
+    async with Client(params) as client:
+        assert client.session.protocol_version == "2026-07-28"  # found by the server/discover probe
+        assert len((await client.list_prompts()).prompts) == 4
+        async with client.listen(prompts_list_changed=True) as subscription:
+            body = {
+                "name": "fresh",
+                "labels": ["production"],
+                "description": "new",
+                "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+            }
+            created = await api.client.post(
+                "/api/v1/tenants/acme/prompts", json=body, headers=api.operator
+            )
+            assert created.status_code == 201
+            event = await asyncio.wait_for(anext(aiter(subscription)), 15)
+            assert event is not None
+        assert len((await client.list_prompts()).prompts) == 5
