@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from registry.config import Settings, SettingsError, load_settings
 from registry.db import migrate as migrations
 from registry.db.embedded import EmbeddedError, EmbeddedPostgres
-from registry.db.engine import Database
+from registry.db.engine import Database, enter_tenant
 from registry.errors import RegistryError
 from registry.naming import ROLE_RANK
 from registry.tenants import service as tenants
@@ -225,7 +225,7 @@ def key_create(slug: str, role: str, name: str | None, expires_in_days: int | No
         async def work(db: Database) -> tuple[str, str, str]:
             async with db.app_tx() as session:
                 found = await tenants.get_tenant(session, slug)
-                await _enter(session, found.id)
+                await enter_tenant(session, found.id)
                 created, secret = await tenants.create_key(
                     session, tenant=found, role=role, name=name, actor=tenants.OPERATOR,
                     expires_at=expires_at,
@@ -249,7 +249,7 @@ def key_list(slug: str) -> None:
         async def work(db: Database) -> list[tuple[str, ...]]:
             async with db.app_tx() as session:
                 found = await tenants.get_tenant(session, slug)
-                await _enter(session, found.id)
+                await enter_tenant(session, found.id)
                 return [
                     (str(k.id), k.name, k.role, _when(k.created_at), _when(k.expires_at),
                      _when(k.revoked_at), _when(k.last_used_at))
@@ -382,12 +382,6 @@ def _report(outcomes: list[Any], *, dry_run: bool) -> None:
     click.echo(summary, err=True)
     if errors:
         sys.exit(1)
-
-
-async def _enter(session: Any, tenant_id: uuid.UUID) -> None:
-    from registry.db.engine import enter_tenant
-
-    await enter_tenant(session, tenant_id)
 
 
 def _when(value: datetime | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -12,6 +13,7 @@ from pydantic import BaseModel
 from registry.errors import InvalidInput
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Page(BaseModel, Generic[T]):
@@ -45,3 +47,9 @@ def decode_cursor(token: str | None, *types: type) -> tuple[Any, ...] | None:
                 "cursor is not valid: pass next_cursor back unchanged", field="cursor"
             )
     return tuple(key)
+
+
+def cut(rows: Sequence[R], limit: int, key: Callable[[R], Any]) -> tuple[Sequence[R], str | None]:
+    """Rows fetched with ``limit + 1``: the page, and the cursor to the next one if there is more."""
+    page = rows[:limit]
+    return page, encode_cursor(key(page[-1])) if len(rows) > limit else None

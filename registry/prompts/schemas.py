@@ -12,9 +12,10 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from registry.naming import LABEL_PATTERN, MIME_PATTERN, PROMPT_NAME_PATTERN, find_nul
+from registry.inputs import StrictInput
+from registry.naming import LABEL_PATTERN, MIME_PATTERN, PROMPT_NAME_PATTERN
 
 ARGUMENT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
@@ -24,19 +25,7 @@ Label = Annotated[str, Field(pattern=LABEL_PATTERN)]
 Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        where = find_nul(data)
-        if where:
-            raise ValueError(f"{where}: text may not contain NUL (\\u0000) characters")
-        return data
-
-
-class Annotations(_Strict):
+class Annotations(StrictInput):
     audience: list[Literal["user", "assistant"]] | None = None
     priority: float | None = Field(default=None, ge=0, le=1)
     lastModified: datetime | None = None
@@ -45,7 +34,7 @@ class Annotations(_Strict):
 Meta = Annotated[dict[str, Any] | None, Field(alias="_meta")]
 
 
-class Icon(_Strict):
+class Icon(StrictInput):
     src: str = Field(min_length=1, max_length=8192)
     mimeType: str | None = Field(default=None, pattern=MIME_PATTERN)
     sizes: list[Annotated[str, Field(max_length=32)]] | None = Field(default=None, max_length=16)
@@ -59,14 +48,14 @@ class Icon(_Strict):
         return value
 
 
-class TextContent(_Strict):
+class TextContent(StrictInput):
     type: Literal["text"]
     text: str = Field(description="a Mustache template")
     annotations: Annotations | None = None
     meta: Meta = None
 
 
-class _BinaryContent(_Strict):
+class _BinaryContent(StrictInput):
     mimeType: str = Field(pattern=MIME_PATTERN)
     data: str | None = Field(default=None, description="inline base64 bytes, stored as a blob")
     blob: str | None = Field(default=None, pattern=SHA256_PATTERN, description="sha256 of a blob")
@@ -90,7 +79,7 @@ class AudioContent(_BinaryContent):
     type: Literal["audio"]
 
 
-class ResourceContents(_Strict):
+class ResourceContents(StrictInput):
     uri: str = Field(min_length=1, max_length=4096)
     mimeType: str | None = Field(default=None, pattern=MIME_PATTERN)
     text: str | None = Field(default=None, description="a Mustache template")
@@ -106,14 +95,14 @@ class ResourceContents(_Strict):
         return self
 
 
-class EmbeddedResource(_Strict):
+class EmbeddedResource(StrictInput):
     type: Literal["resource"]
     resource: ResourceContents
     annotations: Annotations | None = None
     meta: Meta = None
 
 
-class ResourceLink(_Strict):
+class ResourceLink(StrictInput):
     type: Literal["resource_link"]
     uri: str = Field(min_length=1, max_length=4096)
     name: str = Field(min_length=1, max_length=256)
@@ -132,12 +121,12 @@ Content = Annotated[
 ]
 
 
-class MessageIn(_Strict):
+class MessageIn(StrictInput):
     role: Literal["user", "assistant"]
     content: Content
 
 
-class ArgumentIn(_Strict):
+class ArgumentIn(StrictInput):
     name: str = Field(pattern=ARGUMENT_NAME_PATTERN)
     title: str | None = Field(default=None, max_length=200)
     description: str | None = Field(default=None, max_length=2000)
@@ -161,7 +150,7 @@ class ArgumentIn(_Strict):
         return self
 
 
-class VersionIn(_Strict):
+class VersionIn(StrictInput):
     """A new version of a prompt: everything a version holds."""
 
     title: str | None = Field(default=None, max_length=200)
@@ -188,15 +177,15 @@ class PromptCreate(VersionIn):
     tags: list[Tag] = Field(default_factory=list, max_length=64)
 
 
-class PromptPatch(_Strict):
+class PromptPatch(StrictInput):
     tags: list[Tag] = Field(max_length=64)
 
 
-class LabelMove(_Strict):
+class LabelMove(StrictInput):
     version: int = Field(ge=1)
 
 
-class RenderRequest(_Strict):
+class RenderRequest(StrictInput):
     arguments: dict[str, Any] = Field(default_factory=dict)
     version: int | None = Field(default=None, ge=1)
     label: Label | None = None
@@ -350,7 +339,7 @@ class BundleVersion(VersionIn):
     content_hash: str | None = None
 
 
-class BundlePrompt(_Strict):
+class BundlePrompt(StrictInput):
     name: str = Field(pattern=PROMPT_NAME_PATTERN)
     tags: list[Tag] = Field(default_factory=list, max_length=64)
     archived: bool = False
@@ -358,12 +347,12 @@ class BundlePrompt(_Strict):
     labels: dict[Label, int] = Field(default_factory=dict)
 
 
-class BundleBlob(_Strict):
+class BundleBlob(StrictInput):
     mime_type: str = Field(pattern=MIME_PATTERN)
     data: str = Field(description="base64")
 
 
-class Bundle(_Strict):
+class Bundle(StrictInput):
     format: Literal["prompt-registry/v1"] = "prompt-registry/v1"
     tenant: str | None = None
     exported_at: datetime | None = None

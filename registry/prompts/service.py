@@ -94,17 +94,7 @@ def _version_out(
 
 
 def _argument_out(a: PromptArgument) -> ArgumentOut:
-    return ArgumentOut(
-        name=a.name,
-        title=a.title,
-        description=a.description,
-        required=a.required,
-        default=a.default,
-        enum=a.enum,
-        pattern=a.pattern,
-        max_length=a.max_length,
-        suggestions=a.suggestions,
-    )
+    return ArgumentOut.model_validate(a, from_attributes=True)
 
 
 async def _versions_out(
@@ -173,7 +163,7 @@ async def list_prompts(
         text=text,
         archived=archived,
     )
-    page, more = rows[:limit], len(rows) > limit
+    page, next_cursor = pagination.cut(rows, limit, lambda row: row[0].name)
     labels = await repo.labels_of(session, [p for p, _ in page])
     items = [
         PromptSummary(
@@ -188,9 +178,7 @@ async def list_prompts(
         )
         for p, v in page
     ]
-    return Page(
-        items=items, next_cursor=pagination.encode_cursor(page[-1][0].name) if more else None
-    )
+    return Page(items=items, next_cursor=next_cursor)
 
 
 async def list_versions(
@@ -201,7 +189,7 @@ async def list_versions(
     rows = await repo.list_versions(
         session, prompt, before=before[0] if before else None, limit=limit + 1
     )
-    page, more = rows[:limit], len(rows) > limit
+    page, next_cursor = pagination.cut(rows, limit, lambda row: row.version)
     items = [
         VersionSummary(
             version=r.version,
@@ -213,9 +201,7 @@ async def list_versions(
         )
         for r in page
     ]
-    return Page(
-        items=items, next_cursor=pagination.encode_cursor(page[-1].version) if more else None
-    )
+    return Page(items=items, next_cursor=next_cursor)
 
 
 async def get_version(session: AsyncSession, tenant: Tenant, name: str, version: int) -> VersionOut:
@@ -496,7 +482,7 @@ async def label_history(
     rows: Sequence[LabelHistory] = await repo.label_history(
         session, prompt, label=label, before=before[0] if before else None, limit=limit + 1
     )
-    page, more = rows[:limit], len(rows) > limit
+    page, next_cursor = pagination.cut(rows, limit, lambda row: row.id)
     items = [
         LabelHistoryOut(
             id=r.id,
@@ -508,7 +494,7 @@ async def label_history(
         )
         for r in page
     ]
-    return Page(items=items, next_cursor=pagination.encode_cursor(page[-1].id) if more else None)
+    return Page(items=items, next_cursor=next_cursor)
 
 
 async def set_archived(

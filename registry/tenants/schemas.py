@@ -6,24 +6,13 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from registry.naming import LABEL_PATTERN, SLUG_PATTERN, Role, find_nul
-
-
-class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        where = find_nul(data)
-        if where:
-            raise ValueError(f"{where}: text may not contain NUL (\\u0000) characters")
-        return data
+from registry.inputs import StrictInput
+from registry.naming import LABEL_PATTERN, SLUG_PATTERN, Role
 
 
-class TenantCreate(_Input):
+class TenantCreate(StrictInput):
     slug: str = Field(pattern=SLUG_PATTERN, description="lowercase letters, digits and hyphens")
     title: str | None = Field(default=None, max_length=200)
     public_read: bool = False
@@ -45,7 +34,7 @@ class TenantOut(BaseModel):
     updated_at: datetime
 
 
-class KeyCreate(_Input):
+class KeyCreate(StrictInput):
     name: str | None = Field(default=None, min_length=1, max_length=100)
     role: Role
     expires_at: datetime | None = None
@@ -73,7 +62,7 @@ class KeyCreated(KeyOut):
     secret: str
 
 
-class TenantPatch(_Input):
+class TenantPatch(StrictInput):
     title: str | None = Field(default=None, max_length=200)
     public_read: bool | None = None
     default_label: str | None = Field(default=None, pattern=LABEL_PATTERN)

@@ -244,10 +244,10 @@ async def list_audit(
         action=action,
         target=target,
     )
-    page, more = rows[:limit], len(rows) > limit
+    page, next_cursor = pagination.cut(rows, limit, lambda row: row.id)
     return Page(
         items=[AuditOut.model_validate(r, from_attributes=True) for r in page],
-        next_cursor=pagination.encode_cursor(page[-1].id) if more else None,
+        next_cursor=next_cursor,
     )
 
 

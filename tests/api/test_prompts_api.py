@@ -680,14 +680,16 @@ async def test_export_then_import_is_idempotent(api: Api, superuser: asyncpg.Con
         headers=auth(b["reader"]),
     )
     assert rendered.json()["messages"][0]["content"]["text"] == "Hello B!"
+    # A bundle whose prompt needs a blob that is neither in the bundle nor in the tenant: refused, whole.
+    charlie = await api.tenant("charlie")
+    before = await superuser.fetchval("SELECT count(*) FROM prompts")
     broken = {**bundle, "blobs": {}}
-    await c.delete("/api/v1/tenants/bravo/prompts/media", headers=auth(b["admin"]))
     bad = await c.post(
-        "/api/v1/tenants/bravo/import",
-        json={**broken, "prompts": [{**bundle["prompts"][1], "name": "media2"}]},
-        headers=auth(b["publisher"]),
+        "/api/v1/tenants/charlie/import", json=broken, headers=auth(charlie["publisher"])
     )
-    assert bad.status_code in (200, 422)  # the blob already exists in bravo, so this one is fine
+    assert bad.status_code == 422
+    assert "has not been uploaded" in bad.json()["detail"]
+    assert await superuser.fetchval("SELECT count(*) FROM prompts") == before
 
 
 async def test_nul_characters_are_refused_not_500(
