@@ -1,0 +1,1 @@
+"""Benchmarks: a data generator and the harness that measures the registry."""

@@ -1,0 +1,77 @@
+"""The benchmark data generator writes data the registry serves like its own."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from bench.seed import BIG_TENANT, seed
+from tests.conftest import Api, PgServer, auth
+from tests.mcp.conftest import RawMcp
+
+
+async def test_seeded_data_is_served_and_hashes_like_the_registry(
+    api: Api, pg_server: PgServer, db_name: str, superuser: asyncpg.Connection
+) -> None:
+    total = await seed(pg_server.url(db_name), tenants=3, prompts=40, big=300, seed=7)
+    assert total > 3 * 40 * 4
+    counts = {
+        t: await superuser.fetchval(f"SELECT count(*) FROM {t}")
+        for t in ("tenants", "prompts", "labels")
+    }
+    assert counts["tenants"] == 4
+    assert counts["prompts"] == 3 * 40 + 300
+    assert (
+        await superuser.fetchval(
+            "SELECT count(*) FROM prompts p WHERE latest_version <> (SELECT count(*) FROM prompt_versions v "
+            "WHERE v.prompt_id = p.id)"
+        )
+        == 0
+    )
+
+    key = await api.client.post(
+        "/api/v1/tenants/bench-0001/keys", json={"role": "editor"}, headers=api.operator
+    )
+    headers = auth(f"Bearer {key.json()['secret']}")
+    listed = await api.client.get(
+        "/api/v1/tenants/bench-0001/prompts", params={"limit": 500}, headers=headers
+    )
+    assert len(listed.json()["items"]) == 40
+    for item in listed.json()["items"][:15]:
+        name = item["name"]
+        latest = (
+            await api.client.get(f"/api/v1/tenants/bench-0001/prompts/{name}", headers=headers)
+        ).json()["latest"]
+        arguments = {
+            a["name"]: ("AB-1" if a["name"] == "ticket" else a["enum"][0] if a["enum"] else "x")
+            for a in latest["arguments"]
+            if a["required"]
+        }
+        rendered = await api.client.post(
+            f"/api/v1/tenants/bench-0001/prompts/{name}/render",
+            json={"arguments": arguments, "label": "latest"},
+            headers=headers,
+        )
+        assert rendered.status_code == 200, rendered.text
+        body = {
+            k: latest[k]
+            for k in ("title", "description", "commit_message", "arguments", "messages")
+        }
+        body["arguments"] = [
+            {k: v for k, v in a.items() if v is not None} for a in body["arguments"]
+        ]
+        again = await api.client.post(
+            f"/api/v1/tenants/bench-0001/prompts/{name}/versions", json=body, headers=headers
+        )
+        assert again.status_code == 200, (
+            again.text
+        )  # identical content: the seeded hash is the real one
+        assert again.json()["created"] is False
+
+    await api.client.patch(
+        f"/api/v1/tenants/{BIG_TENANT}", json={"public_read": True}, headers=api.operator
+    )
+    mcp = RawMcp(api.client, f"/mcp/{BIG_TENANT}")
+    await mcp.initialize()
+    first = await mcp.result("prompts/list")
+    assert len(first["prompts"]) == 100
+    assert "nextCursor" in first
