@@ -4,7 +4,8 @@
 
 By default: 1,000 tenants of 1,000 prompts each, every prompt with 1-5 immutable versions, 0-4 typed
 arguments (required ones, enums, patterns, lengths), `latest` and `production` labels (a fifth also
-`staging`), a few image blobs; plus one tenant `bench-big` with 100,000 prompts. The database is
+`staging`), a few image blobs; one tenant `bench-big` with 100,000 prompts; and `bench-peer`, the
+10,000 prompts the peer servers of bench/peers.py serve too. The database is
 REGISTRY_DATABASE_URL (or the embedded server); the connecting role must bypass row-level security
 (the schema owner: the embedded server's superuser, or registry_owner of deploy/roles.sql).
 """
@@ -25,6 +26,7 @@ from typing import Any
 
 import asyncpg
 
+from bench.peers import PEER_PROMPTS, PEER_TENANT, peer_prompt
 from registry.db.engine import asyncpg_arguments
 from registry.prompts.content import canonical_hash
 
@@ -108,7 +110,8 @@ def _messages(
 
 def tenant_rows(rows: Rows, rng: random.Random, slug: str, prompts: int) -> None:
     tenant_id = uuid.uuid4()
-    rows.tenants.append((tenant_id, slug, f"Benchmark {slug}", False))
+    # Public-read, as the peers have no credentials either; keyed access is measured on its own.
+    rows.tenants.append((tenant_id, slug, f"Benchmark {slug}", True))
     sha = hashlib.sha256(PNG + slug.encode()).digest()  # a blob of its own per tenant
     rows.blobs.append((tenant_id, sha, "image/png", len(PNG) + len(slug), PNG + slug.encode()))
     for index in range(prompts):
@@ -176,6 +179,72 @@ def tenant_rows(rows: Rows, rng: random.Random, slug: str, prompts: int) -> None
         )
         if rng.random() < 0.2:
             rows.labels.append((tenant_id, prompt_id, "staging", name, count, "bench"))
+
+
+def peer_rows(rows: Rows) -> None:
+    """The tenant the peers are compared on: the same 10,000 prompts they serve."""
+    tenant_id = uuid.uuid4()
+    rows.tenants.append((tenant_id, PEER_TENANT, "Benchmark peers", True))
+    for index in range(PEER_PROMPTS):
+        prompt = peer_prompt(index)
+        prompt_id = uuid.uuid4()
+        arguments = [
+            {
+                "name": a["name"],
+                "title": None,
+                "description": a["description"],
+                "required": a.get("required", False),
+                "default": a.get("default"),
+                "enum": a.get("enum"),
+                "pattern": None,
+                "max_length": None,
+                "suggestions": None,
+            }
+            for a in prompt["arguments"]
+        ]
+        messages = [{"role": "user", "content": {"type": "text", "text": prompt["text"]}}]
+        meta = {
+            "title": None,
+            "description": prompt["description"],
+            "icons": None,
+            "commit_message": None,
+        }
+        rows.prompts.append((tenant_id, prompt_id, prompt["name"], [], 1))
+        rows.versions.append(
+            (
+                tenant_id,
+                prompt_id,
+                1,
+                None,
+                prompt["description"],
+                None,
+                "bench",
+                canonical_hash(meta, arguments, messages),
+            )
+        )
+        for position, a in enumerate(arguments):
+            rows.arguments.append(
+                (
+                    tenant_id,
+                    prompt_id,
+                    1,
+                    position,
+                    a["name"],
+                    None,
+                    a["description"],
+                    a["required"],
+                    a["default"],
+                    a["enum"],
+                    None,
+                    None,
+                    None,
+                )
+            )
+        rows.messages.append(
+            (tenant_id, prompt_id, 1, 0, "user", json.dumps(messages[0]["content"]), None)
+        )
+        for label in ("latest", "production"):
+            rows.labels.append((tenant_id, prompt_id, label, prompt["name"], 1, "bench"))
 
 
 COPIES = [
@@ -247,6 +316,7 @@ def batches(tenants: int, prompts: int, big: int, seed: int, per_batch: int = 50
             rows = Rows()
     if big:
         tenant_rows(rows, rng, BIG_TENANT, big)
+    peer_rows(rows)
     if len(rows):
         yield rows
 

@@ -18,8 +18,8 @@ async def test_seeded_data_is_served_and_hashes_like_the_registry(
         t: await superuser.fetchval(f"SELECT count(*) FROM {t}")
         for t in ("tenants", "prompts", "labels")
     }
-    assert counts["tenants"] == 4
-    assert counts["prompts"] == 3 * 40 + 300
+    assert counts["tenants"] == 5  # three, the big one, and the peers' one
+    assert counts["prompts"] == 3 * 40 + 300 + 10_000
     assert (
         await superuser.fetchval(
             "SELECT count(*) FROM prompts p WHERE latest_version <> (SELECT count(*) FROM prompt_versions v "

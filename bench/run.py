@@ -1,0 +1,428 @@
+"""Run the benchmark: the registry (2 workers), the peers and the ceilings, side by side, one run.
+
+    python -m bench.run [--duration 10] [--connections 16,64] [--out bench/results]
+
+Needs wrk (Debian: apt-get install wrk) and a seeded database (bench/seed) in REGISTRY_DATA_DIR (the
+embedded server) or REGISTRY_DATABASE_URL. Writes a JSON result and a Markdown table. Workloads:
+  a  prompts/get with arguments, random tenant and prompt (registry), random prompt (peers, bare ASGI)
+  b  prompts/list: the first page, and a deep page (the one starting 90% into bench-big)
+  c  a full walk of bench-big through nextCursor (one client, sequential)
+  ceilings: a bare ASGI JSON endpoint under the same uvicorn settings; asyncpg primary-key selects
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+from bench.peers import PEER_PROMPTS, PEER_TENANT
+from bench.seed import BIG_TENANT
+from registry.db.engine import asyncpg_arguments
+
+ROOT = Path(__file__).resolve().parent.parent
+LUA = ROOT / "bench" / "wrk" / "prompts.lua"
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def server(
+    command: list[str], env: dict[str, str], ready_path: str, timeout: float = 120
+) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(  # noqa: S603
+        [*command, "--port", str(port)],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{command} exited with {process.returncode}")
+            try:
+                if httpx.get(url + ready_path, timeout=1).status_code < 500:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{command} did not start")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def uvicorn(factory: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        factory,
+        "--factory",
+        "--workers",
+        "2",
+        "--log-level",
+        "warning",
+        "--host",
+        "127.0.0.1",
+    ]
+
+
+_LATENCY = re.compile(r"^\s+(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.M)
+_MAX = re.compile(r"Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)")
+
+
+def _ms(value: str, unit: str) -> float:
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def wrk(url: str, connections: int, seconds: int, *args: str) -> dict[str, Any]:
+    """One wrk run (after a warm-up of a third of its length); requests/s and latencies in ms."""
+    base = ["wrk", "-t2", f"-c{connections}", "--latency", "-s", str(LUA), url, "--", *args]
+    warm_up = [*base[:3], f"-d{max(2, seconds // 3)}s", *base[3:]]
+    subprocess.run(warm_up, capture_output=True, check=True)  # noqa: S603 - wrk, arguments built here
+    measured = [*base[:3], f"-d{seconds}s", *base[3:]]
+    out = subprocess.run(measured, capture_output=True, text=True, check=True).stdout  # noqa: S603
+    latency = {p: _ms(v, u) for p, v, u in _LATENCY.findall(out)}
+    max_match = _MAX.search(out)
+    errors = int(re.search(r"JSON-RPC errors: (\d+)", out).group(1))  # type: ignore[union-attr]
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket_errors = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out
+    )
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+        "p50_ms": latency.get("50"),
+        "p99_ms": latency.get("99"),
+        "max_ms": _ms(*max_match.groups()) if max_match else None,
+        "errors": errors
+        + (int(non_2xx.group(1)) if non_2xx else 0)
+        + (sum(int(x) for x in socket_errors.groups()) if socket_errors else 0),
+    }
+
+
+async def db_ceiling(url: str, seconds: float, concurrency: int) -> dict[str, Any]:
+    """asyncpg primary-key selects, as fast as `concurrency` connections go."""
+    pool = await asyncpg.create_pool(
+        **asyncpg_arguments(url), min_size=concurrency, max_size=concurrency
+    )
+    assert pool is not None
+    keys = await pool.fetch("SELECT tenant_id, id FROM prompts TABLESAMPLE SYSTEM (1) LIMIT 5000")
+    done = 0
+    stop = time.monotonic() + seconds
+
+    async def loop() -> None:
+        nonlocal done
+        async with pool.acquire() as conn:
+            statement = await conn.prepare(
+                "SELECT name, latest_version FROM prompts WHERE tenant_id = $1 AND id = $2"
+            )
+            while time.monotonic() < stop:
+                key = random.choice(keys)  # noqa: S311
+                await statement.fetchrow(key["tenant_id"], key["id"])
+                done += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    elapsed = time.monotonic() - started
+    await pool.close()
+    return {"rps": done / elapsed, "concurrency": concurrency}
+
+
+def post(client: httpx.Client, path: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    headers = {**HEADERS, "Mcp-Method": method}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": META, **params}}
+    answer = client.post(path, json=body, headers=headers).json()
+    if "result" not in answer:
+        raise RuntimeError(f"{method} failed: {answer}")
+    return dict(answer["result"])
+
+
+def walk(url: str, tenant: str, stop_at: int | None = None) -> dict[str, Any]:
+    """Walk every page; returns the time taken, the pages, and the cursor at ``stop_at`` prompts."""
+    deep_cursor = None
+    with httpx.Client(base_url=url, timeout=60) as client:
+        started, seen, pages, cursor = time.monotonic(), 0, 0, None
+        while True:
+            result = post(
+                client, f"/mcp/{tenant}", "prompts/list", {"cursor": cursor} if cursor else {}
+            )
+            pages += 1
+            seen += len(result["prompts"])
+            cursor = result.get("nextCursor")
+            if stop_at is not None and deep_cursor is None and seen >= stop_at and cursor:
+                deep_cursor = cursor
+            if cursor is None:
+                break
+        return {
+            "seconds": time.monotonic() - started,
+            "pages": pages,
+            "prompts": seen,
+            "deep_cursor": deep_cursor,
+        }
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in results["wrk"]:
+        lines.append(
+            f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
+            f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['max_ms']:.1f} | {row['errors']} |"
+        )
+    db = results["db_ceiling"]
+    lines.append(
+        f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} | | | | 0 |"
+    )
+    walk_result = results["walk"]
+    lines.append("")
+    lines.append(
+        f"Full walk of {BIG_TENANT}: {walk_result['prompts']:,} prompts in {walk_result['pages']} pages, "
+        f"{walk_result['seconds']:.2f} s."
+    )
+    lines.append("")
+    lines.append("| ratio | value |")
+    lines.append("|---|---|")
+    for name, value in results["ratios"].items():
+        lines.append(f"| {name} | {value:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def ratios(rows: list[dict[str, Any]], db: dict[str, Any]) -> dict[str, float]:
+    def rps(workload: str, target: str, connections: int) -> float:
+        for row in rows:
+            if (row["workload"], row["target"], row["connections"]) == (
+                workload,
+                target,
+                connections,
+            ):
+                return float(row["rps"])
+        return float("nan")
+
+    found: dict[str, float] = {}
+    for c in sorted({row["connections"] for row in rows}):
+        registry = rps("prompts/get", "registry", c)
+        found[f"registry / low-level SDK server, prompts/get c{c}"] = registry / rps(
+            "prompts/get", "low-level SDK", c
+        )
+        found[f"registry / high-level SDK server, prompts/get c{c}"] = registry / rps(
+            "prompts/get", "high-level SDK", c
+        )
+        found[f"registry / bare ASGI, prompts/get c{c}"] = registry / rps(
+            "prompts/get", "bare ASGI", c
+        )
+        found[f"registry prompts/get / asyncpg selects, c{c}"] = registry / db["rps"]
+        first = [
+            r for r in rows if r["workload"] == "prompts/list page 1" and r["connections"] == c
+        ]
+        deep = [
+            r for r in rows if r["workload"] == "prompts/list deep page" and r["connections"] == c
+        ]
+        if first and deep:
+            found[f"deep page p99 / first page p99, c{c}"] = deep[0]["p99_ms"] / first[0]["p99_ms"]
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=int, default=10, help="seconds per measured wrk run")
+    parser.add_argument("--connections", default="16,64")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True)
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        sys.exit("bench/run needs wrk: apt-get install wrk")
+    connections = [int(c) for c in args.connections.split(",")]
+
+    from registry.cli import database_url, settings_or_exit
+
+    settings = settings_or_exit()
+    targets = args.out / "prompts-get-targets.tsv"
+    args.out.mkdir(parents=True, exist_ok=True)
+    with database_url(settings) as url:  # the embedded server is stopped again afterwards
+        tenants = asyncio.run(_count_tenants(url))
+        print(f"{asyncio.run(make_targets(url, targets)):,} prompts/get targets", file=sys.stderr)
+    rows: list[dict[str, Any]] = []
+    registry_cmd = [sys.executable, "-m", "registry", "serve", "--workers", "2"]
+    with server(registry_cmd, {}, "/readyz") as registry:
+        env_url = os.environ.get("REGISTRY_DATABASE_URL")
+        db = asyncio.run(db_ceiling(env_url or _embedded_url(settings), args.duration, 16))
+        print(f"asyncpg ceiling: {db['rps']:,.0f}/s", file=sys.stderr)
+        walk_result = walk(
+            registry, BIG_TENANT, stop_at=int(0.9 * _prompt_count(tenants, BIG_TENANT))
+        )
+        print(f"walk: {walk_result}", file=sys.stderr)
+        for c in connections:
+            run = wrk(registry, c, args.duration, "targets", str(targets))
+            rows.append({"workload": "prompts/get", "target": "registry", "connections": c, **run})
+            first = wrk(f"{registry}/mcp/{BIG_TENANT}", c, args.duration, "list", "")
+            rows.append(
+                {"workload": "prompts/list page 1", "target": "registry", "connections": c, **first}
+            )
+            deep = wrk(
+                f"{registry}/mcp/{BIG_TENANT}",
+                c,
+                args.duration,
+                "list",
+                walk_result["deep_cursor"] or "",
+            )
+            rows.append(
+                {
+                    "workload": "prompts/list deep page",
+                    "target": "registry",
+                    "connections": c,
+                    **deep,
+                }
+            )
+            peer = wrk(
+                f"{registry}/mcp/{PEER_TENANT}",
+                c,
+                args.duration,
+                "get",
+                "1",
+                str(PEER_PROMPTS),
+                "peer",
+            )
+            rows.append(
+                {
+                    "workload": "prompts/get (peer set)",
+                    "target": "registry",
+                    "connections": c,
+                    **peer,
+                }
+            )
+            print(rows[-4:], file=sys.stderr)
+    targets = [("bare ASGI", "bench.peers:bare_app", "/")]
+    if args.peers:
+        targets = [
+            ("low-level SDK", "bench.peers:lowlevel_app", "/mcp"),
+            ("high-level SDK", "bench.peers:highlevel_app", "/mcp"),
+            *targets,
+        ]
+    for name, factory, path in targets:
+        with server(uvicorn(factory), {}, path, timeout=300) as url:
+            for c in connections:
+                run = wrk(f"{url}/mcp", c, args.duration, "get", "1", str(PEER_PROMPTS), "peer")
+                rows.append({"workload": "prompts/get", "target": name, "connections": c, **run})
+                print(rows[-1], file=sys.stderr)
+    results = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "duration_s": args.duration,
+        "wrk": rows,
+        "db_ceiling": db,
+        "walk": {k: v for k, v in walk_result.items() if k != "deep_cursor"},
+        "ratios": ratios(rows, db),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    (args.out / f"{stamp}.json").write_text(json.dumps(results, indent=2))
+    markdown = table(results)
+    (args.out / f"{stamp}.md").write_text(markdown)
+    print(markdown)
+
+
+VALUES = {"topic": "billing", "ticket": "AB-1", "audience": "engineers"}
+
+
+async def make_targets(url: str, path: Path, count: int = 20_000) -> int:
+    """Random (tenant, prompt) pairs of the bench tenants, each with valid values for the arguments
+    its production version declares: the prompts/get load is real work, never an error."""
+    connection = await asyncpg.connect(**asyncpg_arguments(url))
+    try:
+        rows = await connection.fetch(
+            """
+            SELECT t.slug, l.prompt_name,
+                   coalesce(json_agg(json_build_object('name', a.name, 'enum', a.enum))
+                            FILTER (WHERE a.name IS NOT NULL), '[]') AS arguments
+            FROM (SELECT * FROM labels TABLESAMPLE SYSTEM (10)
+                  WHERE label = 'production' LIMIT $1) l
+            JOIN tenants t ON t.id = l.tenant_id AND t.slug ~ '^bench-[0-9]{4}$'
+            LEFT JOIN prompt_arguments a
+                   ON a.tenant_id = l.tenant_id AND a.prompt_id = l.prompt_id AND a.version = l.version
+            GROUP BY t.slug, l.prompt_name
+            """,
+            count,
+        )
+    finally:
+        await connection.close()
+    with path.open("w") as out:
+        for row in rows:
+            arguments = {
+                a["name"]: (a["enum"][0] if a["enum"] else VALUES[a["name"]])
+                for a in json.loads(row["arguments"])
+            }
+            out.write(f"/mcp/{row['slug']}\t{row['prompt_name']}\t{json.dumps(arguments)}\n")
+    return len(rows)
+
+
+async def _count_tenants(url: str) -> dict[str, int]:
+    connection = await asyncpg.connect(**asyncpg_arguments(url))
+    try:
+        bench = await connection.fetchval(
+            "SELECT count(*) FROM tenants WHERE slug ~ '^bench-[0-9]{4}$'"
+        )
+        per_tenant = await connection.fetchval(
+            "SELECT count(*) FROM prompts p JOIN tenants t ON t.id = p.tenant_id WHERE t.slug = 'bench-0000'"
+        )
+        big = await connection.fetchval(
+            "SELECT count(*) FROM prompts p JOIN tenants t ON t.id = p.tenant_id WHERE t.slug = $1",
+            BIG_TENANT,
+        )
+    finally:
+        await connection.close()
+    if not bench or not big:
+        sys.exit("no benchmark data: run bench/seed first")
+    return {"bench": int(bench), "per_tenant": int(per_tenant), BIG_TENANT: int(big)}
+
+
+def _prompt_count(tenants: dict[str, int], slug: str) -> int:
+    return tenants[slug]
+
+
+def _embedded_url(settings: Any) -> str:
+    from registry.db.embedded import EmbeddedPostgres
+
+    return EmbeddedPostgres(settings.data_dir).url()
+
+
+if __name__ == "__main__":
+    main()

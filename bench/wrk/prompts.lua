@@ -1,0 +1,80 @@
+-- One MCP request per call, revision 2026-07-28 (stateless), so every server under test gets the same
+-- load. Arguments after `--`: mode, then
+--   targets FILE    prompts/get of random lines of FILE: "path<TAB>name<TAB>arguments-json"
+--   get 1 N peer    prompts/get of a random peer prompt (peer-00000 .. N-1) on the URL's path
+--   list CURSOR     prompts/list from CURSOR ("" for the first page)
+-- JSON-RPC errors arrive with HTTP 200, so bodies are checked and counted as errors too.
+
+local mode, tenants, prompts, names, cursor, targets
+errors = 0  -- a global: done() reads it from each thread with thread:get
+local threads = {}
+local meta = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+  .. '"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"1"},'
+  .. '"io.modelcontextprotocol/clientCapabilities":{}}'
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  mode = args[1]
+  if mode == "targets" then
+    targets = {}
+    for line in io.lines(args[2]) do
+      local path, name, arguments = line:match("([^\t]+)\t([^\t]+)\t(.*)")
+      table.insert(targets, {path, name, arguments})
+    end
+  elseif mode == "get" then
+    tenants, prompts, names = tonumber(args[2]), tonumber(args[3]), args[4]
+  else
+    cursor = args[2] or ""
+  end
+  math.randomseed(os.time() + (tonumber(tostring({}):match("0x(%x+)") or "0", 16) % 100000))
+end
+
+function request()
+  local headers = {
+    ["Content-Type"] = "application/json",
+    ["Accept"] = "application/json, text/event-stream",
+    ["MCP-Protocol-Version"] = "2026-07-28",
+  }
+  if mode == "targets" then
+    local target = targets[math.random(1, #targets)]
+    headers["Mcp-Method"] = "prompts/get"
+    headers["Mcp-Name"] = target[2]
+    local body = '{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{' .. meta
+      .. ',"name":"' .. target[2] .. '","arguments":' .. target[3] .. '}}'
+    return wrk.format("POST", target[1], headers, body)
+  end
+  if mode == "get" then
+    local name, path
+    if names == "peer" then
+      name = string.format("peer-%05d", math.random(0, prompts - 1))
+      path = wrk.path
+    else
+      name = string.format("prompt-%06d", math.random(0, prompts - 1))
+      path = string.format("/mcp/bench-%04d", math.random(0, tenants - 1))
+    end
+    headers["Mcp-Method"] = "prompts/get"
+    headers["Mcp-Name"] = name
+    local body = '{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{' .. meta
+      .. ',"name":"' .. name .. '","arguments":{"topic":"billing"}}}'
+    return wrk.format("POST", path, headers, body)
+  end
+  headers["Mcp-Method"] = "prompts/list"
+  local params = meta
+  if cursor ~= "" then params = params .. ',"cursor":"' .. cursor .. '"' end
+  return wrk.format("POST", wrk.path, headers, '{"jsonrpc":"2.0","id":1,"method":"prompts/list","params":{' .. params .. '}}')
+end
+
+function response(status, headers, body)
+  if status ~= 200 or not string.find(body, '"result"', 1, true) then
+    errors = errors + 1
+  end
+end
+
+function done(summary, latency, requests)
+  local total = 0
+  for _, thread in ipairs(threads) do total = total + (thread:get("errors") or 0) end
+  io.write(string.format("JSON-RPC errors: %d\n", total))
+end
