@@ -72,7 +72,7 @@ def server(
             if process.poll() is not None:
                 raise RuntimeError(f"{command} exited with {process.returncode}")
             try:
-                if httpx.get(url + ready_path, timeout=1).status_code < 500:
+                if _ready(url, ready_path):
                     break
             except httpx.TransportError:
                 pass
@@ -86,6 +86,21 @@ def server(
             process.wait(30)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def _ready(url: str, path: str) -> bool:
+    """/readyz for the registry; for the others, a real prompts/get answered with a result (a GET on
+    an MCP endpoint may open an SSE stream that never ends, so it is never used as a probe)."""
+    if path == "/readyz":
+        return httpx.get(url + path, timeout=2).status_code == 200
+    headers = {**HEADERS, "Mcp-Method": "prompts/get", "Mcp-Name": "peer-00000"}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "prompts/get",
+        "params": {"_meta": META, "name": "peer-00000", "arguments": {"topic": "x"}},
+    }
+    return "result" in httpx.post(url + path, json=body, headers=headers, timeout=5).json()
 
 
 def uvicorn(factory: str) -> list[str]:
@@ -330,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
                 }
             )
             print(rows[-4:], file=sys.stderr)
-    targets = [("bare ASGI", "bench.peers:bare_app", "/")]
+    targets = [("bare ASGI", "bench.peers:bare_app", "/mcp")]
     if args.peers:
         targets = [
             ("low-level SDK", "bench.peers:lowlevel_app", "/mcp"),
