@@ -37,7 +37,6 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-ROLES = ("reader", "editor", "publisher", "admin")
 TENANT_OWNED_TABLES = (
     "api_keys",
     "blobs",

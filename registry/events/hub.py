@@ -100,9 +100,6 @@ class Hub:
     def tenants(self) -> list[uuid.UUID]:
         return list(self._subscribers)
 
-    def stream_count(self) -> int:
-        return sum(len(s) for s in self._subscribers.values())
-
     def close(self) -> None:
         self.closed = True
         for subscribers in self._subscribers.values():

@@ -45,7 +45,6 @@ from registry.templates.arguments import InvalidArgument
 logger = logging.getLogger("registry.mcp")
 
 ELICITATION_KEY = "arguments"  # the inputRequests key of the argument form
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 # Real clients stop walking after 64 pages, so a large tenant's list must fit in about 50.
 PAGES_WANTED = 50
 
@@ -360,16 +359,6 @@ HANDLERS: dict[str, Handler] = {
 # Methods only one era has: 2026-07-28 removed ping and logging/setLevel, and added server/discover.
 SESSION_ONLY = frozenset({"ping", "logging/setLevel"})
 STATELESS_ONLY = frozenset({"server/discover"})
-
-# Notifications a client may send; they need no answer and change nothing here.
-NOTIFICATIONS = frozenset(
-    {
-        "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-    }
-)
 
 
 def _describe(error: ValidationError) -> str:

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from registry.config import Settings
 from registry.db.engine import Database
-from registry.errors import Forbidden, NotFound, RegistryError, Unauthenticated
+from registry.errors import Forbidden, NotFound, Unauthenticated
 from registry.events.hub import Hub, Subscription
 from registry.mcp import handlers, stateless
 from registry.mcp.caching import McpCaches
@@ -408,6 +408,3 @@ def _last_event_id(header: str | None, current: int) -> int:
     if header is None or not header.strip().isdigit():
         return current
     return min(int(header.strip()), current)
-
-
-__all__ = ["McpEndpoint", "RegistryError"]

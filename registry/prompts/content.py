@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -29,8 +29,6 @@ class PreparedVersion:
     arguments: list[dict[str, Any]]
     messages: list[dict[str, Any]]  # {"role", "content", "blob_sha256"} as stored
     content_hash: bytes
-    blobs_stored: int = 0
-    templates: list[Template] = field(default_factory=list)
 
 
 def canonical_hash(
@@ -122,10 +120,9 @@ class _BlobStore:
         self.referenced.setdefault(bytes.fromhex(sha_hex), where)
         return sha_hex
 
-    async def flush(self) -> int:
-        stored = 0
+    async def flush(self) -> None:
         for sha, (mime_type, data) in self.inline.items():
-            stored += await repo.store_blob(self.session, self.tenant_id, sha, mime_type, data)
+            await repo.store_blob(self.session, self.tenant_id, sha, mime_type, data)
         missing = set(self.referenced) - set(self.inline)
         missing -= await repo.existing_blobs(self.session, self.tenant_id, missing)
         if missing:
@@ -134,7 +131,6 @@ class _BlobStore:
             raise InvalidInput(
                 f"{where}: blob {sha.hex()} has not been uploaded to this tenant", field=where
             )
-        return stored
 
 
 def _message(
@@ -189,7 +185,7 @@ async def prepare_version(
                         line=tag.line,
                         column=tag.column,
                     )
-    stored = await blobs.flush()
+    await blobs.flush()
     meta = {
         "title": body.title,
         "description": body.description,
@@ -203,6 +199,4 @@ async def prepare_version(
         arguments=arguments,
         messages=messages,
         content_hash=canonical_hash(meta, arguments, messages),
-        blobs_stored=stored,
-        templates=templates,
     )

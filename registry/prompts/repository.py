@@ -163,14 +163,7 @@ async def insert_version(
 
 
 async def version_row(session: AsyncSession, prompt: Prompt, version: int) -> PromptVersion | None:
-    result = await session.execute(
-        select(PromptVersion).where(
-            PromptVersion.tenant_id == prompt.tenant_id,
-            PromptVersion.prompt_id == prompt.id,
-            PromptVersion.version == version,
-        )
-    )
-    return result.scalar_one_or_none()
+    return await version_row_by_id(session, prompt.tenant_id, prompt.id, version)
 
 
 async def version_row_by_id(
@@ -406,13 +399,6 @@ async def blob_data(
         select(Blob).where(Blob.tenant_id == tenant_id, Blob.sha256.in_(wanted))
     )
     return {blob.sha256: blob for blob in result.scalars().all()}
-
-
-async def count_prompts(session: AsyncSession, tenant_id: uuid.UUID) -> int:
-    result = await session.execute(
-        select(func.count()).select_from(Prompt).where(Prompt.tenant_id == tenant_id)
-    )
-    return int(result.scalar_one())
 
 
 def when(value: datetime | None) -> str | None:

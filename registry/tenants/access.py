@@ -85,10 +85,12 @@ async def tenant_scope(
                 if tenant is None:
                     raise NotFound(f"tenant {slug!r} not found", field="tenant")
                 principal = OPERATOR
+                await enter_tenant(session, tenant.id)
             elif credential is None:
                 if not (allow_anonymous and tenant is not None and tenant.public_read):
                     raise Unauthenticated("missing 'Authorization: Bearer <api key>'")
                 principal = Principal(role="reader", tenant_id=tenant.id, anonymous=True)
+                await enter_tenant(session, tenant.id)
             else:
                 if tenant is None or tenants.tenant_of_secret(credential) != tenant.id:
                     foreign = True
@@ -97,7 +99,6 @@ async def tenant_scope(
                 principal = await tenants.authenticate(session, tenant.id, credential)
             if not principal.has(role):
                 raise Forbidden(f"this needs the {role} role; the caller has {principal.role}")
-            await enter_tenant(session, tenant.id)
             yield TenantScope(session, tenant, principal)
             if rollback:
                 raise Rollback
