@@ -18,12 +18,14 @@ import json
 import os
 import random
 import re
+import secrets
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from bench import fanout
 from bench.peers import PEER_PROMPTS, PEER_TENANT
 from bench.seed import BIG_TENANT
 from registry.db.engine import asyncpg_arguments
@@ -53,10 +56,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass
+class Running:
+    url: str
+    pid: int
+
+
 @contextmanager
 def server(
     command: list[str], env: dict[str, str], ready_path: str, timeout: float = 120
-) -> Iterator[str]:
+) -> Iterator[Running]:
     port = free_port()
     process = subprocess.Popen(  # noqa: S603
         [*command, "--port", str(port)],
@@ -79,7 +88,7 @@ def server(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{command} did not start")
             time.sleep(0.2)
-        yield url
+        yield Running(url, process.pid)
     finally:
         process.terminate()
         try:
@@ -159,6 +168,8 @@ async def db_ceiling(url: str, seconds: float, concurrency: int) -> dict[str, An
     )
     assert pool is not None
     keys = await pool.fetch("SELECT tenant_id, id FROM prompts TABLESAMPLE SYSTEM (1) LIMIT 5000")
+    if len(keys) < 1000:  # a small table: a page sample may be empty
+        keys = await pool.fetch("SELECT tenant_id, id FROM prompts ORDER BY random() LIMIT 5000")
     done = 0
     stop = time.monotonic() + seconds
 
@@ -228,51 +239,83 @@ def table(results: dict[str, Any]) -> str:
         f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} | | | | 0 |"
     )
     walk_result = results["walk"]
-    lines.append("")
-    lines.append(
-        f"Full walk of {BIG_TENANT}: {walk_result['prompts']:,} prompts in {walk_result['pages']} pages, "
-        f"{walk_result['seconds']:.2f} s."
-    )
-    lines.append("")
-    lines.append("| ratio | value |")
-    lines.append("|---|---|")
+    lines += [
+        "",
+        f"Full walk of {BIG_TENANT}: {walk_result['prompts']:,} prompts in {walk_result['pages']} "
+        f"pages, {walk_result['seconds']:.2f} s.",
+        "",
+        "| fan-out: open streams (per worker) | tenants | rounds | p50 ms | p99 ms | max ms | missed "
+        "| write p50 ms | KiB per open stream |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for f in results["fanout"]:
+        spread = " + ".join(str(n) for n in streams_per_worker(f).values())
+        lines.append(
+            f"| {f['streams']:,} ({spread}) | {f['tenants']} | {f['rounds']} | {f['p50_ms']:.1f} | "
+            f"{f['p99_ms']:.1f} | {f['max_ms']:.1f} | {f['missed']} | {f['write_p50_ms']:.1f} | "
+            f"{per_stream_kib(f):.1f} |"
+        )
+    lines += ["", "| memory (RSS, MiB) | " + " | ".join(f"worker {i + 1}" for i in range(2)) + " |"]
+    lines.append("|---|---|---|")
+    for moment, workers in results["memory_kib"].items():
+        values = " | ".join(f"{kib / 1024:.1f}" for kib in workers.values())
+        lines.append(f"| {moment} | {values} |")
+    for f in results["fanout"]:
+        values = " | ".join(f"{w['rss_kib'] / 1024:.1f}" for w in f["while_open"].values())
+        lines.append(f"| {f['streams']:,} streams open | {values} |")
+    lines += ["", "| ratio | value |", "|---|---|"]
     for name, value in results["ratios"].items():
         lines.append(f"| {name} | {value:.2f} |")
     return "\n".join(lines) + "\n"
 
 
-def ratios(rows: list[dict[str, Any]], db: dict[str, Any]) -> dict[str, float]:
-    def rps(workload: str, target: str, connections: int) -> float:
+def streams_per_worker(fanout_result: dict[str, Any]) -> dict[str, int]:
+    before, during = fanout_result["before_open"], fanout_result["while_open"]
+    return {pid: during[pid]["connections"] - before[pid]["connections"] for pid in during}
+
+
+def per_stream_kib(fanout_result: dict[str, Any]) -> float:
+    """Resident memory the open streams added, per stream, over both workers."""
+    before, during = fanout_result["before_open"], fanout_result["while_open"]
+    grown = sum(during[pid]["rss_kib"] - before[pid]["rss_kib"] for pid in during)
+    streams = sum(streams_per_worker(fanout_result).values())
+    return grown / streams if streams else float("nan")
+
+
+def ratios(
+    rows: list[dict[str, Any]], db: dict[str, Any], fanouts: list[dict[str, Any]]
+) -> dict[str, float]:
+    def find(workload: str, target: str, connections: int) -> dict[str, Any] | None:
         for row in rows:
             if (row["workload"], row["target"], row["connections"]) == (
                 workload,
                 target,
                 connections,
             ):
-                return float(row["rps"])
-        return float("nan")
+                return row
+        return None
+
+    def rps(workload: str, target: str, connections: int) -> float:
+        row = find(workload, target, connections)
+        return float(row["rps"]) if row else float("nan")
 
     found: dict[str, float] = {}
     for c in sorted({row["connections"] for row in rows}):
-        registry = rps("prompts/get", "registry", c)
-        found[f"registry / low-level SDK server, prompts/get c{c}"] = registry / rps(
-            "prompts/get", "low-level SDK", c
+        same = rps("prompts/get (peer set)", "registry", c)
+        for peer in ("low-level SDK", "high-level SDK", "bare ASGI"):
+            found[f"registry / {peer}, prompts/get of the same 10,000 prompts, c{c}"] = same / rps(
+                "prompts/get (peer set)", peer, c
+            )
+        found[f"registry prompts/get (random tenant) / bare ASGI, c{c}"] = rps(
+            "prompts/get", "registry", c
+        ) / rps("prompts/get (peer set)", "bare ASGI", c)
+        found[f"registry prompts/get (random tenant) / asyncpg selects, c{c}"] = (
+            rps("prompts/get", "registry", c) / db["rps"]
         )
-        found[f"registry / high-level SDK server, prompts/get c{c}"] = registry / rps(
-            "prompts/get", "high-level SDK", c
-        )
-        found[f"registry / bare ASGI, prompts/get c{c}"] = registry / rps(
-            "prompts/get", "bare ASGI", c
-        )
-        found[f"registry prompts/get / asyncpg selects, c{c}"] = registry / db["rps"]
-        first = [
-            r for r in rows if r["workload"] == "prompts/list page 1" and r["connections"] == c
-        ]
-        deep = [
-            r for r in rows if r["workload"] == "prompts/list deep page" and r["connections"] == c
-        ]
+        first = find("prompts/list page 1", "registry", c)
+        deep = find("prompts/list deep page", "registry", c)
         if first and deep:
-            found[f"deep page p99 / first page p99, c{c}"] = deep[0]["p99_ms"] / first[0]["p99_ms"]
+            found[f"deep page p99 / first page p99, c{c}"] = deep["p99_ms"] / first["p99_ms"]
     return found
 
 
@@ -280,99 +323,203 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=10, help="seconds per measured wrk run")
     parser.add_argument("--connections", default="16,64")
+    parser.add_argument("--streams", default="1000,5000", help="open streams for the fan-out")
+    parser.add_argument("--fanout-tenants", type=int, default=50)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("bench/run needs wrk: apt-get install wrk")
-    connections = [int(c) for c in args.connections.split(",")]
-
-    from registry.cli import database_url, settings_or_exit
-
-    settings = settings_or_exit()
-    targets = args.out / "prompts-get-targets.tsv"
-    args.out.mkdir(parents=True, exist_ok=True)
-    with database_url(settings) as url:  # the embedded server is stopped again afterwards
-        tenants = asyncio.run(_count_tenants(url))
-        print(f"{asyncio.run(make_targets(url, targets)):,} prompts/get targets", file=sys.stderr)
-    rows: list[dict[str, Any]] = []
-    registry_cmd = [sys.executable, "-m", "registry", "serve", "--workers", "2"]
-    with server(registry_cmd, {}, "/readyz") as registry:
-        env_url = os.environ.get("REGISTRY_DATABASE_URL")
-        db = asyncio.run(db_ceiling(env_url or _embedded_url(settings), args.duration, 16))
-        print(f"asyncpg ceiling: {db['rps']:,.0f}/s", file=sys.stderr)
-        walk_result = walk(
-            registry, BIG_TENANT, stop_at=int(0.9 * _prompt_count(tenants, BIG_TENANT))
-        )
-        print(f"walk: {walk_result}", file=sys.stderr)
-        for c in connections:
-            run = wrk(registry, c, args.duration, "targets", str(targets))
-            rows.append({"workload": "prompts/get", "target": "registry", "connections": c, **run})
-            first = wrk(f"{registry}/mcp/{BIG_TENANT}", c, args.duration, "list", "")
-            rows.append(
-                {"workload": "prompts/list page 1", "target": "registry", "connections": c, **first}
-            )
-            deep = wrk(
-                f"{registry}/mcp/{BIG_TENANT}",
-                c,
-                args.duration,
-                "list",
-                walk_result["deep_cursor"] or "",
-            )
-            rows.append(
-                {
-                    "workload": "prompts/list deep page",
-                    "target": "registry",
-                    "connections": c,
-                    **deep,
-                }
-            )
-            peer = wrk(
-                f"{registry}/mcp/{PEER_TENANT}",
-                c,
-                args.duration,
-                "get",
-                "1",
-                str(PEER_PROMPTS),
-                "peer",
-            )
-            rows.append(
-                {
-                    "workload": "prompts/get (peer set)",
-                    "target": "registry",
-                    "connections": c,
-                    **peer,
-                }
-            )
-            print(rows[-4:], file=sys.stderr)
-    targets = [("bare ASGI", "bench.peers:bare_app", "/mcp")]
-    if args.peers:
-        targets = [
-            ("low-level SDK", "bench.peers:lowlevel_app", "/mcp"),
-            ("high-level SDK", "bench.peers:highlevel_app", "/mcp"),
-            *targets,
-        ]
-    for name, factory, path in targets:
-        with server(uvicorn(factory), {}, path, timeout=300) as url:
-            for c in connections:
-                run = wrk(f"{url}/mcp", c, args.duration, "get", "1", str(PEER_PROMPTS), "peer")
-                rows.append({"workload": "prompts/get", "target": name, "connections": c, **run})
-                print(rows[-1], file=sys.stderr)
-    results = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "duration_s": args.duration,
-        "wrk": rows,
-        "db_ceiling": db,
-        "walk": {k: v for k, v in walk_result.items() if k != "deep_cursor"},
-        "ratios": ratios(rows, db),
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
+    results = run(
+        duration=args.duration,
+        connections=[int(c) for c in args.connections.split(",")],
+        streams=[int(n) for n in args.streams.split(",") if n],
+        fanout_tenants=args.fanout_tenants,
+        peers=args.peers,
+        out=args.out,
+    )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     (args.out / f"{stamp}.json").write_text(json.dumps(results, indent=2))
     markdown = table(results)
     (args.out / f"{stamp}.md").write_text(markdown)
     print(markdown)
+
+
+def run(
+    *,
+    duration: int,
+    connections: list[int],
+    streams: list[int],
+    fanout_tenants: int,
+    peers: bool,
+    out: Path,
+) -> dict[str, Any]:
+    """Every workload, one after the other on the same machine; the results as one JSON value."""
+    from registry.cli import database_url, settings_or_exit
+
+    settings = settings_or_exit()
+    targets = out / "prompts-get-targets.tsv"
+    out.mkdir(parents=True, exist_ok=True)
+    with database_url(settings) as url:  # the embedded server is stopped again afterwards
+        tenants = asyncio.run(_count_tenants(url))
+        found = asyncio.run(make_targets(url, targets))
+        if not found:
+            sys.exit("no production-labelled prompts in the bench tenants: run bench/seed first")
+        print(f"{found:,} prompts/get targets", file=sys.stderr)
+    rows: list[dict[str, Any]] = []
+    token = secrets.token_urlsafe(32)  # this run's operator token: for the admin writes only
+    registry_cmd = [sys.executable, "-m", "registry", "serve", "--workers", "2"]
+    with server(registry_cmd, {"REGISTRY_OPERATOR_TOKEN": token}, "/readyz") as registry:
+        workers = worker_pids(registry.pid)
+        memory: dict[str, Any] = {"idle": {str(pid): rss_kib(pid) for pid in workers}}
+        env_url = os.environ.get("REGISTRY_DATABASE_URL")
+        db = asyncio.run(db_ceiling(env_url or _embedded_url(settings), duration, 16))
+        print(f"asyncpg ceiling: {db['rps']:,.0f}/s", file=sys.stderr)
+        walk_result = walk(
+            registry.url, BIG_TENANT, stop_at=int(0.9 * _prompt_count(tenants, BIG_TENANT))
+        )
+        print(f"walk: {walk_result}", file=sys.stderr)
+        for c in connections:
+            measure = _measure(rows, registry.url, c, duration, "registry")
+            measure("prompts/get", "", "targets", str(targets))
+            measure(
+                "prompts/get (peer set)",
+                f"/mcp/{PEER_TENANT}",
+                "get",
+                "1",
+                str(PEER_PROMPTS),
+                "peer",
+            )
+            measure("prompts/list page 1", f"/mcp/{BIG_TENANT}", "list", "")
+            measure(
+                "prompts/list deep page",
+                f"/mcp/{BIG_TENANT}",
+                "list",
+                walk_result["deep_cursor"] or "",
+            )
+        memory["after reads"] = {str(pid): rss_kib(pid) for pid in workers}
+        asyncio.run(prepare_writes(registry.url, token))
+        for c in connections:
+            measure = _measure(rows, registry.url, c, duration, "registry")
+            measure("admin: new version", "", "write", WRITE_TENANT, str(WRITE_PROMPTS), token)
+        fanout_tenant_slugs = [f"fanout-{i:03d}" for i in range(fanout_tenants)]
+        fanouts = []
+        for count in streams:
+            port = int(registry.url.rsplit(":", 1)[1])
+
+            def snapshot(port: int = port) -> dict[str, Any]:
+                return {
+                    str(pid): {"rss_kib": rss_kib(pid), "connections": connections_of(pid, port)}
+                    for pid in workers
+                }
+
+            result = asyncio.run(
+                fanout.run(registry.url, token, count, fanout_tenant_slugs, snapshot=snapshot)
+            )
+            fanouts.append(result)
+            print(f"fan-out: {result}", file=sys.stderr)
+        memory["after streams closed"] = {str(pid): rss_kib(pid) for pid in workers}
+    peer_targets = [("bare ASGI", "bench.peers:bare_app", "/mcp")]
+    if peers:
+        peer_targets = [
+            ("low-level SDK", "bench.peers:lowlevel_app", "/mcp"),
+            ("high-level SDK", "bench.peers:highlevel_app", "/mcp"),
+            *peer_targets,
+        ]
+    for name, factory, path in peer_targets:
+        with server(uvicorn(factory), {}, path, timeout=300) as peer:
+            for c in connections:
+                measure = _measure(rows, peer.url, c, duration, name)
+                measure("prompts/get (peer set)", "/mcp", "get", "1", str(PEER_PROMPTS), "peer")
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "dataset": tenants,
+        "duration_s": duration,
+        "wrk": rows,
+        "db_ceiling": db,
+        "walk": {k: v for k, v in walk_result.items() if k != "deep_cursor"},
+        "fanout": fanouts,
+        "memory_kib": memory,
+        "ratios": ratios(rows, db, fanouts),
+    }
+
+
+def _measure(
+    rows: list[dict[str, Any]], url: str, connections: int, duration: int, target: str
+) -> Any:
+    def measure(workload: str, path: str, *script_args: str) -> None:
+        result = wrk(url + path, connections, duration, *script_args)
+        rows.append({"workload": workload, "target": target, "connections": connections, **result})
+        print(rows[-1], file=sys.stderr)
+
+    return measure
+
+
+WRITE_TENANT = "bench-writes"
+WRITE_PROMPTS = 100
+
+
+async def prepare_writes(url: str, token: str) -> None:
+    """The tenant the admin-write workload writes to: WRITE_PROMPTS prompts, created once."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as api:
+        created = await api.post("/api/v1/tenants", json={"slug": WRITE_TENANT})
+        if created.status_code not in (201, 409):
+            raise RuntimeError(f"creating {WRITE_TENANT}: {created.status_code} {created.text}")
+        for i in range(WRITE_PROMPTS):
+            prompt = await api.post(
+                f"/api/v1/tenants/{WRITE_TENANT}/prompts",
+                json={
+                    "name": f"w-{i:03d}",
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "v1"}}],
+                },
+            )
+            if prompt.status_code not in (201, 409):
+                raise RuntimeError(f"creating w-{i:03d}: {prompt.status_code} {prompt.text}")
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The uvicorn worker processes of ``registry serve`` (its Python children)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and b"spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def connections_of(pid: int, port: int) -> int:
+    """Established TCP connections to ``port`` held by process ``pid`` (its clients' streams)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with suppress(OSError):
+            link = os.readlink(fd)
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    count = 0
+    for table_name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with suppress(OSError):
+            for line in Path(table_name).read_text().splitlines()[1:]:
+                fields = line.split()
+                local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                if local_port == port and fields[3] == "01" and fields[9] in inodes:
+                    count += 1
+    return count
 
 
 VALUES = {"topic": "billing", "ticket": "AB-1", "audience": "engineers"}
@@ -388,9 +535,10 @@ async def make_targets(url: str, path: Path, count: int = 20_000) -> int:
             SELECT t.slug, l.prompt_name,
                    coalesce(json_agg(json_build_object('name', a.name, 'enum', a.enum))
                             FILTER (WHERE a.name IS NOT NULL), '[]') AS arguments
-            FROM (SELECT * FROM labels TABLESAMPLE SYSTEM (10)
-                  WHERE label = 'production' LIMIT $1) l
-            JOIN tenants t ON t.id = l.tenant_id AND t.slug ~ '^bench-[0-9]{4}$'
+            FROM (SELECT l.* FROM labels l
+                  JOIN tenants t ON t.id = l.tenant_id AND t.slug ~ '^bench-[0-9]{4}$'
+                  WHERE l.label = 'production' ORDER BY random() LIMIT $1) l
+            JOIN tenants t ON t.id = l.tenant_id
             LEFT JOIN prompt_arguments a
                    ON a.tenant_id = l.tenant_id AND a.prompt_id = l.prompt_id AND a.version = l.version
             GROUP BY t.slug, l.prompt_name

@@ -70,7 +70,24 @@ def close_streams_on_exit(hub: Hub) -> None:
         signal.signal(sig, chained)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+class RegistryApp(FastAPI):
+    """The REST API under FastAPI; MCP paths go straight to their endpoint, ahead of the middleware
+    stack (the endpoint limits its own bodies and counts its own metrics), so the hot path is short."""
+
+    mcp: McpEndpoint | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.mcp is not None:
+            params = self.mcp.match(scope["path"])
+            if params is not None:
+                scope["app"] = self
+                scope["path_params"] = params
+                await self.mcp(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None) -> RegistryApp:
     settings = settings or get_settings()
     dsn = settings.database_dsn()
     if dsn is None:
@@ -83,7 +100,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     caches = McpCaches()
     listen_dsn = settings.listen_dsn() or dsn
     feed = ChangeFeed(
-        lambda: listen_connection(listen_dsn), hub, DatabaseChanges(db), caches=[caches]
+        lambda: listen_connection(listen_dsn),
+        hub,
+        DatabaseChanges(db),
+        caches=[caches],
+        auth_caches=[caches.directory.principals],
     )
     caches.live = feed.connected.is_set
 
@@ -106,7 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             worker_exited(os.getpid())
             logger.info("worker_stopped")
 
-    app = FastAPI(
+    app = RegistryApp(
         title="Prompt Registry",
         version=registry.__version__,
         summary="Multi-tenant prompt templates, served over MCP, managed over REST.",
@@ -120,7 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(tenants.router)
     app.include_router(prompts.router)
-    app.router.routes.extend(McpEndpoint(settings, db, hub, caches).routes())
+    app.mcp = McpEndpoint(settings, db, hub, caches)
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_request_bytes, max_blob_bytes=settings.max_blob_bytes
     )

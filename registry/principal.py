@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from registry.naming import ROLE_RANK
 
@@ -15,6 +16,7 @@ class Principal:
     key_id: uuid.UUID | None = None
     operator: bool = False
     anonymous: bool = False  # public-read access without a key
+    expires_at: datetime | None = None  # the key's expiry, for those who keep a principal a while
 
     @property
     def actor(self) -> str:

@@ -3,9 +3,11 @@
 --   targets FILE    prompts/get of random lines of FILE: "path<TAB>name<TAB>arguments-json"
 --   get 1 N peer    prompts/get of a random peer prompt (peer-00000 .. N-1) on the URL's path
 --   list CURSOR     prompts/list from CURSOR ("" for the first page)
+--   write T N TOKEN admin API: a new version of a random prompt w-000 .. N-1 of tenant T (201)
 -- JSON-RPC errors arrive with HTTP 200, so bodies are checked and counted as errors too.
 
-local mode, tenants, prompts, names, cursor, targets
+local mode, tenants, prompts, names, cursor, targets, tenant, token
+local written = 0
 errors = 0  -- a global: done() reads it from each thread with thread:get
 local threads = {}
 local meta = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
@@ -26,6 +28,8 @@ function init(args)
     end
   elseif mode == "get" then
     tenants, prompts, names = tonumber(args[2]), tonumber(args[3]), args[4]
+  elseif mode == "write" then
+    tenant, prompts, token = args[2], tonumber(args[3]), args[4]
   else
     cursor = args[2] or ""
   end
@@ -38,6 +42,17 @@ function request()
     ["Accept"] = "application/json, text/event-stream",
     ["MCP-Protocol-Version"] = "2026-07-28",
   }
+  if mode == "write" then
+    written = written + 1
+    local path = string.format("/api/v1/tenants/%s/prompts/w-%03d/versions", tenant,
+      math.random(0, prompts - 1))
+    local body = '{"messages":[{"role":"user","content":{"type":"text","text":"version '
+      .. written .. "-" .. math.random(1, 1000000000) .. '"}}]}'
+    return wrk.format("POST", path, {
+      ["Content-Type"] = "application/json",
+      ["Authorization"] = "Bearer " .. token,
+    }, body)
+  end
   if mode == "targets" then
     local target = targets[math.random(1, #targets)]
     headers["Mcp-Method"] = "prompts/get"
@@ -68,6 +83,10 @@ function request()
 end
 
 function response(status, headers, body)
+  if mode == "write" then
+    if status ~= 201 then errors = errors + 1 end
+    return
+  end
   if status ~= 200 or not string.find(body, '"result"', 1, true) then
     errors = errors + 1
   end

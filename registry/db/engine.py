@@ -7,9 +7,10 @@ never commit. Driver errors are translated into the registry's error tree here, 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import asyncpg
 from sqlalchemy import make_url, text
@@ -45,7 +46,28 @@ class Database:
             connect_args={"server_settings": {"application_name": "registry"}},
         )
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        self.pool_size = pool_size
         self._mac_key: bytes | None = None
+        self._reads: asyncpg.Pool | None = None
+        self._reads_opening: asyncio.Lock | None = None
+
+    async def reads(self) -> asyncpg.Pool:
+        """A plain asyncpg pool for the hot read path (MCP serving): single statements, no ORM.
+
+        Its statements run as the connecting role; those that touch tenant rows are SQL functions that
+        drop to the application role and set the tenant themselves (see registry_served_version_v1).
+        """
+        if self._reads is None:
+            if self._reads_opening is None:
+                self._reads_opening = asyncio.Lock()
+            async with self._reads_opening:
+                if self._reads is None:
+                    self._reads = await asyncpg.create_pool(
+                        **asyncpg_arguments(self.url, application_name="registry-reads"),
+                        min_size=1,
+                        max_size=self.pool_size,
+                    )
+        return self._reads
 
     async def mac_key(self) -> bytes:
         """The MAC key for cursors and request state (read once, then kept)."""
@@ -55,6 +77,9 @@ class Database:
         return self._mac_key
 
     async def dispose(self) -> None:
+        if self._reads is not None:
+            await self._reads.close()
+            self._reads = None
         await self.engine.dispose()
 
     @asynccontextmanager
@@ -93,12 +118,44 @@ class Database:
             yield session
 
 
+class LazyTx:
+    """A tenant transaction opened only when first asked for (answers from caches need none).
+
+    ``async with LazyTx(db, tenant_id) as tx: session = await tx.session()``; the transaction, if it
+    was opened, commits when the block ends (rolls back on an exception). Given an open ``session``,
+    it hands that out and leaves its ending to whoever opened it.
+    """
+
+    def __init__(
+        self, db: Database, tenant_id: uuid.UUID, session: AsyncSession | None = None
+    ) -> None:
+        self.db = db
+        self.tenant_id = tenant_id
+        self._session = session
+        self._opened: AbstractAsyncContextManager[AsyncSession] | None = None
+
+    async def session(self) -> AsyncSession:
+        if self._session is None:
+            self._opened = self.db.tenant_tx(self.tenant_id)
+            self._session = await self._opened.__aenter__()
+        return self._session
+
+    async def __aenter__(self) -> LazyTx:
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        opened, self._opened = self._opened, None
+        if opened is None:
+            return None
+        return await opened.__aexit__(*exc)  # type: ignore[arg-type]
+
+
 async def enter_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:
     """Scope the rest of an ``app_tx`` transaction to one tenant (after resolving or creating it)."""
     await session.execute(_SET_TENANT, {"tenant": str(tenant_id)})
 
 
-def asyncpg_arguments(url: str) -> dict[str, object]:
+def asyncpg_arguments(url: str, application_name: str = "registry-listener") -> dict[str, object]:
     """asyncpg.connect() arguments for a SQLAlchemy URL (host may be a Unix socket directory)."""
     parsed = make_url(url)
     query = dict(parsed.query)
@@ -108,7 +165,7 @@ def asyncpg_arguments(url: str) -> dict[str, object]:
         "database": parsed.database,
         "host": query.pop("host", None) or parsed.host,
         "port": int(str(query.pop("port", None) or parsed.port or 5432)),
-        "server_settings": {"application_name": "registry-listener"},
+        "server_settings": {"application_name": application_name},
     }
     return {k: v for k, v in arguments.items() if v is not None}
 

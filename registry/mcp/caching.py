@@ -2,25 +2,101 @@
 
 Compiled versions and blobs never change, so they are kept until evicted. What a label serves (which
 version a name resolves to, the listing pages and their count) is dropped for a tenant as soon as that
-tenant's change notification reaches this worker. While the LISTEN connection is down nothing cached
-is trusted: every request reads the database.
+tenant's change notification reaches this worker, and so are tenants (looked up by slug) and checked
+credentials (on a key change; and at least once a minute, when the key's last use is recorded). While
+the LISTEN connection is down nothing cached is trusted: every request reads the database.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
 from registry.errors import RegistryError
 from registry.events.cache import MISSING, Lru, TenantScoped
+from registry.principal import Principal
 from registry.prompts import service as prompts
 from registry.prompts.schemas import RenderedPrompt
 from registry.prompts.service import CompiledVersion, ServedPrompt
+from registry.tenants.service import TOUCH_EVERY
+
+
+class Directory:
+    """Tenants by slug and the principals of credentials already checked, kept until a change
+    notification names their tenant (``tenants`` drop on any change of the tenant, ``principals`` on
+    key changes). A reader takes ``generation()`` before it reads the database and hands it to
+    ``put_*``: a value read across any invalidation is served but not kept.
+    """
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self.tenants = _DirectoryPart(self, "tenants", capacity)
+        self.principals = _DirectoryPart(self, "principals", capacity)
+        self.changes = 0
+
+    def generation(self) -> int:
+        return self.changes
+
+    def tenant(self, slug: str) -> Tenant | None:
+        found = self.tenants.lru.get(slug)
+        return None if found is MISSING else found
+
+    def put_tenant(self, tenant: Tenant, generation: int) -> None:
+        if generation == self.changes:
+            self.tenants.keep(tenant.id, tenant.slug, tenant)
+
+    def principal(self, tenant_id: uuid.UUID, credential: str) -> Principal | None:
+        found = self.principals.lru.get(_credential_key(tenant_id, credential))
+        if found is MISSING:
+            return None
+        principal, fresh_until = found
+        if time.monotonic() >= fresh_until:
+            return None  # check again: the key's last use gets recorded, a revocation never missed
+        if principal.expires_at is not None and principal.expires_at <= datetime.now(UTC):
+            return None
+        return principal  # type: ignore[no-any-return]
+
+    def put_principal(self, credential: str, principal: Principal, generation: int) -> None:
+        if generation == self.changes and principal.tenant_id is not None:
+            fresh_until = time.monotonic() + TOUCH_EVERY.total_seconds()
+            key = _credential_key(principal.tenant_id, credential)
+            self.principals.keep(principal.tenant_id, key, (principal, fresh_until))
+
+
+class _DirectoryPart:
+    """One half of the directory, invalidated on its own kind of notification."""
+
+    def __init__(self, directory: Directory, name: str, capacity: int) -> None:
+        self.directory = directory
+        self.lru: Lru[Any] = Lru(name, capacity)
+        self.keys: dict[uuid.UUID, set[Any]] = {}
+
+    def keep(self, tenant_id: uuid.UUID, key: Any, value: Any) -> None:
+        keys = self.keys.setdefault(tenant_id, set())
+        keys.add(key)
+        if len(keys) > self.lru.capacity:  # forget keys the LRU already evicted
+            keys.intersection_update(k for k in list(keys) if k in self.lru)
+        self.lru.put(key, value)
+
+    def invalidate(self, tenant_id: uuid.UUID) -> None:
+        self.directory.changes += 1
+        for key in self.keys.pop(tenant_id, ()):
+            self.lru.pop(key)
+
+    def clear(self) -> None:
+        self.directory.changes += 1
+        self.lru.clear()
+        self.keys.clear()
+
+
+def _credential_key(tenant_id: uuid.UUID, credential: str) -> tuple[uuid.UUID, bytes]:
+    return tenant_id, hashlib.sha256(credential.encode()).digest()  # no secret kept in memory
 
 
 @dataclass
@@ -29,6 +105,7 @@ class McpCaches:
     blobs: Lru[str] = field(default_factory=lambda: Lru("blobs", 64 * 1024 * 1024, weigh=len))
     resolved: TenantScoped[Any] = field(default_factory=lambda: TenantScoped("resolved", 200_000))
     pages: TenantScoped[Any] = field(default_factory=lambda: TenantScoped("pages", 20_000))
+    directory: Directory = field(default_factory=Directory)
     # Whether cached answers may be trusted: the LISTEN connection is up (set by the app).
     live: Callable[[], bool] = lambda: False
 
@@ -36,8 +113,8 @@ class McpCaches:
     def enabled(self) -> bool:
         return self.live()
 
-    def tenant_scoped(self) -> list[TenantScoped[Any]]:
-        return [self.resolved, self.pages]
+    def tenant_scoped(self) -> list[TenantScoped[Any] | _DirectoryPart]:
+        return [self.resolved, self.pages, self.directory.tenants]
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         for cache in self.tenant_scoped():
@@ -57,7 +134,8 @@ class _Refusal:
 
 async def render(
     caches: McpCaches,
-    session: AsyncSession,
+    db: Database,
+    tx: LazyTx,
     tenant: Tenant,
     name: str,
     arguments: dict[str, Any] | None,
@@ -66,54 +144,46 @@ async def render(
     label: str,
     max_value_length: int,
 ) -> RenderedPrompt:
-    if not caches.enabled:
-        return await prompts.render(
-            session,
-            tenant,
-            name,
-            arguments,
-            version=version,
-            label=label,
-            max_value_length=max_value_length,
-        )
+    """prompts/get: from memory when this worker has seen the version, else one round trip."""
+    enabled = caches.enabled
     key = ("resolve", label, name, version)
-    found = caches.resolved.get(tenant.id, key)
-    if found is MISSING:
+    compiled: Any = MISSING
+    if enabled:
+        found = caches.resolved.get(tenant.id, key)
+        if isinstance(found, _Refusal):
+            raise found.error
+        if found is not MISSING:
+            compiled = caches.versions.get((tenant.id, *found))
+    if compiled is MISSING:
         generation = caches.resolved.generation(tenant.id)
         try:
-            prompt, number = await prompts.resolve_version(
-                session, tenant, name, version=version, label=label
+            prompt_id, number, compiled = await prompts.served_version(
+                await db.reads(), tenant, name, version=version, label=label
             )
-            found = caches.resolved.put(tenant.id, key, (prompt.id, number), generation)
         except RegistryError as error:
-            caches.resolved.put(tenant.id, key, _Refusal(error), generation)
+            if enabled:
+                caches.resolved.put(tenant.id, key, _Refusal(error), generation)
             raise
-    if isinstance(found, _Refusal):
-        raise found.error
-    prompt_id, number = found
-    compiled = caches.versions.get((tenant.id, prompt_id, number))
-    if compiled is MISSING:
-        compiled = caches.versions.put(
-            (tenant.id, prompt_id, number),
-            await prompts.compile_version(session, tenant.id, prompt_id, number),
-        )
+        if enabled:
+            caches.resolved.put(tenant.id, key, (prompt_id, number), generation)
+            caches.versions.put((tenant.id, prompt_id, number), compiled)
     blobs: dict[bytes, str] = {}
     missing = []
     for sha in compiled.blobs:
-        data = caches.blobs.get((tenant.id, sha))
+        data = caches.blobs.get((tenant.id, sha)) if enabled else MISSING
         if data is MISSING:
             missing.append(sha)
         else:
             blobs[sha] = data
     if missing:
-        for sha, data in (await prompts.load_blobs(session, tenant.id, missing)).items():
-            blobs[sha] = caches.blobs.put((tenant.id, sha), data)
+        for sha, data in (await prompts.load_blobs(await tx.session(), tenant.id, missing)).items():
+            blobs[sha] = caches.blobs.put((tenant.id, sha), data) if enabled else data
     return prompts.render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
 
 
 async def served_page(
     caches: McpCaches,
-    session: AsyncSession,
+    tx: LazyTx,
     tenant: Tenant,
     label: str,
     *,
@@ -121,7 +191,9 @@ async def served_page(
     limit: int,
 ) -> tuple[list[ServedPrompt], bool]:
     if not caches.enabled:
-        return await prompts.served_page(session, tenant, label, after=after, limit=limit)
+        return await prompts.served_page(
+            await tx.session(), tenant, label, after=after, limit=limit
+        )
     key = ("page", label, after, limit)
     found = caches.pages.get(tenant.id, key)
     if found is MISSING:
@@ -129,29 +201,31 @@ async def served_page(
         found = caches.pages.put(
             tenant.id,
             key,
-            await prompts.served_page(session, tenant, label, after=after, limit=limit),
+            await prompts.served_page(await tx.session(), tenant, label, after=after, limit=limit),
             generation,
         )
     page: tuple[list[ServedPrompt], bool] = found
     return page
 
 
-async def served_count(caches: McpCaches, session: AsyncSession, tenant: Tenant, label: str) -> int:
+async def served_count(caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str) -> int:
     if not caches.enabled:
-        return await prompts.served_count(session, tenant, label)
+        return await prompts.served_count(await tx.session(), tenant, label)
     key = ("count", label)
     found = caches.pages.get(tenant.id, key)
     if found is MISSING:
         generation = caches.pages.generation(tenant.id)
         found = caches.pages.put(
-            tenant.id, key, await prompts.served_count(session, tenant, label), generation
+            tenant.id,
+            key,
+            await prompts.served_count(await tx.session(), tenant, label),
+            generation,
         )
     return int(found)
 
 
 async def argument_form(
-    caches: McpCaches,
-    session: AsyncSession,
+    tx: LazyTx,
     tenant: Tenant,
     name: str,
     *,
@@ -159,6 +233,7 @@ async def argument_form(
     label: str,
 ) -> tuple[tuple[Any, ...], str | None]:
     """The declared arguments (with titles) and the description of the version a request resolves to."""
+    session = await tx.session()
     prompt, number = await prompts.resolve_version(
         session, tenant, name, version=version, label=label
     )

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.config import Settings
+from registry.db.engine import Database, LazyTx
 from registry.db.models import McpSession, Tenant
 from registry.errors import RegistryError
 from registry.mcp import caching, request_state, shaping
@@ -53,7 +53,8 @@ PAGES_WANTED = 50
 class Call:
     """What a handler may use: never anything of another tenant."""
 
-    db: AsyncSession
+    db: Database
+    tx: LazyTx  # the tenant's transaction, opened only if something must be read
     tenant: Tenant
     label: str
     principal: Principal
@@ -170,10 +171,10 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     else:
         after = None
         size = page_size(
-            call, await caching.served_count(call.caches, call.db, call.tenant, call.label)
+            call, await caching.served_count(call.caches, call.tx, call.tenant, call.label)
         )
     page, more = await caching.served_page(
-        call.caches, call.db, call.tenant, call.label, after=after, limit=size
+        call.caches, call.tx, call.tenant, call.label, after=after, limit=size
     )
     result: dict[str, Any] = {"prompts": [shaping.prompt_entry(call.revision, p) for p in page]}
     if call.revision in STATELESS_REVISIONS:
@@ -198,6 +199,7 @@ async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         rendered = await caching.render(
             call.caches,
             call.db,
+            call.tx,
             call.tenant,
             name,
             arguments,
@@ -232,7 +234,7 @@ async def _ask_for_arguments(
 ) -> dict[str, Any]:
     """InputRequiredResult: a form for the arguments not given, built from their declarations."""
     specs, description = await caching.argument_form(
-        call.caches, call.db, call.tenant, name, version=version, label=label or call.label
+        call.tx, call.tenant, name, version=version, label=label or call.label
     )
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -330,7 +332,7 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
             INVALID_PARAMS, "this server completes prompt arguments only (ref/prompt with a name)"
         )
     values, total = await prompts.complete_argument(
-        call.db,
+        await call.tx.session(),
         call.tenant,
         parsed.ref.name,
         parsed.argument.name,
@@ -343,7 +345,7 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
 async def logging_set_level(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = SetLevelParams.model_validate(params)
     if call.session is not None:
-        await sessions.set_log_level(call.db, call.session, parsed.level)
+        await sessions.set_log_level(await call.tx.session(), call.session, parsed.level)
     return {}
 
 

@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from registry.config import Settings
-from registry.db.engine import Database
+from registry.db.engine import Database, LazyTx
+from registry.db.models import Tenant
 from registry.errors import Forbidden, NotFound, Unauthenticated
 from registry.events.hub import Hub, Subscription
 from registry.mcp import handlers, stateless
@@ -38,6 +38,7 @@ from registry.mcp.protocol import (
     since,
 )
 from registry.naming import LABEL_RE
+from registry.principal import Principal
 from registry.sessions import service as sessions
 from registry.tenants import access
 from registry.tenants.access import TenantScope
@@ -83,17 +84,48 @@ class McpEndpoint:
         self.idle = timedelta(seconds=settings.session_idle_seconds)
         self.streams: dict[str, Subscription] = {}  # session id -> its open GET stream here
 
-    def routes(self) -> list[Route]:
-        methods = ["GET", "POST", "DELETE"]
-        return [
-            Route("/mcp/{tenant}", self, methods=methods, name="mcp"),
-            Route("/mcp/{tenant}/{label}", self, methods=methods, name="mcp_label"),
-        ]
+    @staticmethod
+    def match(path: str) -> dict[str, str] | None:
+        """The path parameters of ``/mcp/{tenant}`` and ``/mcp/{tenant}/{label}``, else None."""
+        parts = path.split("/")
+        if len(parts) not in (3, 4) or parts[1] != "mcp" or not all(parts[2:]):
+            return None
+        return {"tenant": parts[2], "label": parts[3]} if len(parts) == 4 else {"tenant": parts[2]}
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """A plain ASGI app (the registry app routes MCP paths here before its middleware)."""
         request = Request(scope, receive)
-        response = await self.handle(request)
+        if request.method not in ("GET", "POST", "DELETE"):
+            response: Response = _error(
+                405,
+                INVALID_REQUEST,
+                f"method {request.method} is not allowed here",
+                headers={"Allow": "GET, POST, DELETE"},
+            )
+        else:
+            response = await self.handle(request)
         await response(scope, receive, send)
+
+    async def _body(self, request: Request) -> bytes:
+        """The request body, refused (413) past ``max_request_bytes``, declared or actual."""
+        limit = self.settings.max_request_bytes
+        declared = request.headers.get("content-length", "")
+        chunks: list[bytes] = []
+        seen = int(declared) if declared.isdigit() else 0
+        if seen <= limit:
+            seen = 0
+            async for chunk in request.stream():
+                seen += len(chunk)
+                if seen > limit:
+                    break
+                chunks.append(chunk)
+        if seen > limit:
+            raise McpError(
+                INVALID_REQUEST,
+                f"request body is larger than the limit of {limit} bytes",
+                http_status=413,
+            )
+        return b"".join(chunks)
 
     async def handle(self, request: Request) -> Response:
         origin = request.headers.get("origin")
@@ -153,14 +185,46 @@ class McpEndpoint:
             allow_anonymous=True,
         )
 
+    async def _who(self, request: Request) -> tuple[Tenant, Principal]:
+        """The path's tenant and the caller: from this worker's directory when it has checked this
+        credential before (the hot path: no database), else one transaction, remembered."""
+        slug = request.path_params["tenant"]
+        credential = access.parse_bearer(request.headers.get("authorization"))
+        directory = self.caches.directory
+        if self.caches.enabled and not access.is_operator(self.settings.operator_token, credential):
+            tenant = directory.tenant(slug)
+            if tenant is not None:
+                if credential is None:
+                    if tenant.public_read:
+                        return tenant, Principal(role="reader", tenant_id=tenant.id, anonymous=True)
+                else:
+                    principal = directory.principal(tenant.id, credential)
+                    if principal is not None:
+                        return tenant, principal
+        generation = directory.generation()
+        async with self._scope(request) as scope:
+            tenant, principal = scope.tenant, scope.principal
+        if self.caches.enabled:
+            directory.put_tenant(tenant, generation)
+            if credential is not None and principal.key_id is not None:
+                directory.put_principal(credential, principal, generation)
+        return tenant, principal
+
     async def _call(
-        self, scope: TenantScope, label: str | None, revision: str, session: Any = None
+        self,
+        tx: LazyTx,
+        tenant: Tenant,
+        principal: Principal,
+        label: str | None,
+        revision: str,
+        session: Any = None,
     ) -> handlers.Call:
         return handlers.Call(
-            db=scope.session,
-            tenant=scope.tenant,
-            label=label or scope.tenant.default_label,
-            principal=scope.principal,
+            db=self.db,
+            tx=tx,
+            tenant=tenant,
+            label=label or tenant.default_label,
+            principal=principal,
             revision=revision,
             settings=self.settings,
             mac_key=await self.db.mac_key(),
@@ -187,7 +251,7 @@ class McpEndpoint:
 
     async def post(self, request: Request, label: str | None) -> Response:
         try:
-            payload = json.loads(await request.body())
+            payload = json.loads(await self._body(request))
         except (ValueError, UnicodeDecodeError):
             return _error(400, PARSE_ERROR, "parse error: the body is not valid JSON")
         batch = isinstance(payload, list)
@@ -227,7 +291,10 @@ class McpEndpoint:
                     f"batches are not part of protocol revision {session.protocol_version}",
                     http_status=400,
                 )
-            call = await self._call(scope, label, session.protocol_version, session)
+            tx = LazyTx(self.db, scope.tenant.id, scope.session)
+            call = await self._call(
+                tx, scope.tenant, scope.principal, label, session.protocol_version, session
+            )
             responses: list[dict[str, Any]] = []
             for message in messages:
                 if isinstance(message, McpError):
@@ -291,16 +358,14 @@ class McpEndpoint:
             return _error(
                 error.http_status, error.code, error.message, request_id=message.id, data=error.data
             )
-        async with self._scope(request) as scope:
-            served = label or scope.tenant.default_label
-            tenant, current = scope.tenant, scope.tenant.change_seq
-            if message.method != "subscriptions/listen":
-                call = await self._call(scope, label, revision)
-                call.client_capabilities = stateless.client_capabilities(message)
-                answer = await handlers.dispatch(call, message)
-                assert answer is not None
+        tenant, principal = await self._who(request)
+        served = label or tenant.default_label
         if message.method == "subscriptions/listen":
-            return self._listen(message, revision, tenant, served, current)
+            return self._listen(message, revision, tenant, served, tenant.change_seq)
+        async with LazyTx(self.db, tenant.id) as tx:
+            call = await self._call(tx, tenant, principal, label, revision)
+            call.client_capabilities = stateless.client_capabilities(message)
+            answer = await handlers.dispatch(call, message)
         assert answer is not None
         if "result" in answer:
             answer["result"] = stateless.complete(

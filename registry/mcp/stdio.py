@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from registry.config import Settings
-from registry.db.engine import Database, listen_connection
+from registry.db.engine import Database, LazyTx, listen_connection
 from registry.db.models import Tenant
 from registry.errors import NotFound
 from registry.events.hub import Hub
@@ -136,9 +136,10 @@ class StdioServer:
         revision: str,
         capabilities: dict[str, Any],
     ) -> dict[str, Any] | None:
-        async with self.db.tenant_tx(tenant.id) as session:
+        async with LazyTx(self.db, tenant.id) as tx:
             call = handlers.Call(
-                db=session,
+                db=self.db,
+                tx=tx,
                 tenant=tenant,
                 label=label,
                 principal=Principal(role="reader", tenant_id=tenant.id),

@@ -6,12 +6,14 @@ tenant; the explicit tenant filters are there for the planner (they match the le
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select, tuple_, update
+import asyncpg
+from sqlalchemy import and_, delete, func, insert, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,6 +29,32 @@ from registry.db.models import (
     PromptMessage,
     PromptVersion,
 )
+
+# --- serving ----------------------------------------------------------------------------------
+
+_SERVED_VERSION = "SELECT registry_served_version_v1($1, $2, $3, $4)"
+
+
+async def served_version(
+    reads: asyncpg.Pool | AsyncSession,
+    tenant_id: uuid.UUID,
+    name: str,
+    label: str,
+    version: int | None,
+) -> dict[str, Any]:
+    """The version ``name`` resolves to (by number, else by label) with its arguments and messages,
+    or ``{"missing": "prompt" | "version" | "label"}``: one round trip, whether on the hot path's plain
+    pool or inside a tenant transaction."""
+    if isinstance(reads, AsyncSession):
+        raw = await reads.scalar(
+            text("SELECT registry_served_version_v1(:tenant, :name, :label, :version)"),
+            {"tenant": tenant_id, "name": name, "label": label, "version": version},
+        )
+    else:
+        raw = await reads.fetchval(_SERVED_VERSION, tenant_id, name, label, version)
+    found: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else raw
+    return found
+
 
 # --- prompts ----------------------------------------------------------------------------------
 

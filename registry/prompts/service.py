@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db import pagination
@@ -621,36 +622,62 @@ class CompiledVersion:
     blobs: tuple[bytes, ...]
 
 
-async def compile_version(
-    session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, number: int
-) -> CompiledVersion:
-    arguments, messages = await repo.version_children(session, tenant_id, prompt_id, [number])
-    row = await repo.version_row_by_id(session, tenant_id, prompt_id, number)
-    assert row is not None
+def _not_served(name: str, label: str, version: int | None, missing: str) -> NotFound:
+    if missing == "prompt":
+        return NotFound(f"unknown prompt {name!r}", field="name")
+    if missing == "version":
+        return NotFound(f"prompt {name!r} has no version {version}", field="version")
+    return NotFound(f"prompt {name!r} has no version labelled {label!r}", field="label")
+
+
+async def served_version(
+    reads: asyncpg.Pool | AsyncSession,
+    tenant: Tenant,
+    name: str,
+    *,
+    version: int | None,
+    label: str | None,
+) -> tuple[uuid.UUID, int, CompiledVersion]:
+    """Resolve (never to an archived prompt) and compile in one database round trip.
+
+    Returns the prompt id, the version number and the compiled version.
+    """
+    label = label or tenant.default_label
+    found = await repo.served_version(reads, tenant.id, name, label, version)
+    if "missing" in found:
+        raise _not_served(name, label, version, found["missing"])
     compiled = []
-    for m in messages:
-        content = m.content
+    blobs = []
+    for m in found["messages"]:
+        content = m["content"]
         source = content.get("text") if content["type"] == "text" else None
         if content["type"] == "resource" and "text" in content["resource"]:
             source = content["resource"]["text"]
         compiled.append(
-            CompiledMessage(m.role, content, parse(source) if source is not None else None)
+            CompiledMessage(m["role"], content, parse(source) if source is not None else None)
         )
-    return CompiledVersion(
-        description=row.description,
-        specs=tuple(
-            ArgumentSpec(
-                name=a.name,
-                required=a.required,
-                default=a.default,
-                enum=tuple(a.enum) if a.enum else None,
-                pattern=a.pattern,
-                max_length=a.max_length,
-            )
-            for a in arguments
+        if m["blob"] is not None:
+            blobs.append(bytes.fromhex(m["blob"]))
+    specs = tuple(
+        ArgumentSpec(
+            name=a["name"],
+            required=a["required"],
+            default=a["default"],
+            enum=tuple(a["enum"]) if a["enum"] else None,
+            pattern=a["pattern"],
+            max_length=a["max_length"],
+        )
+        for a in found["arguments"]
+    )
+    return (
+        uuid.UUID(found["prompt"]),
+        found["version"],
+        CompiledVersion(
+            description=found["description"],
+            specs=specs,
+            messages=tuple(compiled),
+            blobs=tuple(blobs),
         ),
-        messages=tuple(compiled),
-        blobs=tuple(m.blob_sha256 for m in messages if m.blob_sha256 is not None),
     )
 
 
@@ -710,8 +737,7 @@ async def render(
     max_value_length: int,
 ) -> RenderedPrompt:
     """Resolve, compile and render in one go (the REST preview; MCP does the same steps with caches)."""
-    prompt, number = await resolve_version(session, tenant, name, version=version, label=label)
-    compiled = await compile_version(session, tenant.id, prompt.id, number)
+    _, _, compiled = await served_version(session, tenant, name, version=version, label=label)
     blobs = await load_blobs(session, tenant.id, compiled.blobs)
     return render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
 

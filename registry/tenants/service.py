@@ -207,8 +207,9 @@ async def delete_tenant(session: AsyncSession, tenant: Tenant, *, force: bool) -
     await repo.delete_tenant(session, tenant)
 
 
-# A key's last use is recorded at most this often, so reads do not each write.
-_TOUCH_EVERY = timedelta(seconds=60)
+# A key's last use is recorded at most this often, so reads do not each write (caches of checked
+# credentials check them again as often, so the record stays true).
+TOUCH_EVERY = timedelta(seconds=60)
 
 
 async def authenticate(session: AsyncSession, tenant_id: uuid.UUID, secret: str) -> Principal:
@@ -221,9 +222,9 @@ async def authenticate(session: AsyncSession, tenant_id: uuid.UUID, secret: str)
         raise Unauthenticated("this API key has been revoked")
     if key.expires_at is not None and key.expires_at <= now:
         raise Unauthenticated(f"this API key expired at {key.expires_at.isoformat()}")
-    if key.last_used_at is None or now - key.last_used_at > _TOUCH_EVERY:
+    if key.last_used_at is None or now - key.last_used_at > TOUCH_EVERY:
         await repo.touch_key(session, key)
-    return Principal(role=key.role, tenant_id=tenant_id, key_id=key.id)
+    return Principal(role=key.role, tenant_id=tenant_id, key_id=key.id, expires_at=key.expires_at)
 
 
 async def list_audit(

@@ -148,3 +148,37 @@ async def test_tenant_setting_does_not_leak_past_the_transaction(
     async with db.operator_tx() as session:
         setting = await session.execute(text("SELECT current_setting('registry.tenant_id', true)"))
         assert setting.scalar_one() in (None, "")
+
+
+async def test_served_version_function_runs_as_the_app_role_inside_its_tenant(
+    superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    alpha, bravo = two_tenants
+    found = await superuser.fetchval(
+        "SELECT registry_served_version_v1($1, 'alpha-prompt', 'production', NULL)::text", alpha
+    )
+    assert '"version": 1' in found and '"name": "topic"' in found
+    # Another tenant's prompt, asked for under this tenant's id: not there.
+    missing = await superuser.fetchval(
+        "SELECT registry_served_version_v1($1, 'bravo-prompt', 'production', NULL)::text", alpha
+    )
+    assert missing == '{"missing": "prompt"}'
+    assert (
+        await superuser.fetchval(
+            "SELECT registry_served_version_v1($1, 'alpha-prompt', NULL, 2)::text", alpha
+        )
+        == '{"missing": "version"}'
+    )
+    # Inside a transaction the function leaves it as the application role, scoped to the tenant:
+    # row-level security applies to what it read (even for a superuser caller), and ends with it.
+    async with superuser.transaction():
+        await superuser.fetchval(
+            "SELECT registry_served_version_v1($1, 'alpha-prompt', 'production', NULL)", alpha
+        )
+        assert await superuser.fetchval("SELECT current_user") == APP_ROLE
+        assert await superuser.fetchval("SELECT count(*) FROM prompts") == 1
+        assert (
+            await superuser.fetchval("SELECT count(*) FROM prompts WHERE tenant_id = $1", bravo)
+            == 0
+        )
+    assert await superuser.fetchval("SELECT count(*) FROM prompts") == 2

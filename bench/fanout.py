@@ -1,0 +1,204 @@
+"""Workload (d): list_changed fan-out to many open streams.
+
+Opens N ``subscriptions/listen`` streams (MCP 2026-07-28) spread evenly over a set of tenants (the
+kernel spreads the connections over the server's workers), then writes one new version labelled
+``production`` to each tenant through the admin API, all at once, and times each stream's
+``notifications/prompts/list_changed`` from the moment its tenant's write was sent (so the write's own
+commit is inside the figure: an upper bound on commit-to-stream). A stream that hears nothing within
+the timeout missed it.
+
+The client is plain asyncio over raw sockets: one small task per stream, no HTTP library in the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+LISTEN = {
+    "jsonrpc": "2.0",
+    "id": "fanout",
+    "method": "subscriptions/listen",
+    "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "bench-fanout", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+        "notifications": {"promptsListChanged": True},
+    },
+}
+PROBE = "fanout-probe"
+
+
+@dataclass
+class Stream:
+    tenant: str
+    writer: asyncio.StreamWriter
+    heard: list[float] = field(default_factory=list)
+    woke: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def _open(host: str, port: int, tenant: str, ready: asyncio.Semaphore) -> Stream:
+    async with ready:  # a bounded number of handshakes at once
+        reader, writer = await asyncio.open_connection(host, port)
+        body = json.dumps(LISTEN).encode()
+        writer.write(
+            f"POST /mcp/{tenant} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        status = await reader.readline()
+        if b" 200 " not in status:
+            raise RuntimeError(f"listen on {tenant} answered {status!r}")
+        while (await reader.readline()) not in (b"\r\n", b""):
+            pass  # headers
+        stream = Stream(tenant, writer)
+        first = await _next_event(reader)
+        if "notifications/subscriptions/acknowledged" not in first:
+            raise RuntimeError(f"listen on {tenant}: no acknowledgement but {first[:200]!r}")
+    asyncio.get_running_loop().create_task(_read(reader, stream))
+    return stream
+
+
+async def _next_event(reader: asyncio.StreamReader) -> str:
+    """The data of the next SSE event (chunked framing lines and comments are skipped)."""
+    while True:
+        line = await reader.readline()
+        if not line:
+            raise ConnectionError("stream ended")
+        if line.startswith(b"data: "):
+            return line[6:].decode()
+
+
+async def _read(reader: asyncio.StreamReader, stream: Stream) -> None:
+    try:
+        while True:
+            data = await _next_event(reader)
+            if "notifications/prompts/list_changed" in data:
+                stream.heard.append(time.monotonic())
+                stream.woke.set()
+    except (ConnectionError, OSError):
+        pass
+
+
+async def prepare(api: httpx.AsyncClient, tenants: list[str]) -> None:
+    """The fan-out tenants (public-read) and one probe prompt in each, created once."""
+    for slug in tenants:
+        created = await api.post("/api/v1/tenants", json={"slug": slug, "public_read": True})
+        if created.status_code not in (201, 409):
+            raise RuntimeError(f"creating tenant {slug}: {created.status_code} {created.text}")
+        probe = await api.post(
+            f"/api/v1/tenants/{slug}/prompts",
+            json={
+                "name": PROBE,
+                "labels": ["production"],
+                "messages": [{"role": "user", "content": {"type": "text", "text": "probe 0"}}],
+            },
+        )
+        if probe.status_code not in (201, 409):
+            raise RuntimeError(f"creating {PROBE} in {slug}: {probe.status_code} {probe.text}")
+
+
+async def _write(
+    api: httpx.AsyncClient,
+    slug: str,
+    sent: dict[str, float],
+    write_ms: list[float],
+    round_number: int,
+) -> None:
+    """One new version of the probe, labelled production: every stream of ``slug`` must hear it."""
+    sent[slug] = time.monotonic()
+    response = await api.post(
+        f"/api/v1/tenants/{slug}/prompts/{PROBE}/versions",
+        json={
+            "labels": ["production"],
+            "messages": [
+                {"role": "user", "content": {"type": "text", "text": f"probe {time.time_ns()}"}}
+            ],
+            "commit_message": f"fan-out round {round_number}",
+        },
+    )
+    write_ms.append((time.monotonic() - sent[slug]) * 1000)
+    if response.status_code != 201:
+        raise RuntimeError(f"write to {slug}: {response.status_code} {response.text}")
+
+
+async def run(
+    url: str,
+    operator_token: str,
+    streams: int,
+    tenants: list[str],
+    *,
+    rounds: int = 3,
+    wait_seconds: float = 15.0,
+    snapshot: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """``snapshot`` (the server's memory and connections) is taken just before the streams open and
+    again once they all are; both are kept in the result."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    headers = {"Authorization": f"Bearer {operator_token}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as api:
+        await prepare(api, tenants)
+    await asyncio.sleep(0.5)
+    before = snapshot() if snapshot is not None else None
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as api:
+        ready = asyncio.Semaphore(64)
+        opened_at = time.monotonic()
+        opened = await asyncio.gather(
+            *(_open(host, port, tenants[i % len(tenants)], ready) for i in range(streams))
+        )
+        open_seconds = time.monotonic() - opened_at
+        await asyncio.sleep(1)
+        reading = snapshot() if snapshot is not None else None
+        latencies: list[float] = []
+        write_ms: list[float] = []
+        missed = 0
+        for round_number in range(1, rounds + 1):
+            await asyncio.sleep(0.5)  # let every stream settle before the burst
+            for stream in opened:
+                stream.woke.clear()
+                stream.heard.clear()
+            sent: dict[str, float] = {}
+
+            await asyncio.gather(
+                *(_write(api, slug, sent, write_ms, round_number) for slug in tenants)
+            )
+            deadline = time.monotonic() + wait_seconds
+            for stream in opened:
+                remaining = deadline - time.monotonic()
+                if not stream.woke.is_set() and remaining > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stream.woke.wait(), remaining)
+                if stream.heard:
+                    latencies.append((stream.heard[0] - sent[stream.tenant]) * 1000)
+                else:
+                    missed += 1
+        for stream in opened:
+            stream.writer.close()
+    latencies.sort()
+    return {
+        "streams": streams,
+        "tenants": len(tenants),
+        "rounds": rounds,
+        "open_seconds": round(open_seconds, 2),
+        "p50_ms": round(statistics.median(latencies), 2) if latencies else None,
+        "p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))], 2) if latencies else None,
+        "max_ms": round(latencies[-1], 2) if latencies else None,
+        "missed": missed,
+        "write_p50_ms": round(statistics.median(write_ms), 2) if write_ms else None,
+        "before_open": before,
+        "while_open": reading,
+    }

@@ -1,0 +1,74 @@
+"""A short run of the whole benchmark (every workload, a second or so each) on a small dataset, so the
+harness cannot rot. It asserts only that each workload ran and answered without a single error: the
+timings themselves are reported by bench/run, never judged here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.seed import seed
+from tests.conftest import ROOT, PgServer
+
+WORKLOADS = {
+    ("prompts/get", "registry"),
+    ("prompts/get (peer set)", "registry"),
+    ("prompts/list page 1", "registry"),
+    ("prompts/list deep page", "registry"),
+    ("admin: new version", "registry"),
+    ("prompts/get (peer set)", "low-level SDK"),
+    ("prompts/get (peer set)", "high-level SDK"),
+    ("prompts/get (peer set)", "bare ASGI"),
+}
+
+
+@pytest.fixture
+def wrk() -> str:
+    found = shutil.which("wrk")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("wrk is missing: .ci/run installs it (apt-get install wrk)")
+        pytest.skip("wrk is not installed (apt-get install wrk)")
+    return found
+
+
+def test_every_workload_completes_without_errors(
+    wrk: str, pg_server: PgServer, db_name: str, tmp_path: Path
+) -> None:
+    asyncio.run(seed(pg_server.url(db_name), tenants=3, prompts=30, big=400, seed=3))
+    env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    env.pop("REGISTRY_DATA_DIR", None)
+    out = tmp_path / "results"
+    ran = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--duration", "1", "--connections", "4",
+         "--streams", "60", "--fanout-tenants", "3", "--out", str(out)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    [result_file] = out.glob("*.json")
+    results = json.loads(result_file.read_text())
+
+    assert {(row["workload"], row["target"]) for row in results["wrk"]} == WORKLOADS
+    for row in results["wrk"]:
+        assert row["errors"] == 0, row
+        assert row["rps"] > 0, row
+    assert results["db_ceiling"]["rps"] > 0
+    assert results["walk"]["prompts"] == 400
+    [fanout] = results["fanout"]
+    assert fanout["streams"] == 60
+    assert fanout["missed"] == 0
+    assert fanout["p99_ms"] is not None
+    opened = sum(
+        fanout["while_open"][pid]["connections"] - fanout["before_open"][pid]["connections"]
+        for pid in fanout["while_open"]
+    )
+    assert opened == 60  # every stream was counted on one of the workers
+    assert len(results["memory_kib"]["idle"]) == 2  # both workers were found and read
+    assert (out / result_file.name.replace(".json", ".md")).read_text().startswith("| workload")
