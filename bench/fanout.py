@@ -4,8 +4,9 @@ Opens N ``subscriptions/listen`` streams (MCP 2026-07-28) spread evenly over a s
 kernel spreads the connections over the server's workers), then writes one new version labelled
 ``production`` to each tenant through the admin API, all at once, and times each stream's
 ``notifications/prompts/list_changed`` from the moment its tenant's write was sent (so the write's own
-commit is inside the figure: an upper bound on commit-to-stream). A stream that hears nothing within
-the timeout missed it.
+commit is inside the figure: an upper bound), and from the commit itself: the moment the change-log
+row was appended, which the registry stamps just before it commits (read from the database after each
+round; same machine, same clock). A stream that hears nothing within the timeout missed it.
 
 The client is plain asyncio over raw sockets: one small task per stream, no HTTP library in the way.
 """
@@ -22,7 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import asyncpg
 import httpx
+
+from registry.db.engine import asyncpg_arguments
 
 LISTEN = {
     "jsonrpc": "2.0",
@@ -87,7 +91,7 @@ async def _read(reader: asyncio.StreamReader, stream: Stream) -> None:
         while True:
             data = await _next_event(reader)
             if "notifications/prompts/list_changed" in data:
-                stream.heard.append(time.monotonic())
+                stream.heard.append(time.time())
                 stream.woke.set()
     except (ConnectionError, OSError):
         pass
@@ -119,7 +123,7 @@ async def _write(
     round_number: int,
 ) -> None:
     """One new version of the probe, labelled production: every stream of ``slug`` must hear it."""
-    sent[slug] = time.monotonic()
+    sent[slug] = time.time()
     response = await api.post(
         f"/api/v1/tenants/{slug}/prompts/{PROBE}/versions",
         json={
@@ -130,14 +134,41 @@ async def _write(
             "commit_message": f"fan-out round {round_number}",
         },
     )
-    write_ms.append((time.monotonic() - sent[slug]) * 1000)
+    write_ms.append((time.time() - sent[slug]) * 1000)
     if response.status_code != 201:
         raise RuntimeError(f"write to {slug}: {response.status_code} {response.text}")
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    ordered = sorted(values)
+    if not ordered:
+        return {"p50_ms": None, "p99_ms": None, "max_ms": None}
+    return {
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))], 2),
+        "max_ms": round(ordered[-1], 2),
+    }
+
+
+async def commit_times(database_url: str, tenants: list[str]) -> dict[str, float]:
+    """When each tenant's latest change was appended (just before its commit), as a Unix time."""
+    connection = await asyncpg.connect(**asyncpg_arguments(database_url))
+    try:
+        rows = await connection.fetch(
+            "SELECT t.slug, extract(epoch FROM max(c.created_at))::float8 AS at"
+            " FROM change_log c JOIN tenants t ON t.id = c.tenant_id"
+            " WHERE t.slug = ANY($1::text[]) GROUP BY t.slug",
+            tenants,
+        )
+    finally:
+        await connection.close()
+    return {row["slug"]: row["at"] for row in rows}
 
 
 async def run(
     url: str,
     operator_token: str,
+    database_url: str,
     streams: int,
     tenants: list[str],
     *,
@@ -163,7 +194,8 @@ async def run(
         open_seconds = time.monotonic() - opened_at
         await asyncio.sleep(1)
         reading = snapshot() if snapshot is not None else None
-        latencies: list[float] = []
+        latencies: list[float] = []  # from the commit
+        from_send: list[float] = []
         write_ms: list[float] = []
         missed = 0
         for round_number in range(1, rounds + 1):
@@ -182,21 +214,22 @@ async def run(
                 if not stream.woke.is_set() and remaining > 0:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stream.woke.wait(), remaining)
+            committed = await commit_times(database_url, tenants)
+            for stream in opened:
                 if stream.heard:
-                    latencies.append((stream.heard[0] - sent[stream.tenant]) * 1000)
+                    latencies.append((stream.heard[0] - committed[stream.tenant]) * 1000)
+                    from_send.append((stream.heard[0] - sent[stream.tenant]) * 1000)
                 else:
                     missed += 1
         for stream in opened:
             stream.writer.close()
-    latencies.sort()
     return {
         "streams": streams,
         "tenants": len(tenants),
         "rounds": rounds,
         "open_seconds": round(open_seconds, 2),
-        "p50_ms": round(statistics.median(latencies), 2) if latencies else None,
-        "p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))], 2) if latencies else None,
-        "max_ms": round(latencies[-1], 2) if latencies else None,
+        **percentiles(latencies),
+        "from_send": percentiles(from_send),
         "missed": missed,
         "write_p50_ms": round(statistics.median(write_ms), 2) if write_ms else None,
         "before_open": before,

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 
 import registry
+from registry import metrics
 from registry.api import health, problems, prompts, tenants
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
@@ -47,6 +48,13 @@ async def purge_sessions(db: Database, settings: Settings, every_seconds: float 
             logger.warning(
                 "mcp_session_purge_failed", extra={"fields": {"error": type(error).__name__}}
             )
+
+
+async def flush_metrics(every_seconds: float = 1.0) -> None:
+    """Hot paths count in process memory; this writes it to the shared metrics (scrapes flush too)."""
+    while True:
+        await asyncio.sleep(every_seconds)
+        metrics.flush()
 
 
 def close_streams_on_exit(hub: Hub) -> None:
@@ -114,12 +122,15 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         close_streams_on_exit(hub)
         listener = asyncio.create_task(feed.run())
         purger = asyncio.create_task(purge_sessions(db, settings))
+        flusher = asyncio.create_task(flush_metrics())
         with contextlib.suppress(TimeoutError):  # serve anyway; /readyz says 503 until it connects
             await asyncio.wait_for(feed.connected.wait(), 10)
         try:
             yield
         finally:
             purger.cancel()
+            flusher.cancel()
+            metrics.flush()
             hub.close()  # ends every open stream
             await feed.stop()
             listener.cancel()

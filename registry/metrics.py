@@ -3,7 +3,9 @@ makes /metrics add up every worker's numbers, whichever worker answers the scrap
 
 from __future__ import annotations
 
+import bisect
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -35,7 +37,95 @@ LATENCY = Histogram(
 )
 
 
+class Tally:
+    """A counter, counted in process memory and written to the shared metric by ``flush()``.
+
+    In multiprocess mode every increment of a prometheus metric is a locked mmap write plus a getpid()
+    system call: more than a cached MCP answer costs. Hot paths count here instead; the app flushes
+    every second and before each scrape.
+    """
+
+    def __init__(self, child: Any) -> None:
+        self.child = child
+        self.pending = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        if not self.pending:
+            _dirty.append(self)
+        self.pending += amount
+
+    def flush(self) -> None:
+        amount, self.pending = self.pending, 0.0
+        if amount:
+            self.child.inc(amount)
+
+
+class Timings:
+    """A histogram, bucketed in process memory and written to the shared metric by ``flush()``."""
+
+    def __init__(self, child: Any) -> None:
+        self.child = child
+        self.bounds: list[float] = list(getattr(child, "_upper_bounds", ()))
+        self.counts = [0] * len(self.bounds)
+        self.total = 0.0
+        self.observed: list[float] = []  # only when the child's buckets cannot be reached
+        self.marked = False
+
+    def observe(self, seconds: float) -> None:
+        if not self.marked:
+            self.marked = True
+            _dirty.append(self)
+        if not self.bounds:
+            self.observed.append(seconds)
+            return
+        self.counts[bisect.bisect_left(self.bounds, seconds)] += 1
+        self.total += seconds
+
+    def flush(self) -> None:
+        self.marked = False
+        buckets = getattr(self.child, "_buckets", None)
+        if self.bounds and buckets is not None and len(buckets) == len(self.counts):
+            for index, count in enumerate(self.counts):
+                if count:
+                    buckets[index].inc(count)
+                    self.counts[index] = 0
+            total, self.total = self.total, 0.0
+            if total:
+                self.child._sum.inc(total)
+        for seconds in self.observed:
+            self.child.observe(seconds)
+        self.observed.clear()
+
+
+_dirty: list[Tally | Timings] = []
+_tallies: dict[tuple[Any, tuple[str, ...]], Tally] = {}
+_timings: dict[tuple[str, ...], Timings] = {}
+
+
+def tally(metric: Counter, *labels: str) -> Tally:
+    """The in-memory counter for ``metric`` with these label values (one per combination)."""
+    found = _tallies.get((metric, labels))
+    if found is None:
+        found = _tallies[(metric, labels)] = Tally(metric.labels(*labels) if labels else metric)
+    return found
+
+
+def timings(*labels: str) -> Timings:
+    """The in-memory request-latency histogram for these label values."""
+    found = _timings.get(labels)
+    if found is None:
+        found = _timings[labels] = Timings(LATENCY.labels(*labels))
+    return found
+
+
+def flush() -> None:
+    """Write what the hot paths counted into the shared metrics."""
+    while _dirty:
+        _dirty.pop().flush()
+
+
 def exposition() -> tuple[bytes, str]:
+    flush()  # this worker's own counts are exact; the others' lag by at most their flush period
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]

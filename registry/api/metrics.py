@@ -6,7 +6,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from registry.metrics import LATENCY, REQUESTS
+from registry.metrics import REQUESTS, tally, timings
 
 
 class RequestMetrics:
@@ -31,5 +31,5 @@ class RequestMetrics:
         finally:
             route = scope.get("route")
             name = f"{scope['method']} {getattr(route, 'path', 'unmatched')}"
-            LATENCY.labels("rest", name).observe(time.perf_counter() - started)
-            REQUESTS.labels("rest", name, str(status)).inc()
+            timings("rest", name).observe(time.perf_counter() - started)
+            tally(REQUESTS, "rest", name, str(status)).inc()

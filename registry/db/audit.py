@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import func, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import AuditLog, ChangeLog
@@ -33,18 +33,33 @@ async def record_audit(
     )
 
 
-async def record_change(
+_PENDING = "registry_pending_changes"
+
+
+def record_change(
     session: AsyncSession,
     *,
     tenant_id: uuid.UUID,
     kind: str,
     prompt_id: uuid.UUID | None = None,
     label: str | None = None,
-) -> int:
-    """Append to the tenant's change log; a trigger assigns the sequence and NOTIFYs on commit."""
-    result = await session.execute(
-        insert(ChangeLog)
-        .values(tenant_id=tenant_id, kind=kind, prompt_id=prompt_id, label=label, seq=0)
-        .returning(ChangeLog.seq)
+) -> None:
+    """Queue a change-log row; the transaction appends the queue just before it commits.
+
+    Appending takes the tenant's next sequence number (a trigger updates the tenant row), which locks
+    that row until commit: done last, it serialises a tenant's writers only for their commits.
+    """
+    session.info.setdefault(_PENDING, []).append(
+        {"tenant_id": tenant_id, "kind": kind, "prompt_id": prompt_id, "label": label, "seq": 0}
     )
-    return int(result.scalar_one())
+
+
+async def flush_changes(session: AsyncSession) -> list[int]:
+    """Append the queued change-log rows (a trigger numbers them and NOTIFYs on commit)."""
+    pending = session.info.pop(_PENDING, None)
+    if not pending:
+        return []
+    # created_at: the moment of appending, i.e. just before the commit (not the transaction's start).
+    rows = [{**row, "created_at": func.clock_timestamp()} for row in pending]
+    result = await session.execute(insert(ChangeLog).values(rows).returning(ChangeLog.seq))
+    return sorted(int(seq) for seq in result.scalars())  # numbered in the order of the queue

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from registry.db.audit import flush_changes
 from registry.db.errors import translate_db_error
 from registry.db.secrets import read_secret
 
@@ -66,6 +67,7 @@ class Database:
                         **asyncpg_arguments(self.url, application_name="registry-reads"),
                         min_size=1,
                         max_size=self.pool_size,
+                        connection_class=_ReadConnection,
                     )
         return self._reads
 
@@ -88,6 +90,7 @@ class Database:
             try:
                 async with session.begin():
                     yield session
+                    await flush_changes(session)  # last: see record_change
             except DBAPIError as error:
                 raise translate_db_error(error) from error
 
@@ -116,6 +119,14 @@ class Database:
         """
         async with self._transaction() as session:
             yield session
+
+
+class _ReadConnection(asyncpg.Connection):  # type: ignore[misc]
+    """The read pool runs single statements whose settings end with them: nothing to reset between
+    uses, so no reset query (a round trip) each time a connection goes back to the pool."""
+
+    def get_reset_query(self) -> str:
+        return ""
 
 
 class LazyTx:

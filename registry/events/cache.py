@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
-from registry.metrics import CACHE_HITS, CACHE_MISSES
+from registry.metrics import CACHE_HITS, CACHE_MISSES, tally
 
 V = TypeVar("V")
 MISSING: Any = object()
@@ -23,8 +23,8 @@ class Lru(Generic[V]):
         self.weigh = weigh or (lambda value: 1)
         self.weight = 0
         self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
-        self._hits = CACHE_HITS.labels(name)
-        self._misses = CACHE_MISSES.labels(name)
+        self._hits = tally(CACHE_HITS, name)
+        self._misses = tally(CACHE_MISSES, name)
 
     def get(self, key: Hashable) -> V:
         found = self._items.get(key)
@@ -72,8 +72,8 @@ class TenantScoped(Generic[V]):
     invalidation came in between, the value may predate the change and is not kept.
     """
 
-    def __init__(self, name: str, capacity: int) -> None:
-        self._lru: Lru[V] = Lru(name, capacity)
+    def __init__(self, name: str, capacity: int, weigh: Any = None) -> None:
+        self._lru: Lru[V] = Lru(name, capacity, weigh)
         self._keys: dict[uuid.UUID, set[Hashable]] = {}
         self._generations: dict[uuid.UUID, int] = {}
         self._epoch = 0  # bumped by clear(), so every generation taken before it is outdated

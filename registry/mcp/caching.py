@@ -17,14 +17,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
 from registry.errors import RegistryError
 from registry.events.cache import MISSING, Lru, TenantScoped
+from registry.mcp import shaping
 from registry.principal import Principal
 from registry.prompts import service as prompts
 from registry.prompts.schemas import RenderedPrompt
-from registry.prompts.service import CompiledVersion, ServedPrompt
+from registry.prompts.service import CompiledVersion
 from registry.tenants.service import TOUCH_EVERY
 
 
@@ -99,12 +102,19 @@ def _credential_key(tenant_id: uuid.UUID, credential: str) -> tuple[uuid.UUID, b
     return tenant_id, hashlib.sha256(credential.encode()).digest()  # no secret kept in memory
 
 
+def _weigh_listing(listing: Listing) -> int:
+    return listing.size
+
+
 @dataclass
 class McpCaches:
     versions: Lru[CompiledVersion] = field(default_factory=lambda: Lru("versions", 20_000))
     blobs: Lru[str] = field(default_factory=lambda: Lru("blobs", 64 * 1024 * 1024, weigh=len))
     resolved: TenantScoped[Any] = field(default_factory=lambda: TenantScoped("resolved", 200_000))
-    pages: TenantScoped[Any] = field(default_factory=lambda: TenantScoped("pages", 20_000))
+    counts: TenantScoped[int] = field(default_factory=lambda: TenantScoped("counts", 100_000))
+    listings: TenantScoped[Listing] = field(
+        default_factory=lambda: TenantScoped("listings", 64 * 1024 * 1024, weigh=_weigh_listing)
+    )
     directory: Directory = field(default_factory=Directory)
     # Whether cached answers may be trusted: the LISTEN connection is up (set by the app).
     live: Callable[[], bool] = lambda: False
@@ -114,7 +124,7 @@ class McpCaches:
         return self.live()
 
     def tenant_scoped(self) -> list[TenantScoped[Any] | _DirectoryPart]:
-        return [self.resolved, self.pages, self.directory.tenants]
+        return [self.resolved, self.counts, self.listings, self.directory.tenants]
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         for cache in self.tenant_scoped():
@@ -181,7 +191,17 @@ async def render(
     return prompts.render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
 
 
-async def served_page(
+@dataclass(frozen=True)
+class Listing:
+    """One prompts/list page as a revision shapes it, encoded once (served while the list stands)."""
+
+    entries: orjson.Fragment
+    size: int  # bytes: what the cache weighs
+    last_name: str | None
+    more: bool
+
+
+async def listing(
     caches: McpCaches,
     tx: LazyTx,
     tenant: Tenant,
@@ -189,33 +209,31 @@ async def served_page(
     *,
     after: str | None,
     limit: int,
-) -> tuple[list[ServedPrompt], bool]:
-    if not caches.enabled:
-        return await prompts.served_page(
-            await tx.session(), tenant, label, after=after, limit=limit
-        )
-    key = ("page", label, after, limit)
-    found = caches.pages.get(tenant.id, key)
-    if found is MISSING:
-        generation = caches.pages.generation(tenant.id)
-        found = caches.pages.put(
-            tenant.id,
-            key,
-            await prompts.served_page(await tx.session(), tenant, label, after=after, limit=limit),
-            generation,
-        )
-    page: tuple[list[ServedPrompt], bool] = found
-    return page
+    revision: str,
+) -> Listing:
+    key = ("listing", label, after, limit, revision)
+    found = caches.listings.get(tenant.id, key) if caches.enabled else MISSING
+    if found is not MISSING:
+        return found
+    generation = caches.listings.generation(tenant.id)
+    page, more = await prompts.served_page(
+        await tx.session(), tenant, label, after=after, limit=limit
+    )
+    encoded = orjson.dumps([shaping.prompt_entry(revision, p) for p in page])
+    made = Listing(orjson.Fragment(encoded), len(encoded), page[-1].name if page else None, more)
+    if caches.enabled:
+        caches.listings.put(tenant.id, key, made, generation)
+    return made
 
 
 async def served_count(caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str) -> int:
     if not caches.enabled:
         return await prompts.served_count(await tx.session(), tenant, label)
     key = ("count", label)
-    found = caches.pages.get(tenant.id, key)
+    found = caches.counts.get(tenant.id, key)
     if found is MISSING:
-        generation = caches.pages.generation(tenant.id)
-        found = caches.pages.put(
+        generation = caches.counts.generation(tenant.id)
+        found = caches.counts.put(
             tenant.id,
             key,
             await prompts.served_count(await tx.session(), tenant, label),

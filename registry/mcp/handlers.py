@@ -36,7 +36,7 @@ from registry.mcp.protocol import (
     error_message,
     result_message,
 )
-from registry.metrics import LATENCY, REQUESTS
+from registry.metrics import REQUESTS, tally, timings
 from registry.principal import Principal
 from registry.prompts import service as prompts
 from registry.sessions import service as sessions
@@ -173,17 +173,23 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         size = page_size(
             call, await caching.served_count(call.caches, call.tx, call.tenant, call.label)
         )
-    page, more = await caching.served_page(
-        call.caches, call.tx, call.tenant, call.label, after=after, limit=size
+    listed = await caching.listing(
+        call.caches,
+        call.tx,
+        call.tenant,
+        call.label,
+        after=after,
+        limit=size,
+        revision=call.revision,
     )
-    result: dict[str, Any] = {"prompts": [shaping.prompt_entry(call.revision, p) for p in page]}
+    result: dict[str, Any] = {"prompts": listed.entries}
     if call.revision in STATELESS_REVISIONS:
         # The list depends on who asks (tenant and credential): cacheable, but only privately.
         result["ttlMs"] = list_ttl(call)
         result["cacheScope"] = "private"
-    if more and page:
+    if listed.more and listed.last_name is not None:
         result["nextCursor"] = cursors.encode(
-            call.mac_key, call.tenant.id, call.label, page[-1].name, size
+            call.mac_key, call.tenant.id, call.label, listed.last_name, size
         )
     return result
 
@@ -377,8 +383,8 @@ async def dispatch(call: Call, message: Message) -> dict[str, Any] | None:
     name = message.method if message.method in HANDLERS else "other"
     started = time.perf_counter()
     answer = await _dispatch(call, message)
-    LATENCY.labels("mcp", name).observe(time.perf_counter() - started)
-    REQUESTS.labels("mcp", name, "error" if "error" in answer else "ok").inc()
+    timings("mcp", name).observe(time.perf_counter() - started)
+    tally(REQUESTS, "mcp", name, "error" if "error" in answer else "ok").inc()
     return answer
 
 

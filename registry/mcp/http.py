@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
@@ -34,6 +34,7 @@ from registry.mcp.protocol import (
     McpError,
     Message,
     classify,
+    encode_json,
     error_message,
     since,
 )
@@ -49,6 +50,15 @@ VERSION_HEADER = "mcp-protocol-version"
 LIST_CHANGED_JSON = json.dumps({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
 
 
+def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        encode_json(content),
+        status_code=status_code,
+        headers=headers,
+        media_type="application/json",
+    )
+
+
 def _error(
     status: int,
     code: int,
@@ -57,10 +67,8 @@ def _error(
     request_id: Any = None,
     data: Any = None,
     headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    return JSONResponse(
-        error_message(request_id, code, message, data), status_code=status, headers=headers
-    )
+) -> Response:
+    return _json(error_message(request_id, code, message, data), status, headers)
 
 
 def origin_allowed(origin: str, allowed: list[str]) -> bool:
@@ -305,7 +313,7 @@ class McpEndpoint:
                     responses.append(answer)
         if not responses:
             return Response(status_code=202)
-        return JSONResponse(responses if batch else responses[0])
+        return _json(responses if batch else responses[0])
 
     async def _initialize(
         self, scope: TenantScope, label: str | None, message: Message
@@ -317,9 +325,7 @@ class McpEndpoint:
         try:
             params = handlers.InitializeParams.model_validate(message.params)
         except ValueError as error:
-            return JSONResponse(
-                error_message(message.id, -32602, f"invalid initialize params: {error}")
-            )
+            return _json(error_message(message.id, -32602, f"invalid initialize params: {error}"))
         revision = handlers.negotiate(params.protocolVersion)
         served = label or scope.tenant.default_label
         session = await sessions.start(
@@ -336,7 +342,7 @@ class McpEndpoint:
             "mcp_session_started",
             extra={"fields": {"tenant": scope.tenant.slug, "label": served, "revision": revision}},
         )
-        return JSONResponse(
+        return _json(
             {"jsonrpc": "2.0", "id": message.id, "result": result},
             headers={"Mcp-Session-Id": session.id},
         )
@@ -371,7 +377,7 @@ class McpEndpoint:
             answer["result"] = stateless.complete(
                 answer["result"], revision, tenant, served, self.settings.public_url
             )
-        return JSONResponse(answer)
+        return _json(answer)
 
     def _listen(
         self, message: Message, revision: str, tenant: Any, label: str, current: int

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 SESSION_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 STATELESS_REVISIONS = ("2026-07-28",)
 ALL_REVISIONS = SESSION_REVISIONS + STATELESS_REVISIONS
@@ -91,3 +93,15 @@ def error_message(
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def encode_json(message: Any) -> bytes:
+    """A message as compact UTF-8 JSON. Results may embed pre-encoded parts (``orjson.Fragment``:
+    cached list pages); a request id beyond 64 bits, which orjson refuses, is spliced in as text."""
+    try:
+        return orjson.dumps(message)
+    except TypeError:
+        if not (isinstance(message, dict) and isinstance(message.get("id"), int)):
+            raise
+        big = str(message["id"]).encode()
+        return orjson.dumps({**message, "id": 0}).replace(b'"id":0', b'"id":' + big, 1)

@@ -31,6 +31,7 @@ from registry.mcp.protocol import (
     McpError,
     Message,
     classify,
+    encode_json,
     error_message,
 )
 from registry.principal import Principal
@@ -182,7 +183,7 @@ async def run_stdio(
 
     async def write(message: dict[str, Any]) -> None:
         async with lock:
-            stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
+            stdout.write(encode_json(message).decode() + "\n")
             stdout.flush()
 
     hub = Hub()

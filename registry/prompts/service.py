@@ -253,7 +253,7 @@ async def _move_label(
         _check_label_permission(tenant, caller, label)
     await repo.upsert_label(session, prompt, label, version, caller.actor)
     await repo.insert_label_history(session, prompt, label, before, version, caller.actor)
-    await record_change(
+    record_change(
         session, tenant_id=prompt.tenant_id, kind="label.move", prompt_id=prompt.id, label=label
     )
     if label != LATEST:  # latest moves with every version; the version.create row covers it
@@ -456,7 +456,7 @@ async def delete_label(
         raise NotFound(f"prompt {name!r} has no label {label!r}", field="label")
     await repo.delete_label(session, prompt, label)
     await repo.insert_label_history(session, prompt, label, current.version, None, caller.actor)
-    await record_change(
+    record_change(
         session, tenant_id=tenant.id, kind="label.delete", prompt_id=prompt.id, label=label
     )
     await record_audit(
@@ -516,7 +516,7 @@ async def set_archived(
         session, prompt, archived_at=datetime.now(UTC) if archived else None
     )
     action = "prompt.archive" if archived else "prompt.unarchive"
-    await record_change(session, tenant_id=tenant.id, kind=action, prompt_id=prompt.id)
+    record_change(session, tenant_id=tenant.id, kind=action, prompt_id=prompt.id)
     await record_audit(
         session,
         tenant_id=tenant.id,
@@ -559,7 +559,7 @@ async def delete_prompt(
             f"prompt {name!r} is not archived: archive it before deleting it", field="name"
         )
     await repo.delete_prompt(session, prompt)
-    await record_change(session, tenant_id=tenant.id, kind="prompt.delete")
+    record_change(session, tenant_id=tenant.id, kind="prompt.delete")
     await record_audit(
         session,
         tenant_id=tenant.id,

@@ -178,7 +178,7 @@ async def update_tenant(
         return tenant
     before = {k: getattr(tenant, k) for k in values}
     updated = await repo.update_tenant(session, tenant, values)
-    await record_change(session, tenant_id=tenant.id, kind="tenant.update")
+    record_change(session, tenant_id=tenant.id, kind="tenant.update")
     await record_audit(
         session,
         tenant_id=tenant.id,

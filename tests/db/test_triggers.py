@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from registry.db.audit import record_change
+from registry.db.audit import flush_changes, record_change
 from registry.db.engine import Database
 from tests.conftest import PgServer
 from tests.db.test_rls import seed_tenant
@@ -64,6 +64,14 @@ async def test_deleting_a_prompt_cascades_through_its_versions(
         assert await superuser.fetchval(f"SELECT count(*) FROM {table}") == 0, table
 
 
+async def superuser_seq(pg_server: PgServer, db_name: str, kind: str) -> int:
+    conn = await pg_server.connect(db_name)
+    try:
+        return int(await conn.fetchval("SELECT seq FROM change_log WHERE kind = $1", kind))
+    finally:
+        await conn.close()
+
+
 async def _listen(
     pg_server: PgServer, db_name: str
 ) -> tuple[asyncpg.Connection, asyncio.Queue[str]]:
@@ -84,12 +92,14 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
 
         with pytest.raises(Rollback):
             async with db.tenant_tx(tenant) as session:
-                await record_change(session, tenant_id=tenant, kind="rolled_back")
+                record_change(session, tenant_id=tenant, kind="rolled_back")
+                await flush_changes(session)
                 raise Rollback
 
         async with db.tenant_tx(tenant) as session:
-            first = await record_change(session, tenant_id=tenant, kind="one")
-            second = await record_change(session, tenant_id=tenant, kind="two")
+            record_change(session, tenant_id=tenant, kind="one")
+            record_change(session, tenant_id=tenant, kind="two")
+            first, second = await flush_changes(session)
 
         # Notifications arrive in commit order, so the rolled-back one would have come first.
         received = [json.loads(await asyncio.wait_for(queue.get(), 5)) for _ in range(2)]
@@ -101,7 +111,8 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
         assert (first, second) == (2, 3)
 
         async with db.tenant_tx(tenant) as session:
-            third = await record_change(session, tenant_id=tenant, kind="three")
+            record_change(session, tenant_id=tenant, kind="three")  # appended as it commits
+        third = await superuser_seq(pg_server, db_name, "three")
         assert json.loads(await asyncio.wait_for(queue.get(), 5)) == {
             "tenant": str(tenant),
             "seq": third,
@@ -115,7 +126,10 @@ async def test_change_sequence_is_per_tenant(db: Database, superuser: asyncpg.Co
     a = await seed_tenant(superuser, "one")
     b = await seed_tenant(superuser, "two")
     async with db.tenant_tx(a) as session:
-        assert await record_change(session, tenant_id=a, kind="x") == 2
+        record_change(session, tenant_id=a, kind="x")
+        assert await flush_changes(session) == [2]
     async with db.tenant_tx(b) as session:
-        assert await record_change(session, tenant_id=b, kind="x") == 2
+        record_change(session, tenant_id=b, kind="x")
+        record_change(session, tenant_id=b, kind="y")
+        assert await flush_changes(session) == [2, 3]
     assert await superuser.fetchval("SELECT change_seq FROM tenants WHERE id = $1", a) == 2

@@ -397,11 +397,11 @@ async def test_cached_answers_follow_every_notified_change(
             await stream.next()
             assert await names() == ["greet"]
             metrics = (await client.get("/metrics")).text
-        assert 'registry_cache_hits_total{cache="pages"}' in metrics
+        assert 'registry_cache_hits_total{cache="listings"}' in metrics
         hits = [
             line
             for line in metrics.splitlines()
-            if line.startswith('registry_cache_hits_total{cache="pages"}')
+            if line.startswith('registry_cache_hits_total{cache="listings"}')
         ]
         assert float(hits[0].split()[-1]) >= 2
         assert 'registry_requests_total{kind="mcp",name="prompts/list",outcome="ok"}' in metrics

@@ -1,0 +1,53 @@
+"""Counts kept in process memory reach the shared metrics exactly as direct increments would."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from registry import metrics
+
+BUCKETS = (0.001, 0.01, 0.1, 1)
+
+
+def samples(registry: CollectorRegistry, name: str) -> dict[tuple[str, str], float]:
+    return {
+        (s.name, s.labels.get("le", "")): s.value
+        for m in registry.collect()
+        for s in m.samples
+        if s.name.startswith(name) and not s.name.endswith("_created")
+    }
+
+
+def test_timings_flush_into_the_same_buckets_as_direct_observations() -> None:
+    registry = CollectorRegistry()
+    batched = Histogram("batched_seconds", "b", ["kind"], buckets=BUCKETS, registry=registry)
+    direct = Histogram("direct_seconds", "d", ["kind"], buckets=BUCKETS, registry=registry)
+    timings = metrics.Timings(batched.labels("mcp"))
+    values = [0.0005, 0.001, 0.002, 0.05, 0.5, 2.0, 7.5]
+    for value in values:
+        timings.observe(value)
+        direct.labels("mcp").observe(value)
+    assert samples(registry, "batched_seconds_count") == {("batched_seconds_count", ""): 0}
+    metrics.flush()
+    got = {
+        (n.replace("batched", "x"), le): v for (n, le), v in samples(registry, "batched").items()
+    }
+    want = {(n.replace("direct", "x"), le): v for (n, le), v in samples(registry, "direct").items()}
+    assert got == want
+    assert got[("x_seconds_count", "")] == len(values)
+    assert got[("x_seconds_bucket", "0.001")] == 2  # le: the bound itself belongs to its bucket
+    metrics.flush()  # nothing pending: nothing counted twice
+    assert samples(registry, "batched_seconds_count")[("batched_seconds_count", "")] == len(values)
+
+
+def test_tally_flushes_its_sum_once() -> None:
+    registry = CollectorRegistry()
+    counter = Counter("things", "t", ["kind"], registry=registry)
+    tally = metrics.Tally(counter.labels("a"))
+    for _ in range(5):
+        tally.inc()
+    tally.inc(2.5)
+    assert samples(registry, "things_total") == {("things_total", ""): 0}
+    metrics.flush()
+    metrics.flush()
+    assert samples(registry, "things_total") == {("things_total", ""): 7.5}
