@@ -1,12 +1,17 @@
 """Run the benchmark: the registry (2 workers), the peers and the ceilings, side by side, one run.
 
-    python -m bench.run [--duration 10] [--connections 16,64] [--out bench/results]
+    python -m bench.run [--duration 10] [--warmup 20] [--connections 16,64] [--streams 1000,5000]
+                        [--out bench/results]
 
 Needs wrk (Debian: apt-get install wrk) and a seeded database (bench/seed) in REGISTRY_DATA_DIR (the
 embedded server) or REGISTRY_DATABASE_URL. Writes a JSON result and a Markdown table. Workloads:
-  a  prompts/get with arguments, random tenant and prompt (registry), random prompt (peers, bare ASGI)
+  a  prompts/get with arguments: a random prompt of a random tenant (registry), and a random prompt of
+     the 10,000 every server serves (registry, SDK low-level and high-level servers, bare ASGI)
   b  prompts/list: the first page, and a deep page (the one starting 90% into bench-big)
   c  a full walk of bench-big through nextCursor (one client, sequential)
+  d  list_changed fan-out to 1,000 and 5,000 open streams over 50 tenants (bench/fanout.py)
+  e  admin writes: new versions through the REST API, concurrent writers
+  f  resident memory of each worker: idle, after the reads, with the streams open
   ceilings: a bare ASGI JSON endpoint under the same uvicorn settings; asyncpg primary-key selects
 """
 
@@ -136,10 +141,12 @@ def _ms(value: str, unit: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def wrk(url: str, connections: int, seconds: int, *args: str) -> dict[str, Any]:
+def wrk(url: str, connections: int, seconds: int, warmup: int, *args: str) -> dict[str, Any]:
     """One wrk run (after a warm-up of a third of its length); requests/s and latencies in ms."""
-    base = ["wrk", "-t2", f"-c{connections}", "--latency", "-s", str(LUA), url, "--", *args]
-    warm_up = [*base[:3], f"-d{max(2, seconds // 3)}s", *base[3:]]
+    # A request slower than 10 s counts as an error (a socket timeout); wrk's own default is 2 s.
+    base = ["wrk", "-t2", f"-c{connections}", "--timeout", "10s", "--latency", "-s", str(LUA), url]
+    base += ["--", *args]
+    warm_up = [*base[:3], f"-d{warmup}s", *base[3:]]
     subprocess.run(warm_up, capture_output=True, check=True)  # noqa: S603 - wrk, arguments built here
     measured = [*base[:3], f"-d{seconds}s", *base[3:]]
     out = subprocess.run(measured, capture_output=True, text=True, check=True).stdout  # noqa: S603
@@ -323,6 +330,9 @@ def ratios(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=10, help="seconds per measured wrk run")
+    parser.add_argument(
+        "--warmup", type=int, default=20, help="seconds of load before each measured run"
+    )
     parser.add_argument("--connections", default="16,64")
     parser.add_argument("--streams", default="1000,5000", help="open streams for the fan-out")
     parser.add_argument("--fanout-tenants", type=int, default=50)
@@ -333,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("bench/run needs wrk: apt-get install wrk")
     results = run(
         duration=args.duration,
+        warmup=args.warmup,
         connections=[int(c) for c in args.connections.split(",")],
         streams=[int(n) for n in args.streams.split(",") if n],
         fanout_tenants=args.fanout_tenants,
@@ -349,6 +360,7 @@ def main(argv: list[str] | None = None) -> None:
 def run(
     *,
     duration: int,
+    warmup: int,
     connections: list[int],
     streams: list[int],
     fanout_tenants: int,
@@ -381,7 +393,7 @@ def run(
         )
         print(f"walk: {walk_result}", file=sys.stderr)
         for c in connections:
-            measure = _measure(rows, registry.url, c, duration, "registry")
+            measure = _measure(rows, registry.url, c, duration, warmup, "registry")
             measure("prompts/get", "", "targets", str(targets))
             measure(
                 "prompts/get (peer set)",
@@ -401,7 +413,7 @@ def run(
         memory["after reads"] = {str(pid): rss_kib(pid) for pid in workers}
         asyncio.run(prepare_writes(registry.url, token))
         for c in connections:
-            measure = _measure(rows, registry.url, c, duration, "registry")
+            measure = _measure(rows, registry.url, c, duration, warmup, "registry")
             measure("admin: new version", "", "write", WRITE_TENANT, str(WRITE_PROMPTS), token)
         fanout_tenant_slugs = [f"fanout-{i:03d}" for i in range(fanout_tenants)]
         fanouts = []
@@ -437,13 +449,14 @@ def run(
     for name, factory, path in peer_targets:
         with server(uvicorn(factory), {}, path, timeout=300) as peer:
             for c in connections:
-                measure = _measure(rows, peer.url, c, duration, name)
+                measure = _measure(rows, peer.url, c, duration, warmup, name)
                 measure("prompts/get (peer set)", "/mcp", "get", "1", str(PEER_PROMPTS), "peer")
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "dataset": tenants,
         "duration_s": duration,
+        "warmup_s": warmup,
         "wrk": rows,
         "db_ceiling": db,
         "walk": {k: v for k, v in walk_result.items() if k != "deep_cursor"},
@@ -454,10 +467,10 @@ def run(
 
 
 def _measure(
-    rows: list[dict[str, Any]], url: str, connections: int, duration: int, target: str
+    rows: list[dict[str, Any]], url: str, connections: int, duration: int, warmup: int, target: str
 ) -> Any:
     def measure(workload: str, path: str, *script_args: str) -> None:
-        result = wrk(url + path, connections, duration, *script_args)
+        result = wrk(url + path, connections, duration, warmup, *script_args)
         rows.append({"workload": workload, "target": target, "connections": connections, **result})
         print(rows[-1], file=sys.stderr)
 

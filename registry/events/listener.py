@@ -22,6 +22,7 @@ from registry.events.hub import Hub
 from registry.metrics import LISTENER_RECONNECTS, NOTIFICATIONS_SENT
 
 logger = logging.getLogger("registry.events")
+MISSING_RANGE: Any = object()
 CHANNEL = "registry_changes"
 
 
@@ -64,6 +65,8 @@ class ChangeFeed:
         self.connection: asyncpg.Connection | None = None
         self.reconnects = 0
         self._pending: dict[uuid.UUID, int] = {}
+        # Per watched tenant, the label each notified sequence number moved (None: any label).
+        self._labels: dict[uuid.UUID, dict[int, str | None]] = {}
         self._delivering: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._lost = asyncio.Event()
         self._stopped = False
@@ -142,11 +145,18 @@ class ChangeFeed:
             return
         seq = event.get("seq")
         if isinstance(seq, int) and self.hub.watching(tenant_id):
+            if "label" in event:  # each notification says what it moved: no need to read it back
+                label = event["label"]
+                self._labels.setdefault(tenant_id, {})[seq] = (
+                    label if isinstance(label, str) else None
+                )
             self.note(tenant_id, seq)
 
     def note(self, tenant_id: uuid.UUID, seq: int) -> None:
         """A tenant reached ``seq``: deliver to its streams (bursts coalesce into one delivery)."""
         if seq <= max(self._pending.get(tenant_id, 0), self.hub.published(tenant_id)):
+            if seq <= self.hub.published(tenant_id):  # already told: what it moved is of no use
+                self._labels.get(tenant_id, {}).pop(seq, None)
             return
         self._pending[tenant_id] = seq
         if tenant_id not in self._delivering:
@@ -159,19 +169,43 @@ class ChangeFeed:
                 after = self.hub.published(tenant_id)
                 if target <= after:
                     continue
-                try:
-                    labels = await self.source.labels_changed(tenant_id, after, target)
-                except (OSError, asyncpg.PostgresError) as error:
-                    logger.warning(
-                        "listener_labels_failed", extra={"fields": {"error": type(error).__name__}}
-                    )
-                    labels = None  # tell every label: an extra notification, never a missed one
+                labels = self._notified_labels(tenant_id, after, target)
+                if labels is MISSING_RANGE:
+                    try:
+                        labels = await self.source.labels_changed(tenant_id, after, target)
+                    except (OSError, asyncpg.PostgresError) as error:
+                        logger.warning(
+                            "listener_labels_failed",
+                            extra={"fields": {"error": type(error).__name__}},
+                        )
+                        labels = None  # tell every label: an extra notification, never a missed one
                 told = self.hub.publish(tenant_id, target, labels)
                 NOTIFICATIONS_SENT.inc(told)
         finally:
             self._delivering.pop(tenant_id, None)
 
+    def _notified_labels(self, tenant_id: uuid.UUID, after: int, upto: int) -> Any:
+        """The labels moved in (after, upto] as the notifications told them; None when any label may
+        have moved; MISSING_RANGE when a number of the range was not heard (then the log is read)."""
+        heard = self._labels.get(tenant_id, {})
+        labels: set[str] | None = set()
+        for seq in range(after + 1, upto + 1):
+            if seq not in heard:
+                labels = MISSING_RANGE
+                break
+            label = heard[seq]
+            if label is None:
+                labels = None
+            elif labels is not None:
+                labels.add(label)
+        for seq in [s for s in heard if s <= upto]:
+            del heard[seq]
+        if not heard:
+            self._labels.pop(tenant_id, None)
+        return labels
+
     async def _resync(self) -> None:
+        self._labels.clear()  # notifications may have been lost: read the log for these ranges
         for cache in [*self.caches, *self.auth_caches]:
             cache.clear()
         watched = self.hub.tenants()

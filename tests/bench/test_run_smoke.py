@@ -47,7 +47,7 @@ def test_every_workload_completes_without_errors(
     env.pop("REGISTRY_DATA_DIR", None)
     out = tmp_path / "results"
     ran = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--duration", "1", "--connections", "4",
+        [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "1", "--connections", "4",
          "--streams", "60", "--fanout-tenants", "3", "--out", str(out)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip

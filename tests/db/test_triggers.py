@@ -104,8 +104,8 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
         # Notifications arrive in commit order, so the rolled-back one would have come first.
         received = [json.loads(await asyncio.wait_for(queue.get(), 5)) for _ in range(2)]
         assert received == [
-            {"tenant": str(tenant), "seq": first},
-            {"tenant": str(tenant), "seq": second},
+            {"tenant": str(tenant), "seq": first, "label": None},
+            {"tenant": str(tenant), "seq": second, "label": None},
         ]
         # The seeded row took seq 1; the rollback's number was given back with its transaction.
         assert (first, second) == (2, 3)
@@ -116,6 +116,7 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
         assert json.loads(await asyncio.wait_for(queue.get(), 5)) == {
             "tenant": str(tenant),
             "seq": third,
+            "label": None,
         }
         assert queue.empty()
     finally:
