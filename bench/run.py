@@ -546,7 +546,7 @@ def connections_of(pid: int, port: int) -> int:
 VALUES = {"topic": "billing", "ticket": "AB-1", "audience": "engineers"}
 
 
-async def make_targets(url: str, path: Path, count: int = 20_000) -> int:
+async def make_targets(url: str, path: Path, count: int = 200_000) -> int:
     """Random (tenant, prompt) pairs of the bench tenants, each with valid values for the arguments
     its production version declares: the prompts/get load is real work, never an error."""
     connection = await asyncpg.connect(**asyncpg_arguments(url))
