@@ -98,8 +98,8 @@ class _DirectoryPart:
         self.keys.clear()
 
 
-def _credential_key(tenant_id: uuid.UUID, credential: str) -> tuple[uuid.UUID, bytes]:
-    return tenant_id, hashlib.sha256(credential.encode()).digest()  # no secret kept in memory
+def _credential_key(tenant_id: uuid.UUID, credential: str) -> tuple[int, bytes]:
+    return tenant_id.int, hashlib.sha256(credential.encode()).digest()  # no secret kept in memory
 
 
 def _weigh_listing(listing: Listing) -> int:
@@ -163,7 +163,7 @@ async def render(
         if isinstance(found, _Refusal):
             raise found.error
         if found is not MISSING:
-            compiled = caches.versions.get((tenant.id, *found))
+            compiled = caches.versions.get((tenant.id.int, *found))
     if compiled is MISSING:
         generation = caches.resolved.generation(tenant.id)
         try:
@@ -175,19 +175,20 @@ async def render(
                 caches.resolved.put(tenant.id, key, _Refusal(error), generation)
             raise
         if enabled:
-            caches.resolved.put(tenant.id, key, (prompt_id, number), generation)
-            caches.versions.put((tenant.id, prompt_id, number), compiled)
+            # ints, not UUID objects: untracked by the cycle collector (see TenantScoped)
+            caches.resolved.put(tenant.id, key, (prompt_id.int, number), generation)
+            caches.versions.put((tenant.id.int, prompt_id.int, number), compiled)
     blobs: dict[bytes, str] = {}
     missing = []
     for sha in compiled.blobs:
-        data = caches.blobs.get((tenant.id, sha)) if enabled else MISSING
+        data = caches.blobs.get((tenant.id.int, sha)) if enabled else MISSING
         if data is MISSING:
             missing.append(sha)
         else:
             blobs[sha] = data
     if missing:
         for sha, data in (await prompts.load_blobs(await tx.session(), tenant.id, missing)).items():
-            blobs[sha] = caches.blobs.put((tenant.id, sha), data) if enabled else data
+            blobs[sha] = caches.blobs.put((tenant.id.int, sha), data) if enabled else data
     return prompts.render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
 
 
