@@ -127,7 +127,9 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         with contextlib.suppress(TimeoutError):  # serve anyway; /readyz says 503 until it connects
             await asyncio.wait_for(feed.connected.wait(), 10)
         # What exists at startup (modules, ORM mappings, settings) lives as long as the worker: the
-        # cycle collector need not walk it again on every full collection.
+        # cycle collector need not walk it again on every full collection. Collected first, so no
+        # garbage is frozen with it.
+        gc.collect()
         gc.freeze()
         try:
             yield

@@ -241,19 +241,3 @@ async def served_count(caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str
             generation,
         )
     return int(found)
-
-
-async def argument_form(
-    tx: LazyTx,
-    tenant: Tenant,
-    name: str,
-    *,
-    version: int | None,
-    label: str,
-) -> tuple[tuple[Any, ...], str | None]:
-    """The declared arguments (with titles) and the description of the version a request resolves to."""
-    session = await tx.session()
-    prompt, number = await prompts.resolve_version(
-        session, tenant, name, version=version, label=label
-    )
-    return await prompts.argument_declarations(session, tenant.id, prompt.id, number)

@@ -239,8 +239,8 @@ async def _ask_for_arguments(
     given: dict[str, str],
 ) -> dict[str, Any]:
     """InputRequiredResult: a form for the arguments not given, built from their declarations."""
-    specs, description = await caching.argument_form(
-        call.tx, call.tenant, name, version=version, label=label or call.label
+    specs, description = await prompts.argument_declarations(
+        await call.tx.session(), call.tenant, name, version=version, label=label or call.label
     )
     properties: dict[str, Any] = {}
     required: list[str] = []

@@ -587,21 +587,30 @@ def parse_prompt_ref(ref: str) -> tuple[str, int | None, str | None]:
     raise InvalidInput(f"invalid version or label {selector!r} after '@' in {ref!r}", field="name")
 
 
+def _not_served(name: str, label: str, version: int | None, missing: str) -> NotFound:
+    """What is missing when a name does not resolve (the same words from SQL and from Python)."""
+    if missing == "prompt":
+        return NotFound(f"unknown prompt {name!r}", field="name")
+    if missing == "version":
+        return NotFound(f"prompt {name!r} has no version {version}", field="version")
+    return NotFound(f"prompt {name!r} has no version labelled {label!r}", field="label")
+
+
 async def resolve_version(
     session: AsyncSession, tenant: Tenant, name: str, *, version: int | None, label: str | None
 ) -> tuple[Prompt, int]:
     """The prompt (never an archived one) and the version a label or number points at."""
+    label = label or tenant.default_label
     prompt = await repo.prompt_by_name(session, tenant.id, name)
     if prompt is None or prompt.archived_at is not None:
-        raise NotFound(f"unknown prompt {name!r}", field="name")
+        raise _not_served(name, label, version, "prompt")
     if version is not None:
         if not 1 <= version <= prompt.latest_version:
-            raise NotFound(f"prompt {name!r} has no version {version}", field="version")
+            raise _not_served(name, label, version, "version")
         return prompt, version
-    label = label or tenant.default_label
     row = await repo.label_row(session, prompt, label)
     if row is None:
-        raise NotFound(f"prompt {name!r} has no version labelled {label!r}", field="label")
+        raise _not_served(name, label, version, "label")
     return prompt, row.version
 
 
@@ -620,14 +629,6 @@ class CompiledVersion:
     specs: tuple[ArgumentSpec, ...]
     messages: tuple[CompiledMessage, ...]
     blobs: tuple[bytes, ...]
-
-
-def _not_served(name: str, label: str, version: int | None, missing: str) -> NotFound:
-    if missing == "prompt":
-        return NotFound(f"unknown prompt {name!r}", field="name")
-    if missing == "version":
-        return NotFound(f"prompt {name!r} has no version {version}", field="version")
-    return NotFound(f"prompt {name!r} has no version labelled {label!r}", field="label")
 
 
 async def served_version(
@@ -1094,9 +1095,11 @@ async def labels_changed(
 
 
 async def argument_declarations(
-    session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, number: int
+    session: AsyncSession, tenant: Tenant, name: str, *, version: int | None, label: str | None
 ) -> tuple[tuple[PromptArgument, ...], str | None]:
-    """A version's arguments as declared (titles and descriptions included) and its description."""
-    arguments, _ = await repo.version_children(session, tenant_id, prompt_id, [number])
-    row = await repo.version_row_by_id(session, tenant_id, prompt_id, number)
+    """The arguments as declared (titles and descriptions included) and the description of the
+    version ``name`` resolves to."""
+    prompt, number = await resolve_version(session, tenant, name, version=version, label=label)
+    arguments, _ = await repo.version_children(session, tenant.id, prompt.id, [number])
+    row = await repo.version_row_by_id(session, tenant.id, prompt.id, number)
     return tuple(arguments), row.description if row else None
