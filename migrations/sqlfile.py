@@ -1,12 +1,15 @@
-"""Running the readable SQL files of migrations/sql/ from a migration."""
+"""Running the readable SQL files of migrations/sql/ from a migration (read as package resources, so
+an installed wheel finds them as well as a checkout)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 
 from alembic import op
 
-SQL_DIR = Path(__file__).resolve().parent / "sql"
+
+def sql_text(name: str) -> str:
+    return (files("registry.migrations") / "sql" / name).read_text(encoding="utf-8")
 
 
 def run_sql_file(name: str) -> None:
@@ -14,7 +17,7 @@ def run_sql_file(name: str) -> None:
     of a line outside a $$-quoted body."""
     statement: list[str] = []
     in_body = False
-    for line in (SQL_DIR / name).read_text().splitlines():
+    for line in sql_text(name).splitlines():
         statement.append(line)
         if line.count("$$") % 2 == 1:
             in_body = not in_body

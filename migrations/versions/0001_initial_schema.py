@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
-from sqlfile import run_sql_file
+
+from registry.migrations.sqlfile import run_sql_file
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None

@@ -8,7 +8,8 @@ Create Date: 2026-11-21 06:10:00
 from collections.abc import Sequence
 
 from alembic import op
-from sqlfile import run_sql_file
+
+from registry.migrations.sqlfile import run_sql_file
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"

@@ -8,7 +8,8 @@ Create Date: 2026-11-21 08:30:00
 from collections.abc import Sequence
 
 from alembic import op
-from sqlfile import SQL_DIR, run_sql_file
+
+from registry.migrations.sqlfile import run_sql_file, sql_text
 
 revision: str = "0005"
 down_revision: str | Sequence[str] | None = "0004"
@@ -24,7 +25,7 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER notify_v2 ON change_log")
     op.execute("DROP FUNCTION registry_notify_change_v2()")
     # The v1 function and trigger, as 0001 created them.
-    source = (SQL_DIR / "0001_triggers_v1.sql").read_text()
+    source = sql_text("0001_triggers_v1.sql")
     start = source.index("CREATE FUNCTION registry_notify_change_v1()")
     function = source[start : source.index("$$;", start) + 3]
     op.execute(function)

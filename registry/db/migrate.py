@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
+from importlib.resources import files
 
 from alembic import command
 from alembic.config import Config
@@ -12,26 +12,15 @@ from sqlalchemy import text
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-import registry
 from registry.errors import SchemaNotAtHead
 
 
-def _find_alembic_ini() -> Path:
-    candidates = [
-        Path(registry.__file__).resolve().parent.parent / "alembic.ini",
-        Path.cwd() / "alembic.ini",
-    ]
-    for candidate in candidates:
-        if candidate.is_file() and (candidate.parent / "migrations" / "env.py").is_file():
-            return candidate
-    raise FileNotFoundError(
-        "alembic.ini and migrations/ not found beside the registry package or in the current "
-        "directory; install the registry from its source tree (pip install -e .)"
-    )
-
-
 def alembic_config(url: str | None = None) -> Config:
-    config = Config(str(_find_alembic_ini()))
+    """Alembic's configuration, from the migrations inside the installed package (no alembic.ini
+    needed: a wheel installed anywhere migrates; a checkout's alembic.ini serves the `alembic` CLI)."""
+    config = Config()
+    config.set_main_option("script_location", str(files("registry.migrations")))
+    config.set_main_option("path_separator", "os")
     config.attributes["configure_logging"] = False
     if url is not None:
         config.attributes["url"] = url

@@ -1,0 +1,1 @@
+"""The registry's Alembic migrations, shipped inside the package as ``registry.migrations``."""

@@ -1,0 +1,101 @@
+"""The built wheel carries everything the registry needs, migrations included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, PgServer
+
+
+def _listed_packages() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return set(config["packages"])
+
+
+def _package_folders() -> set[str]:
+    found = {
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for path in (ROOT / "registry").rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    for path in (ROOT / "migrations").rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            found.add(".".join(("registry", *path.parent.relative_to(ROOT).parts)))
+    return found
+
+
+def test_every_package_folder_is_listed() -> None:
+    assert _listed_packages() == _package_folders()
+
+
+@pytest.fixture(scope="module")
+def unpacked_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = out.glob("prompt_registry-*.whl")
+    target = out / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(target)
+    return target
+
+
+def test_the_wheel_ships_the_migrations(unpacked_wheel: Path) -> None:
+    migrations = unpacked_wheel / "registry" / "migrations"
+    assert (migrations / "env.py").is_file()
+    assert (migrations / "script.py.mako").is_file()
+    shipped = {p.name for p in (migrations / "sql").glob("*.sql")}
+    assert shipped == {p.name for p in (ROOT / "migrations" / "sql").glob("*.sql")}
+    versions = {p.name for p in (migrations / "versions").glob("0*.py")}
+    assert versions == {p.name for p in (ROOT / "migrations" / "versions").glob("0*.py")}
+
+
+def test_the_unpacked_wheel_migrates_from_any_directory(
+    unpacked_wheel: Path, pg_server: PgServer, empty_db_name: str, tmp_path: Path
+) -> None:
+    """Run from an empty directory, with the wheel's copy of the package first on the path: no
+    alembic.ini and no migrations/ folder anywhere near."""
+    script = (
+        "import registry, sys\n"
+        "from registry.db import migrate\n"
+        f"assert registry.__file__.startswith({str(unpacked_wheel)!r}), registry.__file__\n"
+        "migrate.upgrade(sys.argv[1])\n"
+        "print(migrate.head_revision())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, pg_server.url(empty_db_name)],
+        env={**os.environ, "PYTHONPATH": str(unpacked_wheel)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.strip()
+    assert head == max(p.name[:4] for p in (ROOT / "migrations" / "versions").glob("0*.py"))
+
+
+def test_alembic_runs_from_a_checkout(pg_server: PgServer, empty_db_name: str) -> None:
+    """The checkout's alembic.ini keeps working for the `alembic` command itself."""
+    done = subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        env={**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(empty_db_name)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
