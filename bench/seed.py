@@ -28,7 +28,7 @@ import asyncpg
 
 from bench.peers import PEER_PROMPTS, PEER_TENANT, peer_prompt
 from registry.db.engine import asyncpg_arguments
-from registry.prompts.content import canonical_hash
+from registry.prompts.preparing import canonical_hash
 
 BIG_TENANT = "bench-big"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8  # a small, real-looking image

@@ -10,6 +10,7 @@ registry live in ``DIR/blobs/<sha256>`` and are uploaded again by push when a fi
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import mimetypes
 import re
@@ -21,6 +22,7 @@ from typing import Any
 import httpx
 import yaml
 
+from registry.content.kinds import KINDS
 from registry.naming import PROMPT_NAME_RE
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -93,14 +95,21 @@ def prompt_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in PROMPT_SUFFIXES)
 
 
+# A delimiter is a line of exactly three dashes (trailing blanks allowed): a body line such as
+# "--- notes" or "----" is text. (python-frontmatter was weighed: it strips the body's leading
+# blanks and reads a front matter without its closing line as body text instead of refusing it.)
+_DELIMITER = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+
+
 def _front_matter(text: str) -> tuple[dict[str, Any], str]:
-    if not text.startswith("---"):
+    opening = _DELIMITER.match(text)
+    if opening is None:
         return {}, text
-    parts = text.split("\n---", 1)
-    if len(parts) != 2:
+    closing = _DELIMITER.search(text, opening.end() + 1)
+    if closing is None:
         raise FileError("front matter starts with '---' but has no closing '---' line")
-    head = parts[0][3:]
-    body = parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
+    head = text[opening.end() + 1 : closing.start()]
+    body = text[closing.end() + 1 :]
     return _yaml_mapping(head), body
 
 
@@ -118,26 +127,24 @@ def _yaml_mapping(text: str) -> dict[str, Any]:
     return data
 
 
+def _bytes_holder(content: dict[str, Any]) -> dict[str, Any] | None:
+    kind = KINDS.get(str(content.get("type")))
+    return kind.bytes_holder(content) if kind is not None else None
+
+
 def _inline_file(content: dict[str, Any], folder: Path) -> dict[str, Any]:
     """``file: path`` on an image, audio or resource becomes inline base64 (stored as a blob)."""
-    content = dict(content)
-    target = content.get("resource") if content.get("type") == "resource" else content
-    if not isinstance(target, dict) or "file" not in target:
+    content = copy.deepcopy(content)
+    holder = _bytes_holder(content)
+    if holder is None or "file" not in holder:
         return content
-    target = dict(target)
-    path = (folder / str(target.pop("file"))).resolve()
+    path = (folder / str(holder.pop("file"))).resolve()
     if not path.is_file():
         raise FileError(f"file {path} does not exist")
-    encoded = base64.b64encode(path.read_bytes()).decode()
-    guessed = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    target.setdefault("mimeType", guessed)
-    if content.get("type") == "resource":
-        target["blob"] = encoded
-        target.setdefault("uri", path.as_uri())
-        content["resource"] = target
-    else:
-        target["data"] = encoded
-        content = target
+    holder.setdefault("mimeType", mimetypes.guess_type(path.name)[0] or "application/octet-stream")
+    holder[KINDS[content["type"]].inline_field] = base64.b64encode(path.read_bytes()).decode()
+    if holder is not content:  # an embedded resource names where its bytes came from
+        holder.setdefault("uri", path.as_uri())
     return content
 
 
@@ -181,14 +188,10 @@ def referenced_blobs(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(sha256, media type) of every blob a prompt body refers to by hash."""
     for message in body.get("messages", []):
         content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, dict):
-            continue
-        holder = content.get("resource") if content.get("type") == "resource" else content
-        if not isinstance(holder, dict):
-            continue
-        sha = holder.get("blob")
+        holder = _bytes_holder(content) if isinstance(content, dict) else None
+        sha = holder.get("blob") if holder is not None else None
         if isinstance(sha, str) and SHA256_RE.fullmatch(sha):
-            yield sha, str(holder.get("mimeType") or "application/octet-stream")
+            yield sha, str(holder.get("mimeType") or "application/octet-stream")  # type: ignore[union-attr]
 
 
 # --- push --------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from registry.config import Settings
 from registry.db.pagination import Page
 from registry.errors import InvalidInput
 from registry.naming import MIME_RE
-from registry.prompts import service
+from registry.prompts import blobs, bundles, diff, reading, rendering, writing
 from registry.prompts.schemas import (
     BlobOut,
     Bundle,
@@ -79,7 +79,7 @@ async def list_prompts(
     archived: Literal["false", "true", "all"] = "false",
 ) -> Page[PromptSummary]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.list_prompts(
+        return await reading.list_prompts(
             scope.session,
             scope.tenant,
             cursor=cursor,
@@ -97,7 +97,7 @@ async def create_prompt(
     tenant: str, body: PromptCreate, request: Request, response: Response, dry_run: bool = False
 ) -> WriteResult:
     async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
-        result = await service.create_prompt(
+        result = await writing.create_prompt(
             scope.session,
             scope.tenant,
             scope.principal,
@@ -116,7 +116,7 @@ async def create_prompt(
 )
 async def get_prompt(tenant: str, name: str, request: Request, response: Response) -> PromptOut:
     async with tenant_scope(request, tenant, "reader") as scope:
-        found = await service.get_prompt(scope.session, scope.tenant, name)
+        found = await reading.get_prompt(scope.session, scope.tenant, name)
     _etag(response, found.latest_version)
     return found
 
@@ -124,7 +124,7 @@ async def get_prompt(tenant: str, name: str, request: Request, response: Respons
 @router.patch("/prompts/{name}", response_model=PromptOut, summary="Update a prompt's tags")
 async def patch_prompt(tenant: str, name: str, body: PromptPatch, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
-        return await service.set_tags(scope.session, scope.tenant, scope.principal, name, body.tags)
+        return await writing.set_tags(scope.session, scope.tenant, scope.principal, name, body.tags)
 
 
 @router.delete(
@@ -132,14 +132,14 @@ async def patch_prompt(tenant: str, name: str, body: PromptPatch, request: Reque
 )
 async def delete_prompt(tenant: str, name: str, request: Request) -> Response:
     async with tenant_scope(request, tenant, "admin") as scope:
-        await service.delete_prompt(scope.session, scope.tenant, scope.principal, name)
+        await writing.delete_prompt(scope.session, scope.tenant, scope.principal, name)
     return Response(status_code=204)
 
 
 @router.post("/prompts/{name}/archive", response_model=PromptOut, summary="Hide a prompt from MCP")
 async def archive_prompt(tenant: str, name: str, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
-        return await service.set_archived(scope.session, scope.tenant, scope.principal, name, True)
+        return await writing.set_archived(scope.session, scope.tenant, scope.principal, name, True)
 
 
 @router.post(
@@ -147,7 +147,7 @@ async def archive_prompt(tenant: str, name: str, request: Request) -> PromptOut:
 )
 async def unarchive_prompt(tenant: str, name: str, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
-        return await service.set_archived(scope.session, scope.tenant, scope.principal, name, False)
+        return await writing.set_archived(scope.session, scope.tenant, scope.principal, name, False)
 
 
 @router.get(
@@ -159,7 +159,7 @@ async def list_versions(
     tenant: str, name: str, request: Request, cursor: str | None = None, limit: Limit = 50
 ) -> Page[VersionSummary]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.list_versions(
+        return await reading.list_versions(
             scope.session, scope.tenant, name, cursor=cursor, limit=limit
         )
 
@@ -181,7 +181,7 @@ async def create_version(
 ) -> WriteResult:
     expected = _if_match(if_match)
     async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
-        result = await service.create_version(
+        result = await writing.create_version(
             scope.session,
             scope.tenant,
             scope.principal,
@@ -200,7 +200,7 @@ async def create_version(
 @router.get("/prompts/{name}/versions/{version}", response_model=VersionOut, summary="One version")
 async def get_version(tenant: str, name: str, version: int, request: Request) -> VersionOut:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.get_version(scope.session, scope.tenant, name, version)
+        return await reading.get_version(scope.session, scope.tenant, name, version)
 
 
 @router.post(
@@ -219,7 +219,7 @@ async def restore_version(
 ) -> WriteResult:
     expected = _if_match(if_match)
     async with tenant_scope(request, tenant, "editor") as scope:
-        result = await service.restore_version(
+        result = await writing.restore_version(
             scope.session,
             scope.tenant,
             scope.principal,
@@ -245,9 +245,7 @@ async def diff_versions(
     to_version: Annotated[int, Query(alias="to", ge=1)],
 ) -> VersionDiff:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.diff_versions(
-            scope.session, scope.tenant, name, from_version, to_version
-        )
+        return await diff.diff_versions(scope.session, scope.tenant, name, from_version, to_version)
 
 
 @router.get(
@@ -255,7 +253,7 @@ async def diff_versions(
 )
 async def list_labels(tenant: str, name: str, request: Request) -> dict[str, int]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return (await service.get_prompt(scope.session, scope.tenant, name)).labels
+        return (await reading.get_prompt(scope.session, scope.tenant, name)).labels
 
 
 @router.put(
@@ -265,7 +263,7 @@ async def set_label(
     tenant: str, name: str, label: str, body: LabelMove, request: Request
 ) -> LabelOut:
     async with tenant_scope(request, tenant, "editor") as scope:
-        return await service.set_label(
+        return await writing.set_label(
             scope.session, scope.tenant, scope.principal, name, label, body.version
         )
 
@@ -273,7 +271,7 @@ async def set_label(
 @router.delete("/prompts/{name}/labels/{label}", status_code=204, summary="Remove a label")
 async def delete_label(tenant: str, name: str, label: str, request: Request) -> Response:
     async with tenant_scope(request, tenant, "editor") as scope:
-        await service.delete_label(scope.session, scope.tenant, scope.principal, name, label)
+        await writing.delete_label(scope.session, scope.tenant, scope.principal, name, label)
     return Response(status_code=204)
 
 
@@ -291,7 +289,7 @@ async def label_history(
     limit: Limit = 50,
 ) -> Page[LabelHistoryOut]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.label_history(
+        return await reading.label_history(
             scope.session, scope.tenant, name, label=label, cursor=cursor, limit=limit
         )
 
@@ -305,7 +303,7 @@ async def prompt_label_history(
     tenant: str, name: str, request: Request, cursor: str | None = None, limit: Limit = 50
 ) -> Page[LabelHistoryOut]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.label_history(
+        return await reading.label_history(
             scope.session, scope.tenant, name, label=None, cursor=cursor, limit=limit
         )
 
@@ -320,7 +318,7 @@ async def render_prompt(
     tenant: str, name: str, body: RenderRequest, request: Request
 ) -> RenderedPrompt:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.render(
+        return await rendering.render(
             scope.session,
             scope.tenant,
             name,
@@ -340,7 +338,7 @@ async def upload_blob(tenant: str, request: Request, response: Response) -> Blob
         data = await request.body()
         if not data:
             raise InvalidInput("the request body is empty: send the blob's bytes", field="body")
-        sha, created = await service.upload_blob(
+        sha, created = await blobs.upload_blob(
             scope.session, scope.tenant, scope.principal, data, mime
         )
     if not created:
@@ -356,7 +354,7 @@ async def upload_blob(tenant: str, request: Request, response: Response) -> Blob
 )
 async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
     async with tenant_scope(request, tenant, "reader") as scope:
-        data, mime = await service.get_blob(scope.session, scope.tenant, sha256)
+        data, mime = await blobs.get_blob(scope.session, scope.tenant, sha256)
     return Response(data, media_type=mime, headers={"ETag": f'"{sha256}"'})
 
 
@@ -367,7 +365,7 @@ async def export_bundle(
     tenant: str, request: Request, versions: Literal["all", "labelled"] = "all"
 ) -> Bundle:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.export_bundle(
+        return await bundles.export_bundle(
             scope.session, scope.tenant, only_labelled=versions == "labelled"
         )
 
@@ -377,7 +375,7 @@ async def import_bundle(
     tenant: str, body: Bundle, request: Request, dry_run: bool = False
 ) -> ImportResult:
     async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
-        result = await service.import_bundle(
+        result = await bundles.import_bundle(
             scope.session,
             scope.tenant,
             scope.principal,

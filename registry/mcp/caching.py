@@ -25,9 +25,9 @@ from registry.errors import RegistryError
 from registry.events.cache import MISSING, Lru, TenantScoped
 from registry.mcp import shaping
 from registry.principal import Principal
-from registry.prompts import service as prompts
+from registry.prompts import reading, rendering
+from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
-from registry.prompts.service import CompiledVersion
 from registry.tenants.service import TOUCH_EVERY
 
 
@@ -167,7 +167,7 @@ async def render(
     if compiled is MISSING:
         generation = caches.resolved.generation(tenant.id)
         try:
-            prompt_id, number, compiled = await prompts.served_version(
+            prompt_id, number, compiled = await rendering.served_version(
                 await db.reads(), tenant, name, version=version, label=label
             )
         except RegistryError as error:
@@ -187,9 +187,11 @@ async def render(
         else:
             blobs[sha] = data
     if missing:
-        for sha, data in (await prompts.load_blobs(await tx.session(), tenant.id, missing)).items():
+        for sha, data in (
+            await rendering.load_blobs(await tx.session(), tenant.id, missing)
+        ).items():
             blobs[sha] = caches.blobs.put((tenant.id.int, sha), data) if enabled else data
-    return prompts.render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
+    return rendering.render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,7 @@ async def listing(
     if found is not MISSING:
         return found
     generation = caches.listings.generation(tenant.id)
-    page, more = await prompts.served_page(
+    page, more = await reading.served_page(
         await tx.session(), tenant, label, after=after, limit=limit
     )
     encoded = orjson.dumps([shaping.prompt_entry(revision, p) for p in page])
@@ -229,7 +231,7 @@ async def listing(
 
 async def served_count(caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str) -> int:
     if not caches.enabled:
-        return await prompts.served_count(await tx.session(), tenant, label)
+        return await reading.served_count(await tx.session(), tenant, label)
     key = ("count", label)
     found = caches.counts.get(tenant.id, key)
     if found is MISSING:
@@ -237,7 +239,7 @@ async def served_count(caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str
         found = caches.counts.put(
             tenant.id,
             key,
-            await prompts.served_count(await tx.session(), tenant, label),
+            await reading.served_count(await tx.session(), tenant, label),
             generation,
         )
     return int(found)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from registry.db.engine import Database
-from registry.prompts import service as prompt_service
+from registry.prompts import reading as prompt_reading
 from registry.tenants import service as tenant_service
 
 
@@ -18,7 +18,7 @@ class DatabaseChanges:
 
     async def labels_changed(self, tenant_id: uuid.UUID, after: int, upto: int) -> set[str] | None:
         async with self.db.tenant_tx(tenant_id) as session:
-            return await prompt_service.labels_changed(session, tenant_id, after, upto)
+            return await prompt_reading.labels_changed(session, tenant_id, after, upto)
 
     async def current_sequences(self, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
         async with self.db.app_tx() as session:

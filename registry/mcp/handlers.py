@@ -38,7 +38,7 @@ from registry.mcp.protocol import (
 )
 from registry.metrics import REQUESTS, tally, timings
 from registry.principal import Principal
-from registry.prompts import service as prompts
+from registry.prompts import completion, reading, rendering
 from registry.sessions import service as sessions
 from registry.templates.arguments import InvalidArgument
 
@@ -196,7 +196,7 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = GetParams.model_validate(params)
-    name, version, label = prompts.parse_prompt_ref(parsed.name)
+    name, version, label = rendering.parse_prompt_ref(parsed.name)
     arguments = dict(parsed.arguments or {})
     stateless = call.revision in STATELESS_REVISIONS
     if stateless and parsed.requestState is not None:
@@ -239,7 +239,7 @@ async def _ask_for_arguments(
     given: dict[str, str],
 ) -> dict[str, Any]:
     """InputRequiredResult: a form for the arguments not given, built from their declarations."""
-    specs, description = await prompts.argument_declarations(
+    specs, description = await reading.argument_declarations(
         await call.tx.session(), call.tenant, name, version=version, label=label or call.label
     )
     properties: dict[str, Any] = {}
@@ -337,7 +337,7 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
         raise McpError(
             INVALID_PARAMS, "this server completes prompt arguments only (ref/prompt with a name)"
         )
-    values, total = await prompts.complete_argument(
+    values, total = await completion.complete_argument(
         await call.tx.session(),
         call.tenant,
         parsed.ref.name,

@@ -1,17 +1,16 @@
-"""Shaping results to the negotiated revision: only fields the revision defines, and content it
-cannot carry converted (never dropped): audio before 2025-03-26 becomes an embedded resource with a
-blob, a resource link before 2025-06-18 becomes text naming the URI."""
+"""Shaping results to the negotiated revision: only fields the revision defines. Content blocks are
+shaped by their kind (registry.content.kinds), which converts what a revision cannot carry."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 from typing import Any
 
 import registry
+from registry.content.kinds import kind_of
 from registry.db.models import Tenant
 from registry.mcp.protocol import since
-from registry.prompts.service import ServedPrompt
+from registry.prompts.reading import ServedPrompt
 
 _ICON = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><rect width="64" height="64" rx="12" '
@@ -69,72 +68,15 @@ def _argument(revision: str, argument: Any) -> dict[str, Any]:
     return shaped
 
 
-def _annotations(revision: str, annotations: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not annotations:
-        return None
-    shaped = {k: v for k, v in annotations.items() if k in ("audience", "priority")}
-    if "lastModified" in annotations and since(revision, "2025-06-18"):
-        shaped["lastModified"] = annotations["lastModified"]
-    return shaped or None
-
-
-def _common(revision: str, block: dict[str, Any], shaped: dict[str, Any]) -> dict[str, Any]:
-    annotations = _annotations(revision, block.get("annotations"))
-    if annotations:
-        shaped["annotations"] = annotations
-    if "_meta" in block and since(revision, "2025-06-18"):
-        shaped["_meta"] = block["_meta"]
-    return shaped
-
-
-def _resource_contents(revision: str, resource: dict[str, Any]) -> dict[str, Any]:
-    shaped: dict[str, Any] = {
-        k: resource[k] for k in ("uri", "mimeType", "text", "blob") if k in resource
-    }
-    if "_meta" in resource and since(revision, "2025-06-18"):
-        shaped["_meta"] = resource["_meta"]
-    return shaped
-
-
-def content(revision: str, block: dict[str, Any], tenant_slug: str) -> dict[str, Any]:
-    """One rendered content block (2025-11-25 shape, bytes inline) shaped for ``revision``."""
-    kind = block["type"]
-    if kind == "text":
-        return _common(revision, block, {"type": "text", "text": block["text"]})
-    if kind == "image" or (kind == "audio" and since(revision, "2025-03-26")):
-        return _common(
-            revision, block, {"type": kind, "data": block["data"], "mimeType": block["mimeType"]}
-        )
-    if kind == "audio":
-        sha = hashlib.sha256(base64.b64decode(block["data"])).hexdigest()
-        resource = {"uri": f"registry://{tenant_slug}/blobs/{sha}", "mimeType": block["mimeType"],
-                    "blob": block["data"]}  # fmt: skip
-        return _common(revision, block, {"type": "resource", "resource": resource})
-    if kind == "resource":
-        return _common(
-            revision,
-            block,
-            {"type": "resource", "resource": _resource_contents(revision, block["resource"])},
-        )
-    # resource_link
-    if since(revision, "2025-06-18"):
-        keys = ["uri", "name", "title", "description", "mimeType", "size"]
-        if since(revision, "2025-11-25"):
-            keys.append("icons")
-        return _common(
-            revision, block, {"type": "resource_link", **{k: block[k] for k in keys if k in block}}
-        )
-    label = block.get("title") or block["name"]
-    text = f"{label}: {block['uri']}" + (
-        f"\n{block['description']}" if block.get("description") else ""
-    )
-    return _common(revision, block, {"type": "text", "text": text})
-
-
 def messages(
     revision: str, rendered: list[dict[str, Any]], tenant_slug: str
 ) -> list[dict[str, Any]]:
+    """Rendered messages (2025-11-25 shape, bytes inline) as ``revision`` carries them: each content
+    block by its kind (registry.content.kinds)."""
     return [
-        {"role": m["role"], "content": content(revision, m["content"], tenant_slug)}
+        {
+            "role": m["role"],
+            "content": kind_of(m["content"]).wire(revision, m["content"], tenant_slug),
+        }
         for m in rendered
     ]

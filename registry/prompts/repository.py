@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 import asyncpg
-from sqlalchemy import and_, delete, func, insert, or_, select, text, tuple_, update
+from sqlalchemy import and_, delete, func, insert, or_, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -35,6 +34,15 @@ from registry.db.models import (
 _SERVED_VERSION = "SELECT registry_served_version_v1($1, $2, $3, $4)"
 
 
+async def _driver(reads: asyncpg.Pool | AsyncSession) -> Any:
+    """Something asyncpg answers ``fetchval`` on: the hot path's plain pool, or the driver connection
+    under a session (its statements join the session's transaction)."""
+    if not isinstance(reads, AsyncSession):
+        return reads
+    raw = await (await reads.connection()).get_raw_connection()
+    return raw.driver_connection
+
+
 async def served_version(
     reads: asyncpg.Pool | AsyncSession,
     tenant_id: uuid.UUID,
@@ -45,13 +53,7 @@ async def served_version(
     """The version ``name`` resolves to (by number, else by label) with its arguments and messages,
     or ``{"missing": "prompt" | "version" | "label"}``: one round trip, whether on the hot path's plain
     pool or inside a tenant transaction."""
-    if isinstance(reads, AsyncSession):
-        raw = await reads.scalar(
-            text("SELECT registry_served_version_v1(:tenant, :name, :label, :version)"),
-            {"tenant": tenant_id, "name": name, "label": label, "version": version},
-        )
-    else:
-        raw = await reads.fetchval(_SERVED_VERSION, tenant_id, name, label, version)
+    raw = await (await _driver(reads)).fetchval(_SERVED_VERSION, tenant_id, name, label, version)
     found: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else raw
     return found
 
@@ -79,13 +81,16 @@ async def insert_prompt(
 
 
 async def next_version(session: AsyncSession, prompt: Prompt) -> int:
+    """Take the prompt's next version number; ``prompt`` (the same ORM object) is refreshed by the
+    same statement, so it needs no re-read."""
     result = await session.execute(
         update(Prompt)
         .where(Prompt.tenant_id == prompt.tenant_id, Prompt.id == prompt.id)
         .values(latest_version=Prompt.latest_version + 1, updated_at=func.now())
-        .returning(Prompt.latest_version)
+        .returning(Prompt)
+        .execution_options(populate_existing=True)
     )
-    return int(result.scalar_one())
+    return int(result.scalar_one().latest_version)
 
 
 async def update_prompt(session: AsyncSession, prompt: Prompt, **values: Any) -> Prompt:
@@ -176,11 +181,15 @@ async def insert_version(
     content_hash: bytes,
     arguments: list[dict[str, Any]],
     messages: list[dict[str, Any]],
-) -> None:
+) -> PromptVersion:
     key = {"tenant_id": prompt.tenant_id, "prompt_id": prompt.id, "version": version}
-    await session.execute(
-        insert(PromptVersion).values(**key, **meta, author=author, content_hash=content_hash)
-    )
+    row = (
+        await session.execute(
+            insert(PromptVersion)
+            .values(**key, **meta, author=author, content_hash=content_hash)
+            .returning(PromptVersion)
+        )
+    ).scalar_one()
     if arguments:
         await session.execute(
             insert(PromptArgument), [{**key, "position": i, **a} for i, a in enumerate(arguments)]
@@ -188,6 +197,7 @@ async def insert_version(
     await session.execute(
         insert(PromptMessage), [{**key, "position": i, **m} for i, m in enumerate(messages)]
     )
+    return row
 
 
 async def version_row(session: AsyncSession, prompt: Prompt, version: int) -> PromptVersion | None:
@@ -427,10 +437,6 @@ async def blob_data(
         select(Blob).where(Blob.tenant_id == tenant_id, Blob.sha256.in_(wanted))
     )
     return {blob.sha256: blob for blob in result.scalars().all()}
-
-
-def when(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
 
 
 # --- serving (MCP) ----------------------------------------------------------------------------

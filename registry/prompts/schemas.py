@@ -1,9 +1,6 @@
 """Shapes of prompts, versions, labels, blobs and bundles, as the REST API accepts and returns them.
 
-Message content is an MCP content block (2025-11-25 schema), except that image, audio and resource
-bytes may be given as ``blob``: the sha256 of a blob uploaded to this tenant. Inline base64 (``data``
-of image/audio, ``resource.blob`` of an embedded resource) is stored as a blob on write; stored
-content always refers to blobs by sha256.
+Message content is a content block of ``registry.content`` (its input models and kinds).
 """
 
 from __future__ import annotations
@@ -12,113 +9,17 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from registry.content.schemas import SHA256_PATTERN, Content, Icon
 from registry.inputs import StrictInput
 from registry.naming import LABEL_PATTERN, MIME_PATTERN, PROMPT_NAME_PATTERN
 
 ARGUMENT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
-SHA256_PATTERN = r"^[0-9a-f]{64}$"
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$"
 
 Label = Annotated[str, Field(pattern=LABEL_PATTERN)]
 Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
-
-
-class Annotations(StrictInput):
-    audience: list[Literal["user", "assistant"]] | None = None
-    priority: float | None = Field(default=None, ge=0, le=1)
-    lastModified: datetime | None = None
-
-
-Meta = Annotated[dict[str, Any] | None, Field(alias="_meta")]
-
-
-class Icon(StrictInput):
-    src: str = Field(min_length=1, max_length=8192)
-    mimeType: str | None = Field(default=None, pattern=MIME_PATTERN)
-    sizes: list[Annotated[str, Field(max_length=32)]] | None = Field(default=None, max_length=16)
-    theme: Literal["light", "dark"] | None = None
-
-    @field_validator("src")
-    @classmethod
-    def _https_or_data(cls, value: str) -> str:
-        if not value.startswith(("https://", "http://", "data:")):
-            raise ValueError("icon src must be an http(s) URL or a data: URI")
-        return value
-
-
-class TextContent(StrictInput):
-    type: Literal["text"]
-    text: str = Field(description="a Mustache template")
-    annotations: Annotations | None = None
-    meta: Meta = None
-
-
-class _BinaryContent(StrictInput):
-    mimeType: str = Field(pattern=MIME_PATTERN)
-    data: str | None = Field(default=None, description="inline base64 bytes, stored as a blob")
-    blob: str | None = Field(default=None, pattern=SHA256_PATTERN, description="sha256 of a blob")
-    annotations: Annotations | None = None
-    meta: Meta = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> _BinaryContent:
-        if (self.data is None) == (self.blob is None):
-            raise ValueError(
-                "give exactly one of data (base64) or blob (sha256 of an uploaded blob)"
-            )
-        return self
-
-
-class ImageContent(_BinaryContent):
-    type: Literal["image"]
-
-
-class AudioContent(_BinaryContent):
-    type: Literal["audio"]
-
-
-class ResourceContents(StrictInput):
-    uri: str = Field(min_length=1, max_length=4096)
-    mimeType: str | None = Field(default=None, pattern=MIME_PATTERN)
-    text: str | None = Field(default=None, description="a Mustache template")
-    blob: str | None = Field(
-        default=None, description="sha256 of an uploaded blob (64 hex digits), or inline base64"
-    )
-    meta: Meta = None
-
-    @model_validator(mode="after")
-    def _one_body(self) -> ResourceContents:
-        if (self.text is None) == (self.blob is None):
-            raise ValueError("an embedded resource needs exactly one of text or blob")
-        return self
-
-
-class EmbeddedResource(StrictInput):
-    type: Literal["resource"]
-    resource: ResourceContents
-    annotations: Annotations | None = None
-    meta: Meta = None
-
-
-class ResourceLink(StrictInput):
-    type: Literal["resource_link"]
-    uri: str = Field(min_length=1, max_length=4096)
-    name: str = Field(min_length=1, max_length=256)
-    title: str | None = Field(default=None, max_length=256)
-    description: str | None = Field(default=None, max_length=4096)
-    mimeType: str | None = Field(default=None, pattern=MIME_PATTERN)
-    size: int | None = Field(default=None, ge=0)
-    icons: list[Icon] | None = Field(default=None, max_length=8)
-    annotations: Annotations | None = None
-    meta: Meta = None
-
-
-Content = Annotated[
-    TextContent | ImageContent | AudioContent | EmbeddedResource | ResourceLink,
-    Field(discriminator="type"),
-]
 
 
 class MessageIn(StrictInput):
@@ -198,9 +99,21 @@ class RenderRequest(StrictInput):
 
 
 # --- responses ----------------------------------------------------------------------------------
+# Read straight from the ORM rows (``model_validate(row)``): field names are the column names.
 
 
-class ArgumentOut(BaseModel):
+class _FromRow(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+def _hex(value: Any) -> Any:
+    return value.hex() if isinstance(value, bytes) else value
+
+
+HexDigest = Annotated[str, BeforeValidator(_hex)]
+
+
+class ArgumentOut(_FromRow):
     name: str
     title: str | None = None
     description: str | None = None
@@ -212,43 +125,40 @@ class ArgumentOut(BaseModel):
     suggestions: list[str] | None = None
 
 
-class MessageOut(BaseModel):
+class MessageOut(_FromRow):
     role: str
     content: dict[str, Any]
 
 
-class VersionOut(BaseModel):
-    prompt: str
+class VersionSummary(_FromRow):
     version: int
     title: str | None
-    description: str | None
-    icons: list[dict[str, Any]] | None
     commit_message: str | None
     author: str
-    content_hash: str
+    content_hash: HexDigest
     created_at: datetime
+
+
+class VersionOut(VersionSummary):
+    prompt: str
+    description: str | None
+    icons: list[dict[str, Any]] | None
     arguments: list[ArgumentOut]
     messages: list[MessageOut]
 
 
-class VersionSummary(BaseModel):
-    version: int
-    title: str | None
-    commit_message: str | None
-    author: str
-    content_hash: str
-    created_at: datetime
-
-
-class PromptOut(BaseModel):
+class PromptFields(_FromRow):
     id: uuid.UUID
     name: str
     tags: list[str]
     latest_version: int
-    labels: dict[str, int]
     archived_at: datetime | None
     created_at: datetime
     updated_at: datetime
+
+
+class PromptOut(PromptFields):
+    labels: dict[str, int]
     latest: VersionOut | None = None
 
 
@@ -273,15 +183,15 @@ class WriteResult(BaseModel):
     prompt: PromptOut
 
 
-class LabelOut(BaseModel):
-    prompt: str
+class LabelOut(_FromRow):
+    prompt: str = Field(validation_alias=AliasChoices("prompt", "prompt_name"))
     label: str
     version: int
     updated_by: str
     updated_at: datetime
 
 
-class LabelHistoryOut(BaseModel):
+class LabelHistoryOut(_FromRow):
     id: int
     label: str
     from_version: int | None

@@ -7,20 +7,18 @@ import base64
 import binascii
 import hashlib
 import json
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry.content.kinds import kind_of
 from registry.errors import InvalidInput, PayloadTooLarge
 from registry.prompts import repository as repo
 from registry.prompts.schemas import ArgumentIn, MessageIn, VersionIn
 from registry.templates.arguments import ArgumentSpec, check_value, compile_pattern
 from registry.templates.mustache import Template, TemplateError, parse
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -138,26 +136,11 @@ def _message(
 ) -> dict[str, Any]:
     where = f"messages[{index}].content"
     content = message.content.model_dump(mode="json", by_alias=True, exclude_none=True)
-    blob_hex: str | None = None
-    kind = content["type"]
-    if kind == "text":
-        templates.append(_parse_template(content["text"], f"{where}.text"))
-    elif kind in ("image", "audio"):
-        if "data" in content:
-            blob_hex = blobs.add_inline(content.pop("data"), content["mimeType"], f"{where}.data")
-        else:
-            blob_hex = blobs.add_reference(content["blob"], f"{where}.blob")
-        content["blob"] = blob_hex
-    elif kind == "resource":
-        resource = content["resource"]
-        if "text" in resource:
-            templates.append(_parse_template(resource["text"], f"{where}.resource.text"))
-        elif _HEX64.fullmatch(resource["blob"]):
-            blob_hex = blobs.add_reference(resource["blob"], f"{where}.resource.blob")
-        else:
-            mime = resource.get("mimeType", "application/octet-stream")
-            blob_hex = blobs.add_inline(resource["blob"], mime, f"{where}.resource.blob")
-            resource["blob"] = blob_hex
+    kind = kind_of(content)
+    blob_hex = kind.store(content, where, blobs)
+    source = kind.template(content)
+    if source is not None:
+        templates.append(_parse_template(source[1], f"{where}.{source[0]}"))
     return {
         "role": message.role,
         "content": content,

@@ -1,0 +1,169 @@
+"""Bundles: a tenant's prompts, versions, labels and blobs as one JSON document (export), and that
+document written back (import, idempotent)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.content.kinds import kind_of
+from registry.db.audit import record_audit
+from registry.db.models import Tenant
+from registry.errors import InvalidInput
+from registry.naming import LATEST
+from registry.principal import Principal
+from registry.prompts import repository as repo
+from registry.prompts.blobs import upload_blob
+from registry.prompts.preparing import prepare_version
+from registry.prompts.reading import versions_out
+from registry.prompts.schemas import (
+    Bundle,
+    BundleBlob,
+    BundlePrompt,
+    BundleVersion,
+    ImportResult,
+    VersionIn,
+)
+from registry.prompts.writing import (
+    as_version_in,
+    check_label_name,
+    create_prompt_row,
+    move_label,
+    write_version,
+)
+
+EXPORT_PAGE = 500
+
+
+async def export_bundle(session: AsyncSession, tenant: Tenant, *, only_labelled: bool) -> Bundle:
+    prompts: list[BundlePrompt] = []
+    shas: set[bytes] = set()
+    after: str | None = None
+    while True:
+        rows = await repo.list_prompts(
+            session,
+            tenant.id,
+            after=after,
+            limit=EXPORT_PAGE,
+            prefix=None,
+            tag=None,
+            label=None,
+            text=None,
+            archived=None,
+        )
+        if not rows:
+            break
+        labels = await repo.labels_of(session, [p for p, _ in rows])
+        for prompt, _ in rows:
+            wanted = set(labels[prompt.id].values()) if only_labelled else None
+            versions = await versions_out(
+                session,
+                prompt,
+                sorted(wanted) if wanted is not None else range(1, prompt.latest_version + 1),
+            )
+            for v in versions:
+                for m in v.messages:
+                    sha = kind_of(m.content).blob(m.content)
+                    if sha is not None:
+                        shas.add(bytes.fromhex(sha))
+            prompts.append(
+                BundlePrompt(
+                    name=prompt.name,
+                    tags=prompt.tags,
+                    archived=prompt.archived_at is not None,
+                    versions=[
+                        BundleVersion(
+                            version=v.version,
+                            content_hash=v.content_hash,
+                            **as_version_in(v).model_dump(by_alias=True, exclude_none=True),
+                        )
+                        for v in versions
+                    ],
+                    labels={k: n for k, n in labels[prompt.id].items() if k != LATEST},
+                )
+            )
+        after = rows[-1][0].name
+    blobs = await repo.blob_data(session, tenant.id, shas)
+    return Bundle(
+        tenant=tenant.slug,
+        exported_at=datetime.now(UTC),
+        blobs={
+            sha.hex(): BundleBlob(mime_type=b.mime_type, data=base64.b64encode(b.data).decode())
+            for sha, b in sorted(blobs.items())
+        },
+        prompts=prompts,
+    )
+
+
+async def import_bundle(
+    session: AsyncSession, tenant: Tenant, caller: Principal, bundle: Bundle, *, max_blob_bytes: int
+) -> ImportResult:
+    """Idempotent: versions already present (same content hash) are reused, labels already in place
+    stay, so importing the same bundle twice writes nothing the second time."""
+    result = ImportResult()
+    for sha_hex, blob in bundle.blobs.items():
+        data = base64.b64decode(blob.data)
+        if len(data) > max_blob_bytes:
+            raise InvalidInput(
+                f"blobs[{sha_hex}] is larger than {max_blob_bytes} bytes", field="blobs"
+            )
+        sha, created = await upload_blob(session, tenant, caller, data, blob.mime_type)
+        if sha != sha_hex:
+            raise InvalidInput(f"blobs[{sha_hex}]: the data hashes to {sha}", field="blobs")
+        result.blobs_stored += created
+    for index, item in enumerate(bundle.prompts):
+        for label in item.labels:
+            check_label_name(label)
+        prompt = await repo.prompt_by_name(session, tenant.id, item.name, lock=True)
+        if prompt is None:
+            prompt = await create_prompt_row(
+                session, tenant, caller, item.name, item.tags, imported=True
+            )
+            result.prompts_created += 1
+        mapping: dict[int, int] = {}
+        for version in sorted(item.versions, key=lambda v: v.version):
+            body = VersionIn.model_validate(
+                version.model_dump(by_alias=True, exclude={"version", "content_hash"})
+            )
+            try:
+                prepared = await prepare_version(
+                    session, tenant.id, body, max_blob_bytes=max_blob_bytes
+                )
+            except InvalidInput as error:
+                raise InvalidInput(
+                    f"prompts[{index}] ({item.name}) version {version.version}: {error.message}",
+                    **error.detail,
+                ) from None
+            existing = await repo.version_by_hash(session, prompt, prepared.content_hash)
+            if existing is not None:
+                mapping[version.version] = existing
+                result.unchanged_versions += 1
+                continue
+            written = await write_version(
+                session, tenant, caller, prompt, prepared, [], if_match=None
+            )
+            mapping[version.version] = written.version.version
+            result.versions_created += 1
+        for label, source_version in sorted(item.labels.items()):
+            if source_version not in mapping:
+                raise InvalidInput(
+                    f"prompts[{index}] ({item.name}): label {label!r} points at version {source_version}, "
+                    "which is not in the bundle",
+                    field="labels",
+                )
+            moved = await move_label(
+                session, tenant, prompt, label, mapping[source_version], caller
+            )
+            result.labels_moved += moved is not None
+    if result.prompts_created or result.versions_created or result.labels_moved:
+        await record_audit(
+            session,
+            tenant_id=tenant.id,
+            actor=caller.actor,
+            action="tenant.import",
+            target=f"tenant:{tenant.slug}",
+            after=result.model_dump(),
+        )
+    return result

@@ -1,0 +1,270 @@
+"""Reading prompts: one prompt, listings, versions, label history, what a label serves, and how a
+name resolves to a version. The caller owns the (tenant-scoped) transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db import pagination
+from registry.db.models import Prompt, PromptArgument, PromptMessage, PromptVersion, Tenant
+from registry.db.pagination import Page
+from registry.errors import NotFound
+from registry.prompts import repository as repo
+from registry.prompts.schemas import (
+    ArgumentOut,
+    LabelHistoryOut,
+    MessageOut,
+    PromptFields,
+    PromptOut,
+    PromptSummary,
+    VersionOut,
+    VersionSummary,
+)
+
+
+async def find_prompt(
+    session: AsyncSession, tenant: Tenant, name: str, *, lock: bool = False
+) -> Prompt:
+    prompt = await repo.prompt_by_name(session, tenant.id, name, lock=lock)
+    if prompt is None:
+        raise NotFound(f"prompt {name!r} not found", field="name")
+    return prompt
+
+
+def version_out(
+    prompt: Prompt,
+    row: PromptVersion,
+    arguments: Iterable[PromptArgument | dict[str, Any]],
+    messages: Iterable[PromptMessage | dict[str, Any]],
+) -> VersionOut:
+    return VersionOut.model_validate(
+        {
+            **VersionSummary.model_validate(row).model_dump(),
+            "prompt": prompt.name,
+            "description": row.description,
+            "icons": row.icons,
+            "arguments": [ArgumentOut.model_validate(a) for a in arguments],
+            "messages": [MessageOut.model_validate(m) for m in messages],
+        }
+    )
+
+
+async def versions_out(
+    session: AsyncSession, prompt: Prompt, versions: Iterable[int]
+) -> list[VersionOut]:
+    rows = await repo.version_rows(session, prompt, versions)
+    arguments, messages = await repo.version_children(
+        session, prompt.tenant_id, prompt.id, [r.version for r in rows]
+    )
+    return [
+        version_out(
+            prompt,
+            row,
+            [a for a in arguments if a.version == row.version],
+            [m for m in messages if m.version == row.version],
+        )
+        for row in rows
+    ]
+
+
+async def prompt_out(
+    session: AsyncSession, prompt: Prompt, *, latest: VersionOut | None = None
+) -> PromptOut:
+    """The prompt with its labels and latest version (``latest`` when the caller has it already)."""
+    labels = (await repo.labels_of(session, [prompt]))[prompt.id]
+    if latest is None and prompt.latest_version:
+        latest = (await versions_out(session, prompt, [prompt.latest_version]))[0]
+    fields = PromptFields.model_validate(prompt).model_dump()
+    return PromptOut(**fields, labels=labels, latest=latest)
+
+
+async def get_prompt(session: AsyncSession, tenant: Tenant, name: str) -> PromptOut:
+    return await prompt_out(session, await find_prompt(session, tenant, name))
+
+
+async def list_prompts(
+    session: AsyncSession,
+    tenant: Tenant,
+    *,
+    cursor: str | None,
+    limit: int,
+    prefix: str | None = None,
+    tag: str | None = None,
+    label: str | None = None,
+    text: str | None = None,
+    archived: bool | None = False,
+) -> Page[PromptSummary]:
+    after = pagination.decode_cursor(cursor, str)
+    rows = await repo.list_prompts(
+        session,
+        tenant.id,
+        after=after[0] if after else None,
+        limit=limit + 1,
+        prefix=prefix,
+        tag=tag,
+        label=label,
+        text=text,
+        archived=archived,
+    )
+    page, next_cursor = pagination.cut(rows, limit, lambda row: row[0].name)
+    labels = await repo.labels_of(session, [p for p, _ in page])
+    items = [
+        PromptSummary(
+            name=p.name,
+            title=v.title if v else None,
+            description=v.description if v else None,
+            tags=p.tags,
+            latest_version=p.latest_version,
+            labels=labels[p.id],
+            archived_at=p.archived_at,
+            updated_at=p.updated_at,
+        )
+        for p, v in page
+    ]
+    return Page(items=items, next_cursor=next_cursor)
+
+
+async def list_versions(
+    session: AsyncSession, tenant: Tenant, name: str, *, cursor: str | None, limit: int
+) -> Page[VersionSummary]:
+    prompt = await find_prompt(session, tenant, name)
+    before = pagination.decode_cursor(cursor, int)
+    rows = await repo.list_versions(
+        session, prompt, before=before[0] if before else None, limit=limit + 1
+    )
+    page, next_cursor = pagination.cut(rows, limit, lambda row: row.version)
+    return Page(items=[VersionSummary.model_validate(r) for r in page], next_cursor=next_cursor)
+
+
+async def get_version(session: AsyncSession, tenant: Tenant, name: str, version: int) -> VersionOut:
+    prompt = await find_prompt(session, tenant, name)
+    found = await versions_out(session, prompt, [version])
+    if not found:
+        raise NotFound(f"prompt {name!r} has no version {version}", field="version")
+    return found[0]
+
+
+async def label_history(
+    session: AsyncSession,
+    tenant: Tenant,
+    name: str,
+    *,
+    label: str | None,
+    cursor: str | None,
+    limit: int,
+) -> Page[LabelHistoryOut]:
+    prompt = await find_prompt(session, tenant, name)
+    before = pagination.decode_cursor(cursor, int)
+    rows = await repo.label_history(
+        session, prompt, label=label, before=before[0] if before else None, limit=limit + 1
+    )
+    page, next_cursor = pagination.cut(rows, limit, lambda row: row.id)
+    return Page(items=[LabelHistoryOut.model_validate(r) for r in page], next_cursor=next_cursor)
+
+
+# --- what a name resolves to --------------------------------------------------------------------
+
+
+def not_served(name: str, label: str, version: int | None, missing: str) -> NotFound:
+    """What is missing when a name does not resolve (the same words from SQL and from Python)."""
+    if missing == "prompt":
+        return NotFound(f"unknown prompt {name!r}", field="name")
+    if missing == "version":
+        return NotFound(f"prompt {name!r} has no version {version}", field="version")
+    return NotFound(f"prompt {name!r} has no version labelled {label!r}", field="label")
+
+
+async def resolve_version(
+    session: AsyncSession, tenant: Tenant, name: str, *, version: int | None, label: str | None
+) -> tuple[Prompt, int]:
+    """The prompt (never an archived one) and the version a label or number points at."""
+    label = label or tenant.default_label
+    prompt = await repo.prompt_by_name(session, tenant.id, name)
+    if prompt is None or prompt.archived_at is not None:
+        raise not_served(name, label, version, "prompt")
+    if version is not None:
+        if not 1 <= version <= prompt.latest_version:
+            raise not_served(name, label, version, "version")
+        return prompt, version
+    row = await repo.label_row(session, prompt, label)
+    if row is None:
+        raise not_served(name, label, version, "label")
+    return prompt, row.version
+
+
+async def argument_declarations(
+    session: AsyncSession, tenant: Tenant, name: str, *, version: int | None, label: str | None
+) -> tuple[tuple[PromptArgument, ...], str | None]:
+    """The arguments as declared (titles and descriptions included) and the description of the
+    version ``name`` resolves to."""
+    prompt, number = await resolve_version(session, tenant, name, version=version, label=label)
+    arguments, _ = await repo.version_children(session, tenant.id, prompt.id, [number])
+    row = await repo.version_row_by_id(session, tenant.id, prompt.id, number)
+    return tuple(arguments), row.description if row else None
+
+
+# --- what a label serves ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServedArgument:
+    name: str
+    title: str | None
+    description: str | None
+    required: bool
+
+
+@dataclass(frozen=True)
+class ServedPrompt:
+    """A prompt as a label serves it (the MCP layer shapes it for each protocol revision)."""
+
+    name: str
+    version: int
+    title: str | None
+    description: str | None
+    icons: list[dict[str, Any]] | None
+    arguments: list[ServedArgument]
+
+
+async def served_page(
+    session: AsyncSession, tenant: Tenant, label: str, *, after: str | None, limit: int
+) -> tuple[list[ServedPrompt], bool]:
+    """One page of what ``label`` serves, by name, and whether more may follow."""
+    rows = await repo.served_page(session, tenant.id, label, after=after, limit=limit + 1)
+    rows, more = rows[:limit], len(rows) > limit
+    arguments = await repo.arguments_of(session, tenant.id, [(r[1], r[2]) for r in rows])
+    page = [
+        ServedPrompt(
+            name=name,
+            version=number,
+            title=row.title,
+            description=row.description,
+            icons=row.icons,
+            arguments=[
+                ServedArgument(a.name, a.title, a.description, a.required)
+                for a in arguments[(prompt_id, number)]
+            ],
+        )
+        for name, prompt_id, number, row in rows
+    ]
+    return page, more
+
+
+async def served_count(session: AsyncSession, tenant: Tenant, label: str) -> int:
+    return await repo.served_count(session, tenant.id, label)
+
+
+async def labels_changed(
+    session: AsyncSession, tenant_id: uuid.UUID, after: int, upto: int
+) -> set[str] | None:
+    """Labels whose served list changed in the tenant's changes (after, upto]; None means any may have
+    (a change not tied to one label, or rows this transaction cannot see)."""
+    labels, rows = await repo.changed_labels(session, tenant_id, after, upto)
+    if rows < upto - after or None in labels:
+        return None
+    return {label for label in labels if label is not None}

@@ -1,0 +1,136 @@
+"""Rendering: a name resolved and compiled in one database round trip, then rendered with the
+caller's arguments by the one renderer that MCP prompts/get, the REST preview and the CLI share."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.content.kinds import Block, Kind, kind_of
+from registry.db.models import Tenant
+from registry.errors import InvalidInput
+from registry.naming import LABEL_RE, PROMPT_NAME_RE
+from registry.prompts import repository as repo
+from registry.prompts.reading import not_served
+from registry.prompts.schemas import RenderedPrompt
+from registry.templates.arguments import ArgumentSpec, resolve_arguments
+from registry.templates.mustache import Template, parse
+
+
+def parse_prompt_ref(ref: str) -> tuple[str, int | None, str | None]:
+    """``name``, ``name@3`` (version 3) or ``name@staging`` (a label)."""
+    name, _, selector = ref.partition("@")
+    if not PROMPT_NAME_RE.fullmatch(name):
+        raise InvalidInput(f"invalid prompt name {name!r}", field="name")
+    if not selector:
+        return name, None, None
+    if selector.isdigit():
+        return name, int(selector), None
+    if LABEL_RE.fullmatch(selector):
+        return name, None, selector
+    raise InvalidInput(f"invalid version or label {selector!r} after '@' in {ref!r}", field="name")
+
+
+@dataclass(frozen=True)
+class CompiledMessage:
+    role: str
+    content: Block  # as stored: blob references by sha256
+    kind: Kind
+    template: Template | None  # the block's template, parsed
+
+
+@dataclass(frozen=True)
+class CompiledVersion:
+    """Everything needed to render a version; versions are immutable, so this may be kept forever."""
+
+    description: str | None
+    specs: tuple[ArgumentSpec, ...]
+    messages: tuple[CompiledMessage, ...]
+    blobs: tuple[bytes, ...]
+
+
+def _compile_message(role: str, content: Block) -> CompiledMessage:
+    kind = kind_of(content)
+    source = kind.template(content)
+    return CompiledMessage(role, content, kind, parse(source[1]) if source is not None else None)
+
+
+async def served_version(
+    reads: asyncpg.Pool | AsyncSession,
+    tenant: Tenant,
+    name: str,
+    *,
+    version: int | None,
+    label: str | None,
+) -> tuple[uuid.UUID, int, CompiledVersion]:
+    """Resolve (never to an archived prompt) and compile in one database round trip.
+
+    Returns the prompt id, the version number and the compiled version.
+    """
+    label = label or tenant.default_label
+    found = await repo.served_version(reads, tenant.id, name, label, version)
+    if "missing" in found:
+        raise not_served(name, label, version, found["missing"])
+    messages = tuple(_compile_message(m["role"], m["content"]) for m in found["messages"])
+    blobs = tuple(bytes.fromhex(m["blob"]) for m in found["messages"] if m["blob"] is not None)
+    specs = tuple(
+        ArgumentSpec(
+            name=a["name"],
+            required=a["required"],
+            default=a["default"],
+            enum=tuple(a["enum"]) if a["enum"] else None,
+            pattern=a["pattern"],
+            max_length=a["max_length"],
+        )
+        for a in found["arguments"]
+    )
+    compiled = CompiledVersion(found["description"], specs, messages, blobs)
+    return uuid.UUID(found["prompt"]), found["version"], compiled
+
+
+async def load_blobs(
+    session: AsyncSession, tenant_id: uuid.UUID, shas: Sequence[bytes]
+) -> dict[bytes, str]:
+    """Blob bytes as base64, as content blocks carry them."""
+    found = await repo.blob_data(session, tenant_id, shas)
+    return {sha: base64.b64encode(blob.data).decode() for sha, blob in found.items()}
+
+
+def render_compiled(
+    compiled: CompiledVersion,
+    arguments: dict[str, Any] | None,
+    blobs: dict[bytes, str],
+    *,
+    max_value_length: int,
+) -> RenderedPrompt:
+    """The one renderer: MCP prompts/get, the REST preview and the CLI all end here."""
+    values = resolve_arguments(compiled.specs, arguments, max_value_length=max_value_length)
+    return RenderedPrompt(
+        description=compiled.description,
+        messages=[
+            {"role": m.role, "content": m.kind.render(m.content, m.template, values, blobs)}
+            for m in compiled.messages
+        ],
+    )
+
+
+async def render(
+    session: AsyncSession,
+    tenant: Tenant,
+    name: str,
+    arguments: dict[str, Any] | None,
+    *,
+    version: int | None = None,
+    label: str | None = None,
+    max_value_length: int,
+) -> RenderedPrompt:
+    """Resolve, compile and render in one go (the REST preview; MCP does the same steps with caches)."""
+    _, _, compiled = await served_version(session, tenant, name, version=version, label=label)
+    blobs = await load_blobs(session, tenant.id, compiled.blobs)
+    return render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)

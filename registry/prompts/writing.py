@@ -1,0 +1,386 @@
+"""Writing prompts: new prompts and versions, labels, archive, tags and deletion.
+
+Callers own the transaction (scoped to one tenant); these functions flush only. Every write records
+an audit row, and every write that changes what the tenant serves appends to the change log, in the
+same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.audit import record_audit, record_change
+from registry.db.models import Label, Prompt, PromptVersion, Tenant
+from registry.errors import Conflict, Forbidden, InvalidInput, NotFound, PreconditionFailed
+from registry.naming import LABEL_RE, LATEST
+from registry.principal import Principal
+from registry.prompts import repository as repo
+from registry.prompts.preparing import PreparedVersion, prepare_version
+from registry.prompts.reading import (
+    find_prompt,
+    get_version,
+    prompt_out,
+    version_out,
+    versions_out,
+)
+from registry.prompts.schemas import (
+    LabelOut,
+    PromptCreate,
+    PromptOut,
+    VersionIn,
+    VersionOut,
+    WriteResult,
+)
+
+
+def check_label_name(label: str) -> None:
+    if not LABEL_RE.fullmatch(label):
+        raise InvalidInput(
+            f"invalid label {label!r}: use lowercase letters, digits, '.', '_' and '-'",
+            field="label",
+        )
+    if label == LATEST:
+        raise InvalidInput("the label 'latest' moves by itself to every new version", field="label")
+
+
+def _check_label_permission(tenant: Tenant, caller: Principal, label: str) -> None:
+    if label in tenant.protected_labels and not caller.has("publisher"):
+        raise Forbidden(
+            f"label {label!r} is protected: moving it needs the publisher role (this key is {caller.role})",
+            field="label",
+        )
+
+
+async def move_label(
+    session: AsyncSession,
+    tenant: Tenant,
+    prompt: Prompt,
+    label: str,
+    version: int,
+    caller: Principal,
+) -> Label | None:
+    """Point ``label`` at ``version``; history, change log and audit included. Returns the label
+    row when it moved, None when it was already there.
+
+    A protected label needs the publisher role only when it actually moves."""
+    current = await repo.label_row(session, prompt, label, lock=True)
+    before = current.version if current else None
+    if before == version:
+        return None
+    if label != LATEST:
+        _check_label_permission(tenant, caller, label)
+    row = await repo.upsert_label(session, prompt, label, version, caller.actor)
+    await repo.insert_label_history(session, prompt, label, before, version, caller.actor)
+    record_change(
+        session, tenant_id=prompt.tenant_id, kind="label.move", prompt_id=prompt.id, label=label
+    )
+    if label != LATEST:  # latest moves with every version; the version.create row covers it
+        await record_audit(
+            session,
+            tenant_id=prompt.tenant_id,
+            actor=caller.actor,
+            action="label.move",
+            target=f"prompt:{prompt.name}@{label}",
+            before={"version": before} if before else None,
+            after={"version": version},
+        )
+    return row
+
+
+@dataclass(frozen=True)
+class VersionWrite:
+    """What a version write did: the version the prompt is now at, whether it is new, in words."""
+
+    created: bool
+    version: VersionOut
+    detail: str
+
+
+async def write_version(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    prompt: Prompt,
+    prepared: PreparedVersion,
+    labels: Sequence[str],
+    *,
+    if_match: int | None,
+) -> VersionWrite:
+    """The one path every version write takes. ``prompt`` must be locked FOR UPDATE; it is kept
+    current (its latest version) as the write goes."""
+    for label in labels:
+        check_label_name(label)
+    latest = prompt.latest_version
+    if if_match is not None and if_match != latest:
+        raise PreconditionFailed(
+            f"prompt {prompt.name!r} is at version {latest}, not {if_match}: reload it and write again",
+            field="If-Match",
+            latest_version=latest,
+        )
+    same: PromptVersion | None = await repo.version_row(session, prompt, latest) if latest else None
+    if same is not None and same.content_hash == prepared.content_hash:
+        written = (await versions_out(session, prompt, [latest]))[0]
+        outcome = VersionWrite(
+            False, written, f"identical to version {latest}: no new version written"
+        )
+    else:
+        number = await repo.next_version(session, prompt)
+        row = await repo.insert_version(
+            session,
+            prompt=prompt,
+            version=number,
+            meta=prepared.meta,
+            author=caller.actor,
+            content_hash=prepared.content_hash,
+            arguments=prepared.arguments,
+            messages=prepared.messages,
+        )
+        await record_audit(
+            session,
+            tenant_id=tenant.id,
+            actor=caller.actor,
+            action="version.create",
+            target=f"prompt:{prompt.name}@{number}",
+            before={"version": latest} if latest else None,
+            after={
+                "version": number,
+                "content_hash": prepared.content_hash.hex(),
+                "commit_message": prepared.meta.get("commit_message"),
+            },
+        )
+        await move_label(session, tenant, prompt, LATEST, number, caller)
+        written = version_out(prompt, row, prepared.arguments, prepared.messages)
+        outcome = VersionWrite(True, written, f"version {number} written")
+    for label in labels:
+        await move_label(session, tenant, prompt, label, outcome.version.version, caller)
+    return outcome
+
+
+async def _result(
+    session: AsyncSession, prompt: Prompt, outcome: VersionWrite, dry_run: bool
+) -> WriteResult:
+    return WriteResult(
+        created=outcome.created,
+        version=outcome.version.version,
+        detail=outcome.detail,
+        dry_run=dry_run,
+        prompt=await prompt_out(session, prompt, latest=outcome.version),
+    )
+
+
+async def create_prompt(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    body: PromptCreate,
+    *,
+    max_blob_bytes: int,
+    dry_run: bool = False,
+) -> WriteResult:
+    """A new prompt with its first version (``dry_run``: the caller rolls the transaction back)."""
+    prepared = await prepare_version(session, tenant.id, body, max_blob_bytes=max_blob_bytes)
+    for label in body.labels:
+        check_label_name(label)
+        _check_label_permission(tenant, caller, label)  # a new prompt's labels always move
+    prompt = await create_prompt_row(session, tenant, caller, body.name, body.tags)
+    outcome = await write_version(
+        session, tenant, caller, prompt, prepared, body.labels, if_match=None
+    )
+    return await _result(session, prompt, outcome, dry_run)
+
+
+async def create_prompt_row(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    tags: list[str],
+    *,
+    imported: bool = False,
+) -> Prompt:
+    prompt = await repo.insert_prompt(session, tenant.id, name, tags)
+    after: dict[str, object] = {"name": name, "tags": tags}
+    if imported:
+        after["import"] = True
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="prompt.create",
+        target=f"prompt:{name}",
+        after=after,
+    )
+    return prompt
+
+
+async def create_version(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    body: VersionIn,
+    *,
+    if_match: int | None,
+    max_blob_bytes: int,
+    dry_run: bool = False,
+) -> WriteResult:
+    prompt = await find_prompt(session, tenant, name, lock=True)
+    prepared = await prepare_version(session, tenant.id, body, max_blob_bytes=max_blob_bytes)
+    outcome = await write_version(
+        session, tenant, caller, prompt, prepared, body.labels, if_match=if_match
+    )
+    return await _result(session, prompt, outcome, dry_run)
+
+
+def as_version_in(version: VersionOut, labels: Sequence[str] = ()) -> VersionIn:
+    """A stored version as a write body (blob references stay references)."""
+    return VersionIn.model_validate(
+        {
+            "title": version.title,
+            "description": version.description,
+            "icons": version.icons,
+            "commit_message": version.commit_message,
+            "labels": list(labels),
+            "arguments": [a.model_dump(exclude_none=True) for a in version.arguments],
+            "messages": [m.model_dump() for m in version.messages],
+        }
+    )
+
+
+async def restore_version(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    version: int,
+    *,
+    if_match: int | None,
+    max_blob_bytes: int,
+) -> WriteResult:
+    """Restore = a new version with an old version's content (labels are moved separately)."""
+    body = as_version_in(await get_version(session, tenant, name, version))
+    body.commit_message = f"restore version {version}"
+    return await create_version(
+        session, tenant, caller, name, body, if_match=if_match, max_blob_bytes=max_blob_bytes
+    )
+
+
+# --- labels, archive, tags, delete -----------------------------------------------------------
+
+
+async def set_label(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str, version: int
+) -> LabelOut:
+    check_label_name(label)
+    _check_label_permission(tenant, caller, label)
+    prompt = await find_prompt(session, tenant, name, lock=True)
+    if not 1 <= version <= prompt.latest_version:
+        raise NotFound(f"prompt {name!r} has no version {version}", field="version")
+    row = await move_label(session, tenant, prompt, label, version, caller)
+    if row is None:  # already there
+        row = await repo.label_row(session, prompt, label)
+    return LabelOut.model_validate(row)
+
+
+async def delete_label(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str
+) -> None:
+    check_label_name(label)
+    _check_label_permission(tenant, caller, label)
+    prompt = await find_prompt(session, tenant, name, lock=True)
+    current = await repo.label_row(session, prompt, label, lock=True)
+    if current is None:
+        raise NotFound(f"prompt {name!r} has no label {label!r}", field="label")
+    await repo.delete_label(session, prompt, label)
+    await repo.insert_label_history(session, prompt, label, current.version, None, caller.actor)
+    record_change(
+        session, tenant_id=tenant.id, kind="label.delete", prompt_id=prompt.id, label=label
+    )
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="label.delete",
+        target=f"prompt:{name}@{label}",
+        before={"version": current.version},
+    )
+
+
+async def set_archived(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, archived: bool
+) -> PromptOut:
+    prompt = await find_prompt(session, tenant, name, lock=True)
+    labels = (await repo.labels_of(session, [prompt]))[prompt.id]
+    protected = sorted(set(labels) & set(tenant.protected_labels))
+    if protected and not caller.has("publisher"):
+        raise Forbidden(
+            f"prompt {name!r} holds the protected label {protected[0]!r}: archiving or restoring it "
+            f"needs the publisher role (this key is {caller.role})"
+        )
+    if (prompt.archived_at is not None) == archived:
+        return await prompt_out(session, prompt)
+    before = _when(prompt.archived_at)
+    prompt = await repo.update_prompt(
+        session, prompt, archived_at=datetime.now(UTC) if archived else None
+    )
+    action = "prompt.archive" if archived else "prompt.unarchive"
+    record_change(session, tenant_id=tenant.id, kind=action, prompt_id=prompt.id)
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action=action,
+        target=f"prompt:{name}",
+        before={"archived_at": before},
+        after={"archived_at": _when(prompt.archived_at)},
+    )
+    return await prompt_out(session, prompt)
+
+
+async def set_tags(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, tags: list[str]
+) -> PromptOut:
+    prompt = await find_prompt(session, tenant, name, lock=True)
+    before = list(prompt.tags)
+    tags = list(dict.fromkeys(tags))
+    if tags != before:
+        prompt = await repo.update_prompt(session, prompt, tags=tags)
+        await record_audit(
+            session,
+            tenant_id=tenant.id,
+            actor=caller.actor,
+            action="prompt.tags",
+            target=f"prompt:{name}",
+            before={"tags": before},
+            after={"tags": tags},
+        )
+    return await prompt_out(session, prompt)
+
+
+async def delete_prompt(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str
+) -> None:
+    """Removes the prompt with all its versions and history; only once archived."""
+    prompt = await find_prompt(session, tenant, name, lock=True)
+    if prompt.archived_at is None:
+        raise Conflict(
+            f"prompt {name!r} is not archived: archive it before deleting it", field="name"
+        )
+    await repo.delete_prompt(session, prompt)
+    record_change(session, tenant_id=tenant.id, kind="prompt.delete")
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="prompt.delete",
+        target=f"prompt:{name}",
+        before={"latest_version": prompt.latest_version},
+    )
+
+
+def _when(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

@@ -1,0 +1,75 @@
+"""Reading prompt files (no server): front matter, the Markdown body, local files."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from registry.sync import FileError, read_prompt_file
+
+
+def test_a_body_line_starting_with_dashes_stays_in_the_body(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text(
+        "---\ndescription: Notes\narguments:\n  - name: topic\n---\n"
+        "Summarise {{topic}}.\n--- notes\n----\nThe end.\n"
+    )
+    body = read_prompt_file(path)
+    assert body["description"] == "Notes"
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": {"type": "text", "text": "Summarise {{topic}}.\n--- notes\n----\nThe end."},
+        }
+    ]
+
+
+def test_front_matter_without_its_closing_line_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "open.md"
+    path.write_text("---\ndescription: Notes\n--- notes\nbody\n")
+    with pytest.raises(FileError, match="no closing '---' line"):
+        read_prompt_file(path)
+
+
+def test_the_real_closing_line_never_moves_into_the_message(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("---\ndescription: Notes\n--- notes\nmore\n---\nThe body.\n")
+    try:
+        body = read_prompt_file(path)
+    except FileError as error:  # the front matter is then not valid YAML: said so
+        assert "invalid YAML" in str(error)
+    else:
+        assert body["messages"][0]["content"]["text"] == "The body."
+
+
+def test_windows_line_endings_and_blank_front_matter(tmp_path: Path) -> None:
+    path = tmp_path / "crlf.md"
+    path.write_bytes(b"---\r\ntitle: T\r\n---\r\nHello\r\n")
+    body = read_prompt_file(path)
+    assert body["title"] == "T"
+    assert body["messages"][0]["content"]["text"].strip() == "Hello"
+    empty = tmp_path / "empty.md"
+    empty.write_text("---\n---\nJust text\n")
+    assert read_prompt_file(empty)["messages"][0]["content"]["text"] == "Just text"
+
+
+def test_local_files_become_inline_bytes_where_each_kind_keeps_them(tmp_path: Path) -> None:
+    (tmp_path / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\nxx")
+    (tmp_path / "doc.txt").write_bytes(b"plain")
+    path = tmp_path / "look.yaml"
+    path.write_text(
+        "messages:\n"
+        "  - role: user\n    content: {type: image, file: pic.png}\n"
+        "  - role: user\n    content: {type: resource, resource: {file: doc.txt}}\n"
+    )
+    image, resource = (m["content"] for m in read_prompt_file(path)["messages"])
+    assert image == {
+        "type": "image",
+        "mimeType": "image/png",
+        "data": base64.b64encode(b"\x89PNG\r\n\x1a\nxx").decode(),
+    }
+    assert resource["resource"]["blob"] == base64.b64encode(b"plain").decode()
+    assert resource["resource"]["mimeType"] == "text/plain"
+    assert resource["resource"]["uri"] == (tmp_path / "doc.txt").resolve().as_uri()
