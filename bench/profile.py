@@ -23,7 +23,15 @@ import tempfile
 from pathlib import Path
 
 from bench.peers import PEER_PROMPTS, PEER_TENANT
-from bench.run import LUA, WRITE_PROMPTS, WRITE_TENANT, make_targets, prepare_writes, server
+from bench.run import (
+    LUA,
+    WRITE_PROMPTS,
+    WRITE_TENANT,
+    figures_of,
+    make_targets,
+    prepare_writes,
+    server,
+)
 from bench.seed import BIG_TENANT
 
 
@@ -59,16 +67,15 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"bench/profile needs {tool}")
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 
-    from registry.cli import database_url, settings_or_exit
+    from registry.cli import attached_database
 
-    settings = settings_or_exit()
     work = Path(tempfile.mkdtemp(prefix="registry-profile-"))
     token = secrets.token_urlsafe(32)
     script: list[str]
     path = ""
     if args.workload == "miss":
         targets = work / "targets.tsv"
-        with database_url(settings) as url:
+        with attached_database() as url:
             asyncio.run(make_targets(url, targets))
         script = ["targets", str(targets)]
     elif args.workload == "hit":
@@ -99,8 +106,11 @@ def main(argv: list[str] | None = None) -> None:
             check=True, capture_output=True,
         )  # fmt: skip
         out, _ = wrk.communicate()
-    rps = next((line for line in out.splitlines() if line.startswith("Requests/sec")), "")
-    print(f"workload {args.workload}: {rps.strip()} (one worker, {args.connections} connections)")
+    figures = figures_of(out)
+    rps = figures["requests"] / (figures["duration_us"] / 1e6)
+    print(
+        f"workload {args.workload}: {rps:,.0f} requests/s (one worker, {args.connections} connections)"
+    )
     for share, name in aggregate(raw, args.top):
         print(f"{share:5.1f}%  {name}")
 

@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import random
-import re
 import secrets
 import shutil
 import subprocess
@@ -37,6 +36,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import psutil
 
 from bench import fanout
 from bench.peers import PEER_PROMPTS, PEER_TENANT
@@ -133,38 +133,31 @@ def uvicorn(factory: str) -> list[str]:
     ]
 
 
-_LATENCY = re.compile(r"^\s+(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.M)
-_MAX = re.compile(r"Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)")
-
-
-def _ms(value: str, unit: str) -> float:
-    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+def figures_of(out: str) -> dict[str, Any]:
+    """The JSON line the Lua script's done() prints."""
+    for line in reversed(out.splitlines()):
+        if line.startswith('{"bench":'):
+            figures: dict[str, Any] = json.loads(line)
+            return figures
+    raise RuntimeError(f"wrk printed no figures:\n{out[-2000:]}")
 
 
 def wrk(url: str, connections: int, seconds: int, warmup: int, *args: str) -> dict[str, Any]:
     """One wrk run (after a warm-up of a third of its length); requests/s and latencies in ms."""
     # A request slower than 10 s counts as an error (a socket timeout); wrk's own default is 2 s.
-    base = ["wrk", "-t2", f"-c{connections}", "--timeout", "10s", "--latency", "-s", str(LUA), url]
+    base = ["wrk", "-t2", f"-c{connections}", "--timeout", "10s", "-s", str(LUA), url]
     base += ["--", *args]
     warm_up = [*base[:3], f"-d{warmup}s", *base[3:]]
     subprocess.run(warm_up, capture_output=True, check=True)  # noqa: S603 - wrk, arguments built here
     measured = [*base[:3], f"-d{seconds}s", *base[3:]]
     out = subprocess.run(measured, capture_output=True, text=True, check=True).stdout  # noqa: S603
-    latency = {p: _ms(v, u) for p, v, u in _LATENCY.findall(out)}
-    max_match = _MAX.search(out)
-    errors = int(re.search(r"JSON-RPC errors: (\d+)", out).group(1))  # type: ignore[union-attr]
-    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    socket_errors = re.search(
-        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out
-    )
+    figures = figures_of(out)
     return {
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
-        "p50_ms": latency.get("50"),
-        "p99_ms": latency.get("99"),
-        "max_ms": _ms(*max_match.groups()) if max_match else None,
-        "errors": errors
-        + (int(non_2xx.group(1)) if non_2xx else 0)
-        + (sum(int(x) for x in socket_errors.groups()) if socket_errors else 0),
+        "rps": figures["requests"] / (figures["duration_us"] / 1e6),
+        "p50_ms": figures["p50_us"] / 1000,
+        "p99_ms": figures["p99_us"] / 1000,
+        "max_ms": figures["max_us"] / 1000,
+        "errors": figures["jsonrpc_errors"] + figures["non_2xx"] + figures["socket_errors"],
     }
 
 
@@ -368,12 +361,14 @@ def run(
     out: Path,
 ) -> dict[str, Any]:
     """Every workload, one after the other on the same machine; the results as one JSON value."""
-    from registry.cli import database_url, settings_or_exit
+    from registry.cli import attached_database
+    from registry.config import load_settings
 
-    settings = settings_or_exit()
+    settings = load_settings()
+
     targets = out / "prompts-get-targets.tsv"
     out.mkdir(parents=True, exist_ok=True)
-    with database_url(settings) as url:  # the embedded server is stopped again afterwards
+    with attached_database() as url:  # the embedded server is stopped again afterwards
         tenants = asyncio.run(_count_tenants(url))
         found = asyncio.run(make_targets(url, targets))
         if not found:
@@ -503,44 +498,24 @@ async def prepare_writes(url: str, token: str) -> None:
 def worker_pids(parent: int) -> list[int]:
     """The uvicorn worker processes of ``registry serve`` (its Python children)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"spawn_main" in cmdline:
-            found.append(int(entry.name))
+    for child in psutil.Process(parent).children():
+        with suppress(psutil.Error):
+            if any("spawn_main" in part for part in child.cmdline()):
+                found.append(child.pid)
     return sorted(found)
 
 
 def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
+    return int(psutil.Process(pid).memory_info().rss // 1024)
 
 
 def connections_of(pid: int, port: int) -> int:
     """Established TCP connections to ``port`` held by process ``pid`` (its clients' streams)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        with suppress(OSError):
-            link = os.readlink(fd)
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    count = 0
-    for table_name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with suppress(OSError):
-            for line in Path(table_name).read_text().splitlines()[1:]:
-                fields = line.split()
-                local_port = int(fields[1].rsplit(":", 1)[1], 16)
-                if local_port == port and fields[3] == "01" and fields[9] in inodes:
-                    count += 1
-    return count
+    return sum(
+        1
+        for c in psutil.Process(pid).net_connections(kind="tcp")
+        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED
+    )
 
 
 VALUES = {"topic": "billing", "ticket": "AB-1", "audience": "engineers"}

@@ -352,10 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    from registry.cli import database_url, settings_or_exit
+    from registry.cli import attached_database
 
-    settings = settings_or_exit()
-    with database_url(settings) as url:
+    with attached_database() as url:
         total = asyncio.run(
             seed(url, tenants=args.tenants, prompts=args.prompts, big=args.big, seed=args.seed)
         )

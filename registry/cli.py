@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -18,6 +18,7 @@ import click
 import httpx
 from sqlalchemy.exc import SQLAlchemyError
 
+from registry import sync
 from registry.config import Settings, SettingsError, load_settings
 from registry.db import migrate as migrations
 from registry.db.embedded import EmbeddedError, EmbeddedPostgres
@@ -29,56 +30,120 @@ from registry.tenants import service as tenants
 T = TypeVar("T")
 
 
+class CommandError(Exception):
+    """A command's own refusal (bad argument, nothing to do): one line on stderr, exit status 1."""
+
+
 def fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(1)
 
 
-def settings_or_exit(**overrides: Any) -> Settings:
-    try:
-        return load_settings(**overrides)
-    except SettingsError as error:
-        fail(str(error))
+class Registry:
+    """What every command works in: the settings (read once), and the database, opened once and
+    only by the commands that need it (the embedded server, migrated on the way, or the external
+    one, checked to be at head)."""
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+        self._url: str | None = None
+        self._exit = contextlib.ExitStack()
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    def override(self, **values: Any) -> Settings:
+        """The settings with command-line options applied over the environment."""
+        self._settings = load_settings(**{k: v for k, v in values.items() if v is not None})
+        return self._settings
+
+    def url(self, *, serve: bool = False, migrate: bool = False) -> str:
+        """A database at head, opened once for this command and released when it ends: the
+        embedded server (attached to, or started and owned with ``serve``; migrated on the way), or
+        the external one (checked to be at head, or upgraded with ``migrate``)."""
+        if self._url is None:
+            settings = self.settings
+            if settings.embedded:
+                server = EmbeddedPostgres(settings.data_dir)
+                self._url = self._exit.enter_context(server.serve() if serve else server.attach())
+                if serve:
+                    click.echo(f"embedded PostgreSQL ready in {server.data_dir}", err=True)
+                migrations.upgrade(self._url)
+            else:
+                external = settings.database_dsn()
+                assert external is not None
+                if migrate:
+                    migrations.upgrade(external)
+                else:
+                    self.run(lambda db: migrations.check_at_head(db.engine), external)
+                self._url = external
+        return self._url
+
+    def run(self, work: Callable[[Database], Awaitable[T]], url: str | None = None) -> T:
+        """Run ``work`` on a small pool of the database, in an event loop of its own."""
+        target = url or self.url()
+
+        async def main() -> T:
+            db = Database(target, pool_size=1, max_overflow=1)
+            try:
+                return await work(db)
+            finally:
+                await db.dispose()
+
+        return asyncio.run(main())
+
+    def close(self) -> None:
+        self._exit.close()
 
 
-@contextmanager
-def friendly_errors() -> Iterator[None]:
-    """Every expected failure ends as one line on stderr and exit status 1."""
+@contextlib.contextmanager
+def attached_database() -> Iterator[str]:
+    """The URL of a database at head, for scripts beside the CLI (bench/): the embedded server
+    attached (and released afterwards), or the external one."""
+    registry = Registry()
     try:
-        yield
-    except (RegistryError, EmbeddedError) as error:
-        fail(str(error))
-    except (SQLAlchemyError, OSError) as error:
+        yield registry.url()
+    finally:
+        registry.close()
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, SQLAlchemyError | OSError) and not isinstance(error, httpx.TransportError):
         # Never echo the URL: it may hold a password.
-        fail(f"database error ({type(error).__name__}): {str(error).splitlines()[0]}")
-
-
-@contextmanager
-def database_url(settings: Settings) -> Iterator[str]:
-    """A URL for a database at head: the embedded server (migrated on the way), else the external one."""
-    if settings.embedded:
-        with EmbeddedPostgres(settings.data_dir).attach() as url:
-            migrations.upgrade(url)
-            yield url
-        return
-    external = settings.database_dsn()
-    assert external is not None
-    run(lambda db: migrations.check_at_head(db.engine), external)
-    yield external
-
-
-def run(work: Callable[[Database], Awaitable[T]], url: str) -> T:
-    async def main() -> T:
-        db = Database(url, pool_size=1, max_overflow=1)
+        return f"database error ({type(error).__name__}): {str(error).splitlines()[0]}"
+    if isinstance(error, httpx.TransportError):
         try:
-            return await work(db)
+            where = f"{error.request.url.scheme}://{error.request.url.netloc.decode()}"
+        except RuntimeError:  # no request attached
+            where = "the registry"
+        return f"cannot reach {where}: {error}"
+    return str(error)
+
+
+class RegistryGroup(click.Group):
+    """Runs every command inside one Registry context and one error path: whatever a command
+    expects to go wrong ends as one line on stderr and exit status 1, with nothing written."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        ctx.obj = registry_context = Registry()
+        try:
+            return super().invoke(ctx)
+        except (
+            CommandError, RegistryError, EmbeddedError, SettingsError, SQLAlchemyError, OSError,
+            httpx.TransportError, sync.FileError,
+        ) as error:  # fmt: skip
+            fail(_one_line(error))
         finally:
-            await db.dispose()
-
-    return asyncio.run(main())
+            registry_context.close()
 
 
-@click.group()
+pass_registry = click.make_pass_decorator(Registry)
+
+
+@click.group(cls=RegistryGroup)
 @click.version_option(package_name="prompt-registry")
 def main() -> None:
     """Prompt Registry: prompt templates in PostgreSQL, served over MCP."""
@@ -95,21 +160,19 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 @click.option("--host", default=None, help="Interface to listen on [REGISTRY_HOST, 127.0.0.1].")
 @click.option("--port", type=int, default=None, help="Port to listen on [REGISTRY_PORT, 8000].")
 @click.option("--workers", type=int, default=None, help="Worker processes [REGISTRY_WORKERS, 1].")
-def serve(host: str | None, port: int | None, workers: int | None) -> None:
+@pass_registry
+def serve(registry: Registry, host: str | None, port: int | None, workers: int | None) -> None:
     """Run the registry (REST API and MCP endpoint) with uvicorn."""
     import uvicorn
 
     from registry.logs import configure_logging, logging_config
 
-    overrides = {
-        k: v for k, v in {"host": host, "port": port, "workers": workers}.items() if v is not None
-    }
-    settings = settings_or_exit(**overrides)
+    settings = registry.override(host=host, port=port, workers=workers)
     configure_logging(settings.log_level, settings.log_json)
     # Until uvicorn installs its own handlers, SIGTERM unwinds like Ctrl-C so the database stops.
     signal.signal(signal.SIGTERM, _raise_interrupt)
-
-    def launch(url: str) -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        url = registry.url(serve=True)
         os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
         if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # /metrics adds up every worker
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="registry-metrics-")
@@ -123,33 +186,12 @@ def serve(host: str | None, port: int | None, workers: int | None) -> None:
             timeout_graceful_shutdown=10,
         )
 
-    with friendly_errors():
-        try:
-            if settings.embedded:
-                server = EmbeddedPostgres(settings.data_dir)
-                with server.serve() as url:
-                    click.echo(f"embedded PostgreSQL ready in {server.data_dir}", err=True)
-                    migrations.upgrade(url)
-                    launch(url)
-            else:
-                with database_url(settings) as url:
-                    launch(url)
-        except KeyboardInterrupt:
-            pass
-
 
 @main.command()
-def migrate() -> None:
+@pass_registry
+def migrate(registry: Registry) -> None:
     """Upgrade the database (REGISTRY_DATABASE_URL, or the embedded server) to the newest schema."""
-    settings = settings_or_exit()
-    with friendly_errors():
-        if settings.embedded:
-            with EmbeddedPostgres(settings.data_dir).attach() as url:
-                migrations.upgrade(url)
-        else:
-            external = settings.database_dsn()
-            assert external is not None
-            migrations.upgrade(external)
+    registry.url(migrate=True)
     click.echo(f"database schema at {migrations.head_revision()}", err=True)
 
 
@@ -165,39 +207,34 @@ def tenant() -> None:
 @click.argument("slug")
 @click.option("--title", default=None, help="Human-readable name.")
 @click.option("--public-read", is_flag=True, help="Serve the MCP endpoint without an API key.")
-def tenant_create(slug: str, title: str | None, public_read: bool) -> None:
+@pass_registry
+def tenant_create(registry: Registry, slug: str, title: str | None, public_read: bool) -> None:
     """Create a tenant named SLUG."""
-    settings = settings_or_exit()
-    with friendly_errors():
-        tenants.check_slug(slug)
+    tenants.check_slug(slug)
 
-        async def work(db: Database) -> uuid.UUID:
-            async with db.app_tx() as session:
-                created = await tenants.create_tenant(
-                    session, slug=slug, title=title, public_read=public_read, actor=tenants.OPERATOR
-                )
-                return created.id
+    async def work(db: Database) -> uuid.UUID:
+        async with db.app_tx() as session:
+            created = await tenants.create_tenant(
+                session, slug=slug, title=title, public_read=public_read, actor=tenants.OPERATOR
+            )
+            return created.id
 
-        with database_url(settings) as url:
-            tenant_id = run(work, url)
-    click.echo(f"created tenant {slug} ({tenant_id})")
+    click.echo(f"created tenant {slug} ({registry.run(work)})")
 
 
 @tenant.command("list")
-def tenant_list() -> None:
+@pass_registry
+def tenant_list(registry: Registry) -> None:
     """List tenants."""
-    settings = settings_or_exit()
-    with friendly_errors(), database_url(settings) as url:
 
-        async def work(db: Database) -> list[tuple[str, ...]]:
-            async with db.app_tx() as session:
-                return [
-                    (t.slug, str(t.id), "public" if t.public_read else "private", t.title or "")
-                    for t in await tenants.list_tenants(session)
-                ]
+    async def work(db: Database) -> list[tuple[str, ...]]:
+        async with db.app_tx() as session:
+            return [
+                (t.slug, str(t.id), "public" if t.public_read else "private", t.title or "")
+                for t in await tenants.list_tenants(session)
+            ]
 
-        rows = run(work, url)
-    _table(("SLUG", "ID", "READ", "TITLE"), rows)
+    _table(("SLUG", "ID", "READ", "TITLE"), registry.run(work))
 
 
 # --- keys -------------------------------------------------------------------------------------
@@ -215,75 +252,71 @@ def key() -> None:
 )
 @click.option("--name", default=None, help="A name to recognise the key by.")
 @click.option("--expires-in-days", type=click.IntRange(min=1), default=None, help="Expiry.")
-def key_create(slug: str, role: str, name: str | None, expires_in_days: int | None) -> None:
+@pass_registry
+def key_create(
+    registry: Registry, slug: str, role: str, name: str | None, expires_in_days: int | None
+) -> None:
     """Create a key; its secret is printed once, alone on stdout."""
-    settings = settings_or_exit()
+    tenants.check_slug(slug)
     expires_at = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days else None
-    with friendly_errors():
-        tenants.check_slug(slug)
 
-        async def work(db: Database) -> tuple[str, str, str]:
-            async with db.app_tx() as session:
-                found = await tenants.get_tenant(session, slug)
-                await enter_tenant(session, found.id)
-                created, secret = await tenants.create_key(
-                    session, tenant=found, role=role, name=name, actor=tenants.OPERATOR,
-                    expires_at=expires_at,
-                )  # fmt: skip
-                return secret, str(created.id), created.name
+    async def work(db: Database) -> tuple[str, str, str]:
+        async with db.app_tx() as session:
+            found = await tenants.get_tenant(session, slug)
+            await enter_tenant(session, found.id)
+            created, secret = await tenants.create_key(
+                session, tenant=found, role=role, name=name, actor=tenants.OPERATOR,
+                expires_at=expires_at,
+            )  # fmt: skip
+            return secret, str(created.id), created.name
 
-        with database_url(settings) as url:
-            secret, key_id, key_name = run(work, url)
+    secret, key_id, key_name = registry.run(work)
     click.echo(f"created {role} key {key_name} ({key_id}) for tenant {slug}", err=True)
     click.echo(secret)
 
 
 @key.command("list")
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
-def key_list(slug: str) -> None:
+@pass_registry
+def key_list(registry: Registry, slug: str) -> None:
     """List a tenant's keys (never their secrets)."""
-    settings = settings_or_exit()
-    with friendly_errors():
-        tenants.check_slug(slug)
+    tenants.check_slug(slug)
 
-        async def work(db: Database) -> list[tuple[str, ...]]:
-            async with db.app_tx() as session:
-                found = await tenants.get_tenant(session, slug)
-                await enter_tenant(session, found.id)
-                return [
-                    (str(k.id), k.name, k.role, _when(k.created_at), _when(k.expires_at),
-                     _when(k.revoked_at), _when(k.last_used_at))
-                    for k in await tenants.list_keys(session, found.id)
-                ]  # fmt: skip
+    async def work(db: Database) -> list[tuple[str, ...]]:
+        async with db.app_tx() as session:
+            found = await tenants.get_tenant(session, slug)
+            await enter_tenant(session, found.id)
+            return [
+                (str(k.id), k.name, k.role, _when(k.created_at), _when(k.expires_at),
+                 _when(k.revoked_at), _when(k.last_used_at))
+                for k in await tenants.list_keys(session, found.id)
+            ]  # fmt: skip
 
-        with database_url(settings) as url:
-            rows = run(work, url)
-    _table(("ID", "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED", "LAST USED"), rows)
+    _table(("ID", "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED", "LAST USED"), registry.run(work))
 
 
 @key.command("revoke")
 @click.argument("key_id")
-def key_revoke(key_id: str) -> None:
+@pass_registry
+def key_revoke(registry: Registry, key_id: str) -> None:
     """Revoke the key KEY_ID at once."""
-    settings = settings_or_exit()
     try:
         parsed = uuid.UUID(key_id)
     except ValueError:
-        fail(f"invalid key id {key_id!r}: expected a UUID as shown by `registry key list`")
-    with friendly_errors():
+        raise CommandError(
+            f"invalid key id {key_id!r}: expected a UUID as shown by `registry key list`"
+        ) from None
 
-        async def work(db: Database) -> str:
-            async with db.operator_tx() as session:
-                tenant_id = await tenants.find_key_tenant(session, parsed)
-            async with db.tenant_tx(tenant_id) as session:
-                revoked = await tenants.revoke_key(
-                    session, tenant_id=tenant_id, key_id=parsed, actor=tenants.OPERATOR
-                )
-                return revoked.name
+    async def work(db: Database) -> str:
+        async with db.operator_tx() as session:
+            tenant_id = await tenants.find_key_tenant(session, parsed)
+        async with db.tenant_tx(tenant_id) as session:
+            revoked = await tenants.revoke_key(
+                session, tenant_id=tenant_id, key_id=parsed, actor=tenants.OPERATOR
+            )
+            return revoked.name
 
-        with database_url(settings) as url:
-            name = run(work, url)
-    click.echo(f"revoked key {name} ({parsed})")
+    click.echo(f"revoked key {registry.run(work)} ({parsed})")
 
 
 # --- MCP over stdio ---------------------------------------------------------------------------
@@ -292,17 +325,16 @@ def key_revoke(key_id: str) -> None:
 @main.command("mcp-stdio")
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
 @click.option("--label", default=None, help="Serve this label instead of the tenant's default.")
-def mcp_stdio(slug: str, label: str | None) -> None:
+@pass_registry
+def mcp_stdio(registry: Registry, slug: str, label: str | None) -> None:
     """Serve a tenant's prompts over MCP on stdin/stdout (for clients that launch a command)."""
     from registry.logs import configure_logging
     from registry.mcp.stdio import run_stdio
 
-    settings = settings_or_exit()
+    settings = registry.settings
     configure_logging(settings.log_level, settings.log_json)  # logs go to stderr, never stdout
-    with friendly_errors():
-        tenants.check_slug(slug)
-        with database_url(settings) as url:
-            run(lambda db: run_stdio(db, settings, slug, label), url)
+    tenants.check_slug(slug)
+    registry.run(lambda db: run_stdio(db, settings, slug, label))
 
 
 # --- push / pull ------------------------------------------------------------------------------
@@ -329,19 +361,14 @@ def push(folder: Path, slug: str, url: str, key: str, dry_run: bool) -> None:
     """Push every prompt file in FOLDER (NAME.yaml, NAME.md) to the tenant.
 
     Unchanged files write nothing; a bad file is reported and the others still go."""
-    from registry import sync
-
     files = sync.prompt_files(folder)
     if not files:
-        fail(f"no prompt files (*.yaml, *.yml, *.md) in {folder}")
-    client = sync.Client(url, key, slug)
-    try:
-        with click.progressbar(length=len(files), label="pushing", file=sys.stderr) as bar:
-            outcomes = sync.push(client, folder, dry_run=dry_run, progress=lambda _: bar.update(1))
-    except httpx.TransportError as error:
-        fail(f"cannot reach {url}: {error}")
-    finally:
-        client.close()
+        raise CommandError(f"no prompt files (*.yaml, *.yml, *.md) in {folder}")
+    with (
+        contextlib.closing(sync.Client(url, key, slug)) as client,
+        click.progressbar(length=len(files), label="pushing", file=sys.stderr) as bar,
+    ):
+        outcomes = sync.push(client, folder, dry_run=dry_run, progress=lambda _: bar.update(1))
     _report(outcomes, dry_run=dry_run)
 
 
@@ -353,22 +380,11 @@ def push(folder: Path, slug: str, url: str, key: str, dry_run: bool) -> None:
 @click.option("--label", default=None, help="Pull the version under this label (default: latest).")
 def pull(folder: Path, slug: str, url: str, key: str, label: str | None) -> None:
     """Write the tenant's prompts into FOLDER, one NAME.yaml per prompt (blobs under FOLDER/blobs)."""
-    from registry import sync
-
     folder.mkdir(parents=True, exist_ok=True)
-    client = sync.Client(url, key, slug)
-    try:
+    with contextlib.closing(sync.Client(url, key, slug)) as client:
         names = sync.list_names(client)
-        outcomes = []
         with click.progressbar(names, label="pulling", file=sys.stderr) as bar:
-            for name in bar:
-                outcomes.append(sync.pull_prompt(client, name, folder, label=label))
-    except sync.FileError as error:
-        fail(str(error))
-    except httpx.TransportError as error:
-        fail(f"cannot reach {url}: {error}")
-    finally:
-        client.close()
+            outcomes = [sync.pull_prompt(client, name, folder, label=label) for name in bar]
     _report(outcomes, dry_run=False)
 
 

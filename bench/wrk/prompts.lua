@@ -92,8 +92,14 @@ function response(status, headers, body)
   end
 end
 
+-- One JSON line with every figure bench/run reads (times in microseconds); nothing else is parsed.
 function done(summary, latency, requests)
   local total = 0
   for _, thread in ipairs(threads) do total = total + (thread:get("errors") or 0) end
-  io.write(string.format("JSON-RPC errors: %d\n", total))
+  local e = summary.errors
+  io.write(string.format(
+    '{"bench":1,"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"max_us":%d,'
+      .. '"jsonrpc_errors":%d,"non_2xx":%d,"socket_errors":%d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    latency.max, total, e.status, e.connect + e.read + e.write + e.timeout))
 end

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from registry.db.engine import Database
-from registry.db.migrate import check_at_head, head_revision
+from registry.db.migrate import check_at_head, head_revision, ping
 from registry.errors import SchemaNotAtHead
 from registry.metrics import exposition
 
@@ -24,8 +23,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> JSONResponse:
     db: Database = request.app.state.db
     try:
-        async with db.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        await ping(db.engine)
         await check_at_head(db.engine)
     except SchemaNotAtHead as error:
         return JSONResponse({"status": "unavailable", "reason": error.message}, status_code=503)

@@ -7,8 +7,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from registry.api.auth import require_credential, tenant_scope
+from registry.api.paging import pages
 from registry.config import Settings
-from registry.db.pagination import Page
+from registry.db.pagination import Page, PageRequest
 from registry.errors import InvalidInput
 from registry.naming import MIME_RE
 from registry.prompts import blobs, bundles, diff, reading, rendering, writing
@@ -35,7 +36,7 @@ from registry.prompts.schemas import (
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}", tags=["prompts"], dependencies=[Depends(require_credential)]
 )
-Limit = Annotated[int, Query(ge=1, le=500)]
+Pages = Annotated[PageRequest, Depends(pages(50))]
 IfMatch = Annotated[
     str | None,
     Header(
@@ -68,8 +69,7 @@ def _etag(response: Response, version: int) -> None:
 async def list_prompts(
     tenant: str,
     request: Request,
-    cursor: str | None = None,
-    limit: Limit = 50,
+    page: Pages,
     prefix: str | None = None,
     tag: str | None = None,
     label: str | None = None,
@@ -82,8 +82,7 @@ async def list_prompts(
         return await reading.list_prompts(
             scope.session,
             scope.tenant,
-            cursor=cursor,
-            limit=limit,
+            page,
             prefix=prefix,
             tag=tag,
             label=label,
@@ -156,12 +155,10 @@ async def unarchive_prompt(tenant: str, name: str, request: Request) -> PromptOu
     summary="Versions, newest first",
 )
 async def list_versions(
-    tenant: str, name: str, request: Request, cursor: str | None = None, limit: Limit = 50
+    tenant: str, name: str, request: Request, page: Pages
 ) -> Page[VersionSummary]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await reading.list_versions(
-            scope.session, scope.tenant, name, cursor=cursor, limit=limit
-        )
+        return await reading.list_versions(scope.session, scope.tenant, name, page)
 
 
 @router.post(
@@ -285,13 +282,10 @@ async def label_history(
     name: str,
     label: str,
     request: Request,
-    cursor: str | None = None,
-    limit: Limit = 50,
+    page: Pages,
 ) -> Page[LabelHistoryOut]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await reading.label_history(
-            scope.session, scope.tenant, name, label=label, cursor=cursor, limit=limit
-        )
+        return await reading.label_history(scope.session, scope.tenant, name, page, label=label)
 
 
 @router.get(
@@ -300,12 +294,10 @@ async def label_history(
     summary="Every label move of a prompt",
 )
 async def prompt_label_history(
-    tenant: str, name: str, request: Request, cursor: str | None = None, limit: Limit = 50
+    tenant: str, name: str, request: Request, page: Pages
 ) -> Page[LabelHistoryOut]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await reading.label_history(
-            scope.session, scope.tenant, name, label=None, cursor=cursor, limit=limit
-        )
+        return await reading.label_history(scope.session, scope.tenant, name, page, label=None)
 
 
 @router.post(

@@ -6,11 +6,12 @@ import logging
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from registry.api.auth import require_credential, require_operator, tenant_scope
+from registry.api.paging import pages
 from registry.db.engine import Database
-from registry.db.pagination import Page, decode_cursor, encode_cursor
+from registry.db.pagination import Page, PageRequest
 from registry.principal import Principal
 from registry.tenants import service
 from registry.tenants.schemas import (
@@ -28,6 +29,7 @@ router = APIRouter(
 )
 logger = logging.getLogger("registry.api")
 Operator = Annotated[Principal, Depends(require_operator)]
+Pages = Annotated[PageRequest, Depends(pages(100))]
 
 
 @router.post("", status_code=201, response_model=TenantOut, summary="Create a tenant (operator)")
@@ -45,23 +47,10 @@ async def create_tenant(body: TenantCreate, request: Request, operator: Operator
 
 
 @router.get("", response_model=Page[TenantOut], summary="List tenants (operator)")
-async def list_tenants(
-    request: Request,
-    operator: Operator,
-    cursor: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
-) -> Page[TenantOut]:
+async def list_tenants(request: Request, operator: Operator, page: Pages) -> Page[TenantOut]:
     db: Database = request.app.state.db
-    after = decode_cursor(cursor, str)
     async with db.app_tx() as session:
-        found = [
-            t for t in await service.list_tenants(session) if after is None or t.slug > after[0]
-        ]
-    page = found[:limit]
-    return Page(
-        items=[TenantOut.model_validate(t) for t in page],
-        next_cursor=encode_cursor(page[-1].slug) if len(found) > limit else None,
-    )
+        return await service.tenants_page(session, page)
 
 
 @router.get("/{tenant}", response_model=TenantOut, summary="A tenant's settings")
@@ -122,12 +111,11 @@ async def revoke_key(tenant: str, key_id: uuid.UUID, request: Request) -> Respon
 async def list_audit(
     tenant: str,
     request: Request,
-    cursor: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    page: Pages,
     action: str | None = None,
     target: str | None = None,
 ) -> Page[AuditOut]:
     async with tenant_scope(request, tenant, "admin") as scope:
         return await service.list_audit(
-            scope.session, scope.tenant, cursor=cursor, limit=limit, action=action, target=target
+            scope.session, scope.tenant, page, action=action, target=target
         )

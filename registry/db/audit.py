@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import func, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db.models import AuditLog, ChangeLog
+from registry.db import repository as repo
 
 
 async def record_audit(
@@ -21,15 +20,14 @@ async def record_audit(
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
 ) -> None:
-    await session.execute(
-        insert(AuditLog).values(
-            tenant_id=tenant_id,
-            actor=actor,
-            action=action,
-            target=target,
-            before=before,
-            after=after,
-        )
+    await repo.insert_audit(
+        session,
+        tenant_id=tenant_id,
+        actor=actor,
+        action=action,
+        target=target,
+        before=before,
+        after=after,
     )
 
 
@@ -59,7 +57,5 @@ async def flush_changes(session: AsyncSession) -> list[int]:
     pending = session.info.pop(_PENDING, None)
     if not pending:
         return []
-    # created_at: the moment of appending, i.e. just before the commit (not the transaction's start).
-    rows = [{**row, "created_at": func.clock_timestamp()} for row in pending]
-    result = await session.execute(insert(ChangeLog).values(rows).returning(ChangeLog.seq))
-    return sorted(int(seq) for seq in result.scalars())  # numbered in the order of the queue
+    # Stamped at the moment of appending, i.e. just before the commit (not the transaction's start).
+    return await repo.append_changes(session, pending)

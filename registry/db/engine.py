@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import asyncpg
-from sqlalchemy import make_url, text
+from sqlalchemy import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -22,18 +22,12 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from registry.db import repository as repo
 from registry.db.audit import flush_changes
 from registry.db.errors import translate_db_error
-from registry.db.secrets import read_secret
+from registry.tokens import TokenCodec
 
 APP_ROLE = "registry_app"
-
-# One round trip: drop to the application role and set the tenant, both for this transaction only.
-_ENTER_TENANT = text(
-    "SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, true)"
-)
-_ENTER_APP = text("SELECT set_config('role', :role, true)")
-_SET_TENANT = text("SELECT set_config('registry.tenant_id', :tenant, true)")
 
 
 class Database:
@@ -48,7 +42,7 @@ class Database:
         )
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         self.pool_size = pool_size
-        self._mac_key: bytes | None = None
+        self._tokens: TokenCodec | None = None
         self._reads: asyncpg.Pool | None = None
         self._reads_opening: asyncio.Lock | None = None
 
@@ -71,12 +65,13 @@ class Database:
                     )
         return self._reads
 
-    async def mac_key(self) -> bytes:
-        """The MAC key for cursors and request state (read once, then kept)."""
-        if self._mac_key is None:
+    async def tokens(self) -> TokenCodec:
+        """The codec of the opaque tokens handed to clients (cursors, request state), keyed with the
+        server-wide secret (read once, then kept)."""
+        if self._tokens is None:
             async with self.app_tx() as session:
-                self._mac_key = await read_secret(session, "mac")
-        return self._mac_key
+                self._tokens = TokenCodec(await repo.read_secret(session, "mac"))
+        return self._tokens
 
     async def dispose(self) -> None:
         if self._reads is not None:
@@ -98,7 +93,7 @@ class Database:
     async def tenant_tx(self, tenant_id: uuid.UUID) -> AsyncIterator[AsyncSession]:
         """A transaction as the application role that sees only ``tenant_id``'s rows."""
         async with self._transaction() as session:
-            await session.execute(_ENTER_TENANT, {"role": APP_ROLE, "tenant": str(tenant_id)})
+            await repo.enter_role(session, APP_ROLE, tenant_id)
             yield session
 
     @asynccontextmanager
@@ -108,7 +103,7 @@ class Database:
         Used to resolve a tenant (or create one) before entering it with ``enter_tenant``.
         """
         async with self._transaction() as session:
-            await session.execute(_ENTER_APP, {"role": APP_ROLE})
+            await repo.enter_role(session, APP_ROLE)
             yield session
 
     @asynccontextmanager
@@ -163,7 +158,7 @@ class LazyTx:
 
 async def enter_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:
     """Scope the rest of an ``app_tx`` transaction to one tenant (after resolving or creating it)."""
-    await session.execute(_SET_TENANT, {"tenant": str(tenant_id)})
+    await repo.set_tenant(session, tenant_id)
 
 
 def asyncpg_arguments(url: str, application_name: str = "registry-listener") -> dict[str, object]:

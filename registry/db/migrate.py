@@ -8,10 +8,9 @@ from importlib.resources import files
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
-from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from registry.db import repository as repo
 from registry.errors import SchemaNotAtHead
 
 
@@ -45,11 +44,13 @@ def downgrade(url: str, revision: str) -> None:
 
 async def current_revision(engine: AsyncEngine) -> str | None:
     async with engine.connect() as conn:
-        try:
-            result = await conn.execute(text("SELECT version_num FROM alembic_version"))
-        except ProgrammingError:  # no alembic_version table: never migrated
-            return None
-        return result.scalar_one_or_none()
+        return await repo.migration_revision(conn)
+
+
+async def ping(engine: AsyncEngine) -> None:
+    """One round trip (raises the driver's error when the database cannot be reached)."""
+    async with engine.connect() as conn:
+        await repo.ping(conn)
 
 
 async def check_at_head(engine: AsyncEngine) -> None:

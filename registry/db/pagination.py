@@ -1,19 +1,24 @@
-"""Opaque keyset cursors for the REST API: base64url of the last row's key."""
+"""Keyset pages for the REST API: one page of items, and an opaque cursor to the next.
+
+A cursor is a signed token (registry.tokens) of the last row's key, bound to the tenant and the
+listing it continues, and valid for a day: a cursor that was altered, or that belongs to another
+listing, is refused (422 on ``cursor``) instead of being read.
+"""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from registry.errors import InvalidInput
+from registry.tokens import ExpiredToken, InvalidToken, TokenCodec
 
 T = TypeVar("T")
 R = TypeVar("R")
+MAX_AGE_SECONDS = 24 * 3600
 
 
 class Page(BaseModel, Generic[T]):
@@ -23,33 +28,45 @@ class Page(BaseModel, Generic[T]):
     next_cursor: str | None = None
 
 
-def encode_cursor(*key: Any) -> str:
-    raw = json.dumps(list(key), separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+@dataclass(frozen=True)
+class PageRequest:
+    """Which page a caller asked for: ``limit`` items after the key in ``cursor`` (None: the first)."""
 
+    limit: int
+    cursor: str | None
+    tokens: TokenCodec
 
-def decode_cursor(token: str | None, *types: type) -> tuple[Any, ...] | None:
-    """The key in ``token`` checked against ``types``, or None for no cursor; bad → 422 on cursor."""
-    if token is None or token == "":
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        key = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidInput(
-            "cursor is not valid: pass next_cursor back unchanged", field="cursor"
-        ) from None
-    if not isinstance(key, list) or len(key) != len(types):
-        raise InvalidInput("cursor is not valid: pass next_cursor back unchanged", field="cursor")
-    for value, expected in zip(key, types, strict=True):
-        if not isinstance(value, expected) or isinstance(value, bool):
+    def after(self, listing: Sequence[Any], *types: type) -> tuple[Any, ...] | None:
+        """The key to continue after, checked against ``types``; ``listing`` names what is listed
+        (the tenant and the collection) and must be the one the cursor was issued for."""
+        if not self.cursor:
+            return None
+        try:
+            key = self.tokens.open("rest-cursor", listing, self.cursor, max_age=MAX_AGE_SECONDS)
+        except ExpiredToken:
+            raise InvalidInput(
+                "cursor has expired: list again from the first page", field="cursor"
+            ) from None
+        except InvalidToken:
+            key = None
+        if (
+            key is None
+            or len(key) != len(types)
+            or not all(
+                isinstance(v, t) and not isinstance(v, bool)
+                for v, t in zip(key, types, strict=True)
+            )
+        ):
             raise InvalidInput(
                 "cursor is not valid: pass next_cursor back unchanged", field="cursor"
             )
-    return tuple(key)
+        return tuple(key)
 
-
-def cut(rows: Sequence[R], limit: int, key: Callable[[R], Any]) -> tuple[Sequence[R], str | None]:
-    """Rows fetched with ``limit + 1``: the page, and the cursor to the next one if there is more."""
-    page = rows[:limit]
-    return page, encode_cursor(key(page[-1])) if len(rows) > limit else None
+    def cut(
+        self, listing: Sequence[Any], rows: Sequence[R], key: Callable[[R], Any]
+    ) -> tuple[Sequence[R], str | None]:
+        """Rows fetched with ``limit + 1``: the page, and the cursor to the next one if there is more."""
+        page = rows[: self.limit]
+        if len(rows) <= self.limit:
+            return page, None
+        return page, self.tokens.issue("rest-cursor", listing, [key(page[-1])])

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
+from registry.db.repository import probe
 from registry.events.hub import Hub
 from registry.metrics import LISTENER_RECONNECTS, NOTIFICATIONS_SENT
 
@@ -114,7 +115,7 @@ class ChangeFeed:
                 await asyncio.wait_for(self._lost.wait(), self.probe_seconds)
             if self._lost.is_set() or connection.is_closed():
                 raise ConnectionResetError("LISTEN connection terminated")
-            await asyncio.wait_for(connection.fetchval("SELECT 1"), self.probe_seconds)
+            await asyncio.wait_for(probe(connection), self.probe_seconds)
 
     async def stop(self) -> None:
         self._stopped = True

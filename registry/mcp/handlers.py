@@ -1,37 +1,32 @@
-"""The MCP methods, one dispatch table, and the one place exceptions become JSON-RPC errors.
+"""The MCP methods and their dispatch table.
 
-Handlers are transport-free: the Streamable HTTP endpoint and the stdio transport both build a
-``Call`` (a tenant-scoped database session, the served label, the negotiated revision) and dispatch.
+Handlers are transport-free: the protocol core (registry.mcp.core) builds a ``Call`` (a tenant-scoped
+database session, the served label, the negotiated revision) and dispatches; what a handler raises
+becomes a JSON-RPC error through the one table in registry.mcp.errors.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import McpSession, Tenant
-from registry.errors import RegistryError
-from registry.mcp import caching, request_state, shaping
+from registry.mcp import caching, errors, request_state, shaping
 from registry.mcp import cursor as cursors
 from registry.mcp.caching import McpCaches
+from registry.mcp.errors import InvalidParams, MethodNotFound
 from registry.mcp.protocol import (
     ALL_REVISIONS,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
     LATEST_SESSION_REVISION,
-    METHOD_NOT_FOUND,
     SESSION_REVISIONS,
     STATELESS_REVISIONS,
-    McpError,
     Message,
     error_message,
     result_message,
@@ -41,8 +36,7 @@ from registry.principal import Principal
 from registry.prompts import completion, reading, rendering
 from registry.sessions import service as sessions
 from registry.templates.arguments import InvalidArgument
-
-logger = logging.getLogger("registry.mcp")
+from registry.tokens import TokenCodec
 
 ELICITATION_KEY = "arguments"  # the inputRequests key of the argument form
 # Real clients stop walking after 64 pages, so a large tenant's list must fit in about 50.
@@ -60,7 +54,7 @@ class Call:
     principal: Principal
     revision: str
     settings: Settings
-    mac_key: bytes
+    tokens: TokenCodec
     caches: McpCaches
     session: McpSession | None = None
     # Declared per request in 2026-07-28 (`_meta`); never inferred from earlier requests.
@@ -162,7 +156,7 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = ListParams.model_validate(params)
     if parsed.cursor is not None:
         after, size = cursors.decode(
-            call.mac_key,
+            call.tokens,
             parsed.cursor,
             call.tenant.id,
             call.label,
@@ -189,7 +183,7 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         result["cacheScope"] = "private"
     if listed.more and listed.last_name is not None:
         result["nextCursor"] = cursors.encode(
-            call.mac_key, call.tenant.id, call.label, listed.last_name, size
+            call.tokens, call.tenant.id, call.label, listed.last_name, size
         )
     return result
 
@@ -265,7 +259,7 @@ async def _ask_for_arguments(
             required.append(spec.name)
     message = description or f"The prompt {name!r} needs: {', '.join(required)}"
     state = request_state.issue(
-        call.mac_key,
+        call.tokens,
         call.tenant.id,
         call.label,
         parsed.name,
@@ -296,7 +290,7 @@ def _answered(call: Call, parsed: GetParams, arguments: dict[str, str]) -> dict[
     """The arguments of a retry: the original ones plus what the user filled in the form."""
     assert parsed.requestState is not None
     request_state.verify(
-        call.mac_key,
+        call.tokens,
         parsed.requestState,
         call.tenant.id,
         call.label,
@@ -309,24 +303,19 @@ def _answered(call: Call, parsed: GetParams, arguments: dict[str, str]) -> dict[
         return arguments  # not answered: rendering asks again
     action = response.get("action")
     if action in ("decline", "cancel"):
-        raise McpError(
-            INVALID_PARAMS,
-            f"the user {action}d to provide the prompt's arguments (missing required arguments)",
+        raise InvalidParams(
+            f"the user {action}d to provide the prompt's arguments (missing required arguments)"
         )
     content = response.get("content") if action == "accept" else None
     if not isinstance(content, dict):
-        raise McpError(
-            INVALID_PARAMS, "inputResponses.arguments: an accepted form needs its content"
-        )
+        raise InvalidParams("inputResponses.arguments: an accepted form needs its content")
     for key, value in content.items():
         if isinstance(value, bool):
             value = "true" if value else "false"
         elif isinstance(value, int | float):
             value = str(value)
         if not isinstance(value, str):
-            raise McpError(
-                INVALID_PARAMS, f"inputResponses.arguments: {key!r} must be a single value"
-            )
+            raise InvalidParams(f"inputResponses.arguments: {key!r} must be a single value")
         arguments.setdefault(key, value)
     return arguments
 
@@ -334,9 +323,7 @@ def _answered(call: Call, parsed: GetParams, arguments: dict[str, str]) -> dict[
 async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = CompleteParams.model_validate(params)
     if parsed.ref.type != "ref/prompt" or not parsed.ref.name:
-        raise McpError(
-            INVALID_PARAMS, "this server completes prompt arguments only (ref/prompt with a name)"
-        )
+        raise InvalidParams("this server completes prompt arguments only (ref/prompt with a name)")
     values, total = await completion.complete_argument(
         await call.tx.session(),
         call.tenant,
@@ -369,12 +356,6 @@ SESSION_ONLY = frozenset({"ping", "logging/setLevel"})
 STATELESS_ONLY = frozenset({"server/discover"})
 
 
-def _describe(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "params"
-    return f"invalid params: {where}: {first.get('msg', 'invalid')}"
-
-
 async def dispatch(call: Call, message: Message) -> dict[str, Any] | None:
     """Run one request and return its response message (None for notifications and responses)."""
     if message.kind != "request":
@@ -392,23 +373,10 @@ async def _dispatch(call: Call, message: Message) -> dict[str, Any]:
     assert message.method is not None
     handler = HANDLERS.get(message.method)
     stateless = call.revision in STATELESS_REVISIONS
-    if handler is None or message.method in (SESSION_ONLY if stateless else STATELESS_ONLY):
-        return error_message(message.id, METHOD_NOT_FOUND, f"method not found: {message.method}")
     try:
+        if handler is None or message.method in (SESSION_ONLY if stateless else STATELESS_ONLY):
+            raise MethodNotFound(f"method not found: {message.method}")
         return result_message(message.id, await handler(call, message.params))
-    except McpError as error:
-        return error_message(message.id, error.code, error.message, error.data)
-    except ValidationError as error:
-        return error_message(message.id, INVALID_PARAMS, _describe(error))
-    except RegistryError as error:
-        data = {k: v for k, v in error.detail.items() if isinstance(v, str | int | list)}
-        return error_message(message.id, error.jsonrpc_code, error.message, data or None)
-    except Exception:  # the JSON-RPC renderer: nothing internal reaches the client
-        request_id = uuid.uuid4().hex
-        logger.exception(
-            "mcp_internal_error",
-            extra={"fields": {"request_id": request_id, "method": message.method}},
-        )
-        return error_message(
-            message.id, INTERNAL_ERROR, "internal error", {"request_id": request_id}
-        )
+    except Exception as error:  # noqa: BLE001 - the table in registry.mcp.errors decides
+        answer = errors.in_result(error, message.method)
+        return error_message(message.id, answer.code, answer.message, answer.data)

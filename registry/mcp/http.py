@@ -21,19 +21,21 @@ from starlette.responses import Response, StreamingResponse
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
-from registry.errors import Forbidden, NotFound, Unauthenticated
+from registry.errors import NotFound, RegistryError
 from registry.events.hub import Hub, Subscription
-from registry.mcp import handlers, stateless
+from registry.mcp import core, errors, stateless
 from registry.mcp.caching import McpCaches
+from registry.mcp.core import Core
+from registry.mcp.errors import (
+    BodyTooLarge,
+    InvalidRequest,
+    McpError,
+    MethodNotAllowed,
+    NotAcceptable,
+)
 from registry.mcp.protocol import (
     ALL_REVISIONS,
-    INVALID_REQUEST,
-    NOT_FOUND,
-    PARSE_ERROR,
-    UNAUTHORIZED,
-    McpError,
     Message,
-    classify,
     encode_json,
     error_message,
     since,
@@ -59,16 +61,12 @@ def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None =
     )
 
 
-def _error(
-    status: int,
-    code: int,
-    message: str,
-    *,
-    request_id: Any = None,
-    data: Any = None,
-    headers: dict[str, str] | None = None,
-) -> Response:
-    return _json(error_message(request_id, code, message, data), status, headers)
+def _refuse(error: McpError | RegistryError | sessions.SessionGone) -> Response:
+    """The whole request refused: status, code and headers from the one table."""
+    answer = errors.refusal(error)
+    request_id = error.request_id if isinstance(error, McpError) else None
+    message = error_message(request_id, answer.code, answer.message, answer.data)
+    return _json(message, answer.status, answer.headers or None)
 
 
 def origin_allowed(origin: str, allowed: list[str]) -> bool:
@@ -89,6 +87,7 @@ class McpEndpoint:
         self.db = db
         self.hub = hub
         self.caches = caches
+        self.core = Core(settings, db, caches)
         self.idle = timedelta(seconds=settings.session_idle_seconds)
         self.streams: dict[str, Subscription] = {}  # session id -> its open GET stream here
 
@@ -104,11 +103,11 @@ class McpEndpoint:
         """A plain ASGI app (the registry app routes MCP paths here before its middleware)."""
         request = Request(scope, receive)
         if request.method not in ("GET", "POST", "DELETE"):
-            response: Response = _error(
-                405,
-                INVALID_REQUEST,
-                f"method {request.method} is not allowed here",
-                headers={"Allow": "GET, POST, DELETE"},
+            response = _refuse(
+                MethodNotAllowed(
+                    f"method {request.method} is not allowed here",
+                    headers={"Allow": "GET, POST, DELETE"},
+                )
             )
         else:
             response = await self.handle(request)
@@ -128,60 +127,32 @@ class McpEndpoint:
                     break
                 chunks.append(chunk)
         if seen > limit:
-            raise McpError(
-                INVALID_REQUEST,
-                f"request body is larger than the limit of {limit} bytes",
-                http_status=413,
-            )
+            raise BodyTooLarge(f"request body is larger than the limit of {limit} bytes")
         return b"".join(chunks)
 
     async def handle(self, request: Request) -> Response:
-        origin = request.headers.get("origin")
-        if origin is not None and not origin_allowed(origin, self.settings.allowed_origins):
-            return _error(403, UNAUTHORIZED, f"origin {origin!r} is not allowed")
-        label = request.path_params.get("label")
-        if label is not None and not LABEL_RE.fullmatch(label):
-            return _error(404, NOT_FOUND, f"invalid label {label!r} in the path")
-        version = request.headers.get(VERSION_HEADER)
-        if request.method != "POST":
+        try:
+            origin = request.headers.get("origin")
+            if origin is not None and not origin_allowed(origin, self.settings.allowed_origins):
+                raise errors.Forbidden(f"origin {origin!r} is not allowed")
+            label = request.path_params.get("label")
+            if label is not None and not LABEL_RE.fullmatch(label):
+                raise NotFound(f"invalid label {label!r} in the path")
+            if request.method == "POST":
+                return await self.post(request, label)
             if SESSION_HEADER not in request.headers:
                 # 2026-07-28 has no GET stream and no session to delete.
-                return _error(
-                    405,
-                    INVALID_REQUEST,
+                raise MethodNotAllowed(
                     f"{request.method} needs an Mcp-Session-Id (a "
                     "session-era revision); stateless clients use subscriptions/listen",
                     headers={"Allow": "POST"},
                 )
-            if version is not None and version not in ALL_REVISIONS:
-                return _error(400, INVALID_REQUEST, _unsupported(version))
-        try:
-            if request.method == "POST":
-                return await self.post(request, label)
+            _check_version_header(request.headers.get(VERSION_HEADER))
             if request.method == "GET":
                 return await self.get(request, label)
             return await self.delete(request, label)
-        except McpError as error:
-            return _error(
-                error.http_status,
-                error.code,
-                error.message,
-                request_id=error.data,
-                headers=error.headers,
-            )
-        except Unauthenticated as error:
-            return _error(
-                401,
-                UNAUTHORIZED,
-                error.message,
-                headers={"WWW-Authenticate": 'Bearer realm="registry"'},
-            )
-        except Forbidden as error:
-            return _error(403, UNAUTHORIZED, error.message)
-        except NotFound as error:
-            return _error(404, NOT_FOUND, error.message)
-        except sessions.SessionGone:
-            return _error(404, NOT_FOUND, "session not found or ended: initialize a new one")
+        except (McpError, RegistryError, sessions.SessionGone) as error:
+            return _refuse(error)
 
     def _scope(self, request: Request) -> Any:
         return access.tenant_scope(
@@ -218,34 +189,10 @@ class McpEndpoint:
                 directory.put_principal(credential, principal, generation)
         return tenant, principal
 
-    async def _call(
-        self,
-        tx: LazyTx,
-        tenant: Tenant,
-        principal: Principal,
-        label: str | None,
-        revision: str,
-        session: Any = None,
-    ) -> handlers.Call:
-        return handlers.Call(
-            db=self.db,
-            tx=tx,
-            tenant=tenant,
-            label=label or tenant.default_label,
-            principal=principal,
-            revision=revision,
-            settings=self.settings,
-            mac_key=await self.db.mac_key(),
-            caches=self.caches,
-            session=session,
-        )
-
     async def _resume(self, request: Request, scope: TenantScope, label: str | None) -> Any:
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id:
-            raise McpError(
-                INVALID_REQUEST, "missing Mcp-Session-Id header: initialize first", http_status=400
-            )
+            raise InvalidRequest("missing Mcp-Session-Id header: initialize first")
         return await sessions.resume(
             scope.session,
             tenant_id=scope.tenant.id,
@@ -258,94 +205,66 @@ class McpEndpoint:
     # --- POST ------------------------------------------------------------------------------------
 
     async def post(self, request: Request, label: str | None) -> Response:
-        try:
-            payload = json.loads(await self._body(request))
-        except (ValueError, UnicodeDecodeError):
-            return _error(400, PARSE_ERROR, "parse error: the body is not valid JSON")
-        batch = isinstance(payload, list)
-        items = payload if batch else [payload]
-        if batch and not items:
-            return _error(400, INVALID_REQUEST, "an empty batch is not a valid request")
-        messages: list[Message | McpError] = []
-        for item in items:
-            try:
-                messages.append(classify(item))
-            except McpError as error:
-                if not batch:
-                    return _error(400, error.code, error.message, request_id=error.data)
-                messages.append(error)
-        first = messages[0]
+        parsed = core.parse(await self._body(request))
+        first = parsed.first
         session_id = request.headers.get(SESSION_HEADER)
         version = request.headers.get(VERSION_HEADER)
         if (
-            not batch
+            not parsed.batch
             and isinstance(first, Message)
             and stateless.is_stateless(first, version, session_id)
         ):
             return await self.stateless_post(request, label, first)
-        if version is not None and version not in ALL_REVISIONS:
-            return _error(400, INVALID_REQUEST, _unsupported(version))
-        initialize = [m for m in messages if isinstance(m, Message) and m.method == "initialize"]
-        if initialize and batch:
-            return _error(400, INVALID_REQUEST, "initialize must not be sent in a batch")
+        _check_version_header(version)
+        initialize = [
+            m for m in parsed.items if isinstance(m, Message) and m.method == "initialize"
+        ]
+        if initialize and parsed.batch:
+            raise InvalidRequest("initialize must not be sent in a batch")
 
         async with self._scope(request) as scope:
+            served = label or scope.tenant.default_label
             if initialize:
-                return await self._initialize(scope, label, initialize[0])
+                return await self._initialize(scope, served, initialize[0])
             session = await self._resume(request, scope, label)
-            if batch and session.protocol_version != "2025-03-26":
-                raise McpError(
-                    INVALID_REQUEST,
-                    f"batches are not part of protocol revision {session.protocol_version}",
-                    http_status=400,
+            if parsed.batch and session.protocol_version != "2025-03-26":
+                raise InvalidRequest(
+                    f"batches are not part of protocol revision {session.protocol_version}"
                 )
             tx = LazyTx(self.db, scope.tenant.id, scope.session)
-            call = await self._call(
-                tx, scope.tenant, scope.principal, label, session.protocol_version, session
-            )
             responses: list[dict[str, Any]] = []
-            for message in messages:
+            for message in parsed.items:
                 if isinstance(message, McpError):
-                    responses.append(error_message(message.data, message.code, message.message))
+                    responses.append(core.answer_error(message.request_id, message))
                     continue
-                answer = await handlers.dispatch(call, message)
+                answer = await self.core.call(
+                    tx, scope.tenant, scope.principal, served, session.protocol_version, message,
+                    session=session,
+                )  # fmt: skip
                 if answer is not None:
                     responses.append(answer)
         if not responses:
             return Response(status_code=202)
-        return _json(responses if batch else responses[0])
+        return _json(responses if parsed.batch else responses[0])
 
-    async def _initialize(
-        self, scope: TenantScope, label: str | None, message: Message
-    ) -> Response:
-        if message.kind != "request":
-            raise McpError(
-                INVALID_REQUEST, "initialize must be a request (with an id)", http_status=400
-            )
-        try:
-            params = handlers.InitializeParams.model_validate(message.params)
-        except ValueError as error:
-            return _json(error_message(message.id, -32602, f"invalid initialize params: {error}"))
-        revision = handlers.negotiate(params.protocolVersion)
-        served = label or scope.tenant.default_label
+    async def _initialize(self, scope: TenantScope, served: str, message: Message) -> Response:
+        revision, response = self.core.initialize(message, scope.tenant, served)
+        if revision is None:
+            return _json(response)
         session = await sessions.start(
             scope.session,
             tenant_id=scope.tenant.id,
             label=served,
             key_id=scope.principal.key_id,
             protocol_version=revision,
-            client_info=params.clientInfo,
-            client_capabilities=params.capabilities,
+            client_info=message.params.get("clientInfo"),
+            client_capabilities=message.params.get("capabilities") or {},
         )
-        result = handlers.initialize_result(revision, scope.tenant, served, self.settings)
         logger.info(
             "mcp_session_started",
             extra={"fields": {"tenant": scope.tenant.slug, "label": served, "revision": revision}},
         )
-        return _json(
-            {"jsonrpc": "2.0", "id": message.id, "result": result},
-            headers={"Mcp-Session-Id": session.id},
-        )
+        return _json(response, headers={"Mcp-Session-Id": session.id})
 
     # --- 2026-07-28: stateless requests ------------------------------------------------------
 
@@ -353,30 +272,21 @@ class McpEndpoint:
         self, request: Request, label: str | None, message: Message
     ) -> Response:
         if message.kind == "response":
-            return _error(
-                400, INVALID_REQUEST, "clients send no responses in this protocol revision"
-            )
+            raise InvalidRequest("clients send no responses in this protocol revision")
         if message.kind == "notification":
             return Response(status_code=202)
         try:
-            revision = stateless.check_envelope(message, request.headers)
+            revision = self.core.stateless_revision(message, request.headers)
         except McpError as error:
-            return _error(
-                error.http_status, error.code, error.message, request_id=message.id, data=error.data
-            )
+            error.request_id = message.id
+            raise
         tenant, principal = await self._who(request)
         served = label or tenant.default_label
         if message.method == "subscriptions/listen":
             return self._listen(message, revision, tenant, served, tenant.change_seq)
         async with LazyTx(self.db, tenant.id) as tx:
-            call = await self._call(tx, tenant, principal, label, revision)
-            call.client_capabilities = stateless.client_capabilities(message)
-            answer = await handlers.dispatch(call, message)
+            answer = await self.core.call(tx, tenant, principal, served, revision, message)
         assert answer is not None
-        if "result" in answer:
-            answer["result"] = stateless.complete(
-                answer["result"], revision, tenant, served, self.settings.public_url
-            )
         return _json(answer)
 
     def _listen(
@@ -408,9 +318,7 @@ class McpEndpoint:
 
     async def get(self, request: Request, label: str | None) -> Response:
         if "text/event-stream" not in request.headers.get("accept", ""):
-            return _error(
-                406, INVALID_REQUEST, "GET opens an SSE stream: send Accept: text/event-stream"
-            )
+            raise NotAcceptable("GET opens an SSE stream: send Accept: text/event-stream")
         async with self._scope(request) as scope:
             session = await self._resume(request, scope, label)
             tenant_id, current = scope.tenant.id, scope.tenant.change_seq
@@ -470,8 +378,11 @@ def _sse(message: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(message, separators=(',', ':'))}\n\n".encode()
 
 
-def _unsupported(version: str) -> str:
-    return f"unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(ALL_REVISIONS)}"
+def _check_version_header(version: str | None) -> None:
+    if version is not None and version not in ALL_REVISIONS:
+        raise InvalidRequest(
+            f"unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(ALL_REVISIONS)}"
+        )
 
 
 def _last_event_id(header: str | None, current: int) -> int:

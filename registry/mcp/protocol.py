@@ -1,4 +1,5 @@
-"""JSON-RPC 2.0 envelopes and the MCP revisions this server speaks."""
+"""JSON-RPC 2.0 envelopes and the MCP revisions this server speaks (wire constants from the official
+``mcp-types`` package)."""
 
 from __future__ import annotations
 
@@ -6,39 +7,29 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-SESSION_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-STATELESS_REVISIONS = ("2026-07-28",)
+from registry.content.kinds import since
+from registry.mcp.errors import InvalidRequest
+
+SESSION_REVISIONS: tuple[str, ...] = HANDSHAKE_PROTOCOL_VERSIONS
+STATELESS_REVISIONS: tuple[str, ...] = MODERN_PROTOCOL_VERSIONS
 ALL_REVISIONS = SESSION_REVISIONS + STATELESS_REVISIONS
 LATEST_SESSION_REVISION = SESSION_REVISIONS[-1]
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-UNAUTHORIZED = -32001  # implementation-defined: the HTTP status says 401 or 403
-NOT_FOUND = -32002  # implementation-defined: unknown session, tenant or route
+META_VERSION = PROTOCOL_VERSION_META_KEY
+META_CAPABILITIES = CLIENT_CAPABILITIES_META_KEY
+META_CLIENT = CLIENT_INFO_META_KEY
+META_SERVER = SERVER_INFO_META_KEY
+META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"  # not among mcp-types' constants
 
-
-def since(revision: str, first: str) -> bool:
-    """Whether ``revision`` includes what ``first`` introduced (revisions are ISO dates)."""
-    return revision >= first
-
-
-class McpError(Exception):
-    """A JSON-RPC error to answer with; ``http_status`` matters only outside a session's body."""
-
-    def __init__(
-        self, code: int, message: str, *, data: Any = None, http_status: int = 200,
-        headers: dict[str, str] | None = None,
-    ) -> None:  # fmt: skip
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.http_status = http_status
-        self.headers = headers or {}
+__all__ = ["ALL_REVISIONS", "Message", "classify", "since"]
 
 
 @dataclass(frozen=True)
@@ -51,27 +42,25 @@ class Message:
 
 def classify(obj: Any) -> Message:
     """Tell a request, a notification and a response apart; anything else is an invalid request."""
+    request_id = _id_of(obj)
     if not isinstance(obj, dict) or obj.get("jsonrpc") != "2.0":
-        raise McpError(INVALID_REQUEST, "not a JSON-RPC 2.0 message", data=_id_of(obj))
+        raise InvalidRequest("not a JSON-RPC 2.0 message", request_id=request_id)
     has_id = "id" in obj
-    request_id = obj.get("id")
-    if has_id and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
-        raise McpError(INVALID_REQUEST, "id must be a string or an integer")
+    if has_id and (isinstance(obj["id"], bool) or not isinstance(obj["id"], str | int)):
+        raise InvalidRequest("id must be a string or an integer")
     if "method" in obj:
         method = obj["method"]
         if not isinstance(method, str) or not method:
-            raise McpError(INVALID_REQUEST, "method must be a non-empty string", data=_id_of(obj))
+            raise InvalidRequest("method must be a non-empty string", request_id=request_id)
         params = obj.get("params", {})
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            raise McpError(INVALID_REQUEST, "params must be an object", data=_id_of(obj))
+            raise InvalidRequest("params must be an object", request_id=request_id)
         return Message("request" if has_id else "notification", request_id, method, params)
     if has_id and ("result" in obj or "error" in obj):
         return Message("response", request_id, None, {})
-    raise McpError(
-        INVALID_REQUEST, "a message needs a method, or a result or error", data=_id_of(obj)
-    )
+    raise InvalidRequest("a message needs a method, or a result or error", request_id=request_id)
 
 
 def _id_of(obj: Any) -> str | int | None:

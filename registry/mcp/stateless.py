@@ -15,22 +15,16 @@ from typing import Any
 
 from registry.db.models import Tenant
 from registry.mcp import shaping
+from registry.mcp.errors import HeaderMismatch, InvalidParams, MethodNotFound, UnsupportedVersion
 from registry.mcp.protocol import (
     ALL_REVISIONS,
-    INVALID_PARAMS,
-    METHOD_NOT_FOUND,
+    META_CAPABILITIES,
+    META_SERVER,
+    META_SUBSCRIPTION,
+    META_VERSION,
     STATELESS_REVISIONS,
-    McpError,
     Message,
 )
-
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT = "io.modelcontextprotocol/clientInfo"
-META_SERVER = "io.modelcontextprotocol/serverInfo"
-META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
-HEADER_MISMATCH = -32020
-UNSUPPORTED_VERSION = -32022
 
 # Methods of this revision the registry serves; subscriptions/listen is handled by the transport.
 STATELESS_METHODS = frozenset(
@@ -61,9 +55,7 @@ def _decode_header(value: str) -> str:
         try:
             return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
         except (binascii.Error, ValueError, UnicodeDecodeError):
-            raise McpError(
-                HEADER_MISMATCH, "Header mismatch: malformed base64 header value", http_status=400
-            ) from None
+            raise HeaderMismatch("Header mismatch: malformed base64 header value") from None
     return value
 
 
@@ -71,35 +63,23 @@ def check_meta(message: Message) -> str:
     """The revision a stateless request declares in `_meta`, once that `_meta` holds up."""
     meta = message.params.get("_meta")
     if not isinstance(meta, dict):
-        raise McpError(
-            INVALID_PARAMS,
-            "invalid params: _meta is required in this protocol revision",
-            http_status=400,
-        )
+        raise InvalidParams("invalid params: _meta is required in this protocol revision")
     version = meta.get(META_VERSION)
     if not isinstance(version, str):
-        raise McpError(
-            INVALID_PARAMS, f"invalid params: _meta[{META_VERSION!r}] is required", http_status=400
-        )
+        raise InvalidParams(f"invalid params: _meta[{META_VERSION!r}] is required")
     if not isinstance(meta.get(META_CAPABILITIES), dict):
-        raise McpError(
-            INVALID_PARAMS,
-            f"invalid params: _meta[{META_CAPABILITIES!r}] must be an object",
-            http_status=400,
-        )
+        raise InvalidParams(f"invalid params: _meta[{META_CAPABILITIES!r}] must be an object")
     return version
 
 
 def check_version_and_method(message: Message, version: str) -> None:
     if version not in STATELESS_REVISIONS:
-        raise McpError(
-            UNSUPPORTED_VERSION,
+        raise UnsupportedVersion(
             "Unsupported protocol version",
             data={"requested": version, "supported": list(ALL_REVISIONS)},
-            http_status=400,
         )
     if message.method not in STATELESS_METHODS:
-        raise McpError(METHOD_NOT_FOUND, f"method not found: {message.method}", http_status=404)
+        raise MethodNotFound(f"method not found: {message.method}")
 
 
 def check_envelope(message: Message, headers: Any) -> str:
@@ -108,28 +88,22 @@ def check_envelope(message: Message, headers: Any) -> str:
     version = check_meta(message)
     header_version = headers.get("mcp-protocol-version")
     if header_version != version:
-        raise McpError(
-            HEADER_MISMATCH,
+        raise HeaderMismatch(
             f"Header mismatch: MCP-Protocol-Version {header_version!r} does not "
-            f"match _meta protocolVersion {version!r}",
-            http_status=400,
+            f"match _meta protocolVersion {version!r}"
         )
     method_header = headers.get("mcp-method")
     if method_header != message.method:
-        raise McpError(
-            HEADER_MISMATCH,
+        raise HeaderMismatch(
             f"Header mismatch: Mcp-Method {method_header!r} does not match "
-            f"method {message.method!r}",
-            http_status=400,
+            f"method {message.method!r}"
         )
     field = NAMED.get(message.method or "")
     if field is not None and field in message.params:
         name_header = headers.get("mcp-name")
         if name_header is None or _decode_header(name_header) != message.params[field]:
-            raise McpError(
-                HEADER_MISMATCH,
-                f"Header mismatch: Mcp-Name {name_header!r} does not match params.{field}",
-                http_status=400,
+            raise HeaderMismatch(
+                f"Header mismatch: Mcp-Name {name_header!r} does not match params.{field}"
             )
     check_version_and_method(message, version)
     return version

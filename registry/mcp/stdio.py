@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
@@ -22,18 +21,12 @@ from registry.db.models import Tenant
 from registry.errors import NotFound
 from registry.events.hub import Hub
 from registry.events.listener import ChangeFeed
-from registry.mcp import handlers, stateless
+from registry.mcp import core, stateless
 from registry.mcp.caching import McpCaches
+from registry.mcp.core import Core
+from registry.mcp.errors import InvalidRequest, McpError
 from registry.mcp.feed import DatabaseChanges
-from registry.mcp.protocol import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    McpError,
-    Message,
-    classify,
-    encode_json,
-    error_message,
-)
+from registry.mcp.protocol import Message, encode_json
 from registry.principal import Principal
 from registry.tenants import service as tenants
 
@@ -58,6 +51,7 @@ class StdioServer:
         self.write = write
         self.revision: str | None = None  # the session era's negotiated revision, once initialized
         self.caches = McpCaches()  # never live: every answer reads the database
+        self.core = Core(settings, db, self.caches)
         self.subscriptions: dict[Any, asyncio.Task[None]] = {}
 
     async def tenant_and_label(self) -> tuple[Tenant, str]:
@@ -70,14 +64,18 @@ class StdioServer:
     async def handle_line(self, line: str) -> list[dict[str, Any]]:
         """The responses to one line of input (none for notifications and responses)."""
         try:
-            payload = json.loads(line)
-        except ValueError:
-            return [error_message(None, PARSE_ERROR, "parse error: the line is not valid JSON")]
-        try:
-            message = classify(payload)
+            parsed = core.parse(
+                line, not_json="parse error: the line is not valid JSON", batches=False
+            )
         except McpError as error:
-            return [error_message(error.data, error.code, error.message)]
-        return [answer] if (answer := await self.handle(message)) is not None else []
+            return [core.answer_error(error.request_id, error)]
+        message = parsed.first
+        assert isinstance(message, Message)
+        try:
+            answer = await self.handle(message)
+        except McpError as error:
+            return [core.answer_error(message.id, error)]
+        return [answer] if answer is not None else []
 
     async def handle(self, message: Message) -> dict[str, Any] | None:
         if message.kind == "notification" and message.method == "notifications/cancelled":
@@ -91,66 +89,31 @@ class StdioServer:
             return await self.handle_stateless(message)
         tenant, label = await self.tenant_and_label()
         if message.method == "initialize":
-            try:
-                params = handlers.InitializeParams.model_validate(message.params)
-            except ValueError as error:
-                return error_message(message.id, -32602, f"invalid initialize params: {error}")
-            self.revision = handlers.negotiate(params.protocolVersion)
-            result = handlers.initialize_result(self.revision, tenant, label, self.settings)
-            return {"jsonrpc": "2.0", "id": message.id, "result": result}
+            revision, response = self.core.initialize(message, tenant, label)
+            self.revision = revision or self.revision
+            return response
         if self.revision is None and message.method != "ping":
-            return error_message(
-                message.id, INVALID_REQUEST, "send initialize first (or use _meta)"
-            )
-        return await self.dispatch(message, tenant, label, self.revision or "2025-11-25", {})
+            raise InvalidRequest("send initialize first (or use _meta)")
+        return await self.dispatch(message, tenant, label, self.revision or "2025-11-25")
 
     async def handle_stateless(self, message: Message) -> dict[str, Any] | None:
-        try:
-            revision = stateless.check_meta(message)
-            stateless.check_version_and_method(message, revision)
-        except McpError as error:
-            return error_message(message.id, error.code, error.message, error.data)
+        revision = self.core.stateless_revision(message)
         tenant, label = await self.tenant_and_label()
         if message.method == "subscriptions/listen":
             if message.id in self.subscriptions:
-                return error_message(
-                    message.id, INVALID_REQUEST, "a subscription with this id is open"
-                )
+                raise InvalidRequest("a subscription with this id is open")
             self.subscriptions[message.id] = asyncio.create_task(
                 self.listen(message, tenant, label)
             )
             return None  # the acknowledgment comes from the subscription itself
-        answer = await self.dispatch(
-            message, tenant, label, revision, stateless.client_capabilities(message)
-        )
-        if answer is not None and "result" in answer:
-            answer["result"] = stateless.complete(
-                answer["result"], revision, tenant, label, self.settings.public_url
-            )
-        return answer
+        return await self.dispatch(message, tenant, label, revision)
 
     async def dispatch(
-        self,
-        message: Message,
-        tenant: Tenant,
-        label: str,
-        revision: str,
-        capabilities: dict[str, Any],
+        self, message: Message, tenant: Tenant, label: str, revision: str
     ) -> dict[str, Any] | None:
         async with LazyTx(self.db, tenant.id) as tx:
-            call = handlers.Call(
-                db=self.db,
-                tx=tx,
-                tenant=tenant,
-                label=label,
-                principal=Principal(role="reader", tenant_id=tenant.id),
-                revision=revision,
-                settings=self.settings,
-                mac_key=await self.db.mac_key(),
-                caches=self.caches,
-                client_capabilities=capabilities,
-            )
-            return await handlers.dispatch(call, message)
+            reader = Principal(role="reader", tenant_id=tenant.id)
+            return await self.core.call(tx, tenant, reader, label, revision, message)
 
     async def listen(self, message: Message, tenant: Tenant, label: str) -> None:
         honored = stateless.honored(message)

@@ -10,9 +10,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db import pagination
 from registry.db.models import Prompt, PromptArgument, PromptMessage, PromptVersion, Tenant
-from registry.db.pagination import Page
+from registry.db.pagination import Page, PageRequest
 from registry.errors import NotFound
 from registry.prompts import repository as repo
 from registry.prompts.schemas import (
@@ -90,29 +89,29 @@ async def get_prompt(session: AsyncSession, tenant: Tenant, name: str) -> Prompt
 async def list_prompts(
     session: AsyncSession,
     tenant: Tenant,
+    page: PageRequest,
     *,
-    cursor: str | None,
-    limit: int,
     prefix: str | None = None,
     tag: str | None = None,
     label: str | None = None,
     text: str | None = None,
     archived: bool | None = False,
 ) -> Page[PromptSummary]:
-    after = pagination.decode_cursor(cursor, str)
+    listing = ["prompts", tenant.id.hex]
+    after = page.after(listing, str)
     rows = await repo.list_prompts(
         session,
         tenant.id,
         after=after[0] if after else None,
-        limit=limit + 1,
+        limit=page.limit + 1,
         prefix=prefix,
         tag=tag,
         label=label,
         text=text,
         archived=archived,
     )
-    page, next_cursor = pagination.cut(rows, limit, lambda row: row[0].name)
-    labels = await repo.labels_of(session, [p for p, _ in page])
+    found, next_cursor = page.cut(listing, rows, lambda row: row[0].name)
+    labels = await repo.labels_of(session, [p for p, _ in found])
     items = [
         PromptSummary(
             name=p.name,
@@ -124,21 +123,22 @@ async def list_prompts(
             archived_at=p.archived_at,
             updated_at=p.updated_at,
         )
-        for p, v in page
+        for p, v in found
     ]
     return Page(items=items, next_cursor=next_cursor)
 
 
 async def list_versions(
-    session: AsyncSession, tenant: Tenant, name: str, *, cursor: str | None, limit: int
+    session: AsyncSession, tenant: Tenant, name: str, page: PageRequest
 ) -> Page[VersionSummary]:
     prompt = await find_prompt(session, tenant, name)
-    before = pagination.decode_cursor(cursor, int)
+    listing = ["versions", tenant.id.hex, prompt.id.hex]
+    before = page.after(listing, int)
     rows = await repo.list_versions(
-        session, prompt, before=before[0] if before else None, limit=limit + 1
+        session, prompt, before=before[0] if before else None, limit=page.limit + 1
     )
-    page, next_cursor = pagination.cut(rows, limit, lambda row: row.version)
-    return Page(items=[VersionSummary.model_validate(r) for r in page], next_cursor=next_cursor)
+    found, next_cursor = page.cut(listing, rows, lambda row: row.version)
+    return Page(items=[VersionSummary.model_validate(r) for r in found], next_cursor=next_cursor)
 
 
 async def get_version(session: AsyncSession, tenant: Tenant, name: str, version: int) -> VersionOut:
@@ -153,18 +153,18 @@ async def label_history(
     session: AsyncSession,
     tenant: Tenant,
     name: str,
+    page: PageRequest,
     *,
     label: str | None,
-    cursor: str | None,
-    limit: int,
 ) -> Page[LabelHistoryOut]:
     prompt = await find_prompt(session, tenant, name)
-    before = pagination.decode_cursor(cursor, int)
+    listing = ["label-history", tenant.id.hex, prompt.id.hex, label or ""]
+    before = page.after(listing, int)
     rows = await repo.label_history(
-        session, prompt, label=label, before=before[0] if before else None, limit=limit + 1
+        session, prompt, label=label, before=before[0] if before else None, limit=page.limit + 1
     )
-    page, next_cursor = pagination.cut(rows, limit, lambda row: row.id)
-    return Page(items=[LabelHistoryOut.model_validate(r) for r in page], next_cursor=next_cursor)
+    found, next_cursor = page.cut(listing, rows, lambda row: row.id)
+    return Page(items=[LabelHistoryOut.model_validate(r) for r in found], next_cursor=next_cursor)
 
 
 # --- what a name resolves to --------------------------------------------------------------------

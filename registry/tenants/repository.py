@@ -29,9 +29,13 @@ async def tenant_by_slug(session: AsyncSession, slug: str) -> Tenant | None:
     return result.scalar_one_or_none()
 
 
-async def list_tenants(session: AsyncSession) -> Sequence[Tenant]:
-    result = await session.execute(select(Tenant).order_by(Tenant.slug))
-    return result.scalars().all()
+async def list_tenants(
+    session: AsyncSession, *, after: str | None = None, limit: int | None = None
+) -> Sequence[Tenant]:
+    query = select(Tenant).order_by(Tenant.slug).limit(limit)
+    if after is not None:
+        query = query.where(Tenant.slug > after)
+    return (await session.execute(query)).scalars().all()
 
 
 async def insert_key(

@@ -10,16 +10,15 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db import pagination
 from registry.db.audit import record_audit, record_change
 from registry.db.engine import enter_tenant
 from registry.db.models import ApiKey, Tenant
-from registry.db.pagination import Page
+from registry.db.pagination import Page, PageRequest
 from registry.errors import Conflict, InvalidInput, NotFound, Unauthenticated
 from registry.naming import ROLE_RANK, SLUG_RE
 from registry.principal import Principal
 from registry.tenants import repository as repo
-from registry.tenants.schemas import AuditOut, KeyOut, TenantPatch
+from registry.tenants.schemas import AuditOut, KeyOut, TenantOut, TenantPatch
 
 OPERATOR = "operator"
 _SECRET_PREFIX = "prk_"  # noqa: S105 - a prefix, not a secret
@@ -93,6 +92,15 @@ async def get_tenant(session: AsyncSession, slug: str) -> Tenant:
 
 async def list_tenants(session: AsyncSession) -> Sequence[Tenant]:
     return await repo.list_tenants(session)
+
+
+async def tenants_page(session: AsyncSession, page: PageRequest) -> Page[TenantOut]:
+    """Tenants by slug (an operator's listing: it spans tenants)."""
+    listing = ["tenants"]
+    after = page.after(listing, str)
+    rows = await repo.list_tenants(session, after=after[0] if after else None, limit=page.limit + 1)
+    found, next_cursor = page.cut(listing, rows, lambda row: row.slug)
+    return Page(items=[TenantOut.model_validate(t) for t in found], next_cursor=next_cursor)
 
 
 async def create_key(
@@ -230,24 +238,24 @@ async def authenticate(session: AsyncSession, tenant_id: uuid.UUID, secret: str)
 async def list_audit(
     session: AsyncSession,
     tenant: Tenant,
+    page: PageRequest,
     *,
-    cursor: str | None,
-    limit: int,
     action: str | None = None,
     target: str | None = None,
 ) -> Page[AuditOut]:
-    before = pagination.decode_cursor(cursor, int)
+    listing = ["audit", tenant.id.hex]
+    before = page.after(listing, int)
     rows = await repo.list_audit(
         session,
         tenant.id,
         before=before[0] if before else None,
-        limit=limit + 1,
+        limit=page.limit + 1,
         action=action,
         target=target,
     )
-    page, next_cursor = pagination.cut(rows, limit, lambda row: row.id)
+    found, next_cursor = page.cut(listing, rows, lambda row: row.id)
     return Page(
-        items=[AuditOut.model_validate(r, from_attributes=True) for r in page],
+        items=[AuditOut.model_validate(r, from_attributes=True) for r in found],
         next_cursor=next_cursor,
     )
 

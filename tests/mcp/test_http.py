@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
@@ -391,7 +390,7 @@ async def test_stale_cursor_is_refused(
     fresh = (await client.result("prompts/list"))["nextCursor"]
     assert (await client.result("prompts/list", {"cursor": fresh}))["prompts"]
     later = time.time() + 3601  # past REGISTRY_SESSION_IDLE_SECONDS (default 3600)
-    monkeypatch.setattr("registry.mcp.cursor.time", SimpleNamespace(time=lambda: later))
+    monkeypatch.setattr("registry.tokens.now", lambda: later)
     error = await client.error("prompts/list", {"cursor": fresh})
     assert error["code"] == -32602
     assert "expired cursor" in error["message"]

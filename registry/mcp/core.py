@@ -1,0 +1,133 @@
+"""The MCP protocol core that both transports call: envelopes parsed, the era told (``initialize``
+starts the session era; a request carrying its revision in ``_meta`` is stateless 2026-07-28),
+requests dispatched to the handlers, errors turned into JSON-RPC errors (registry.mcp.errors), and
+results completed for their revision. Transports (http.py, stdio.py) only move bytes, keep sessions
+or subscriptions, and manage streams.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mcp_types.jsonrpc import INVALID_PARAMS
+from pydantic import ValidationError
+
+from registry.config import Settings
+from registry.db.engine import Database, LazyTx
+from registry.db.models import McpSession, Tenant
+from registry.mcp import handlers, stateless
+from registry.mcp.caching import McpCaches
+from registry.mcp.errors import InvalidRequest, McpError, ParseError
+from registry.mcp.protocol import STATELESS_REVISIONS, Message, classify, error_message
+from registry.principal import Principal
+
+NOT_JSON = "parse error: the body is not valid JSON"
+
+
+class Parsed:
+    """The messages of one body or line: a batch holds several, and an invalid item of a batch
+    stands in its place as the error answering it."""
+
+    def __init__(self, items: list[Message | McpError], batch: bool) -> None:
+        self.items = items
+        self.batch = batch
+
+    @property
+    def first(self) -> Message | McpError:
+        return self.items[0]
+
+
+def parse(raw: bytes | str, *, not_json: str = NOT_JSON, batches: bool = True) -> Parsed:
+    """Parse a body or line. A single invalid message raises its error, as does a body that is no
+    JSON at all or an empty batch (where the transport takes batches at all)."""
+    try:
+        payload = json.loads(raw)  # not orjson: ids beyond 64 bits are valid JSON-RPC ids
+    except (ValueError, UnicodeDecodeError):
+        raise ParseError(not_json) from None
+    batch = batches and isinstance(payload, list)
+    if batch and not payload:
+        raise InvalidRequest("an empty batch is not a valid request")
+    items: list[Message | McpError] = []
+    for item in payload if batch else [payload]:
+        try:
+            items.append(classify(item))
+        except McpError as error:
+            if not batch:
+                raise
+            items.append(error)
+    return Parsed(items, batch)
+
+
+def answer_error(request_id: str | int | None, error: McpError) -> dict[str, Any]:
+    """The response message for a protocol error raised in place of a request's answer."""
+    return error_message(request_id, error.code, error.message, error.data)
+
+
+class Core:
+    def __init__(self, settings: Settings, db: Database, caches: McpCaches) -> None:
+        self.settings = settings
+        self.db = db
+        self.caches = caches
+
+    def initialize(
+        self, message: Message, tenant: Tenant, label: str
+    ) -> tuple[str | None, dict[str, Any]]:
+        """The negotiated revision (None when refused) and the response to ``initialize``."""
+        if message.kind != "request":
+            raise InvalidRequest("initialize must be a request (with an id)")
+        try:
+            params = handlers.InitializeParams.model_validate(message.params)
+        except ValidationError as error:
+            refused = error_message(
+                message.id, INVALID_PARAMS, f"invalid initialize params: {error}"
+            )
+            return None, refused
+        revision = handlers.negotiate(params.protocolVersion)
+        result = handlers.initialize_result(revision, tenant, label, self.settings)
+        return revision, {"jsonrpc": "2.0", "id": message.id, "result": result}
+
+    @staticmethod
+    def stateless_revision(message: Message, headers: Mapping[str, str] | None = None) -> str:
+        """The revision a stateless request declares, once its envelope holds up (HTTP headers are
+        checked against the body where the transport has them)."""
+        if headers is not None:
+            return stateless.check_envelope(message, headers)
+        revision = stateless.check_meta(message)
+        stateless.check_version_and_method(message, revision)
+        return revision
+
+    async def call(
+        self,
+        tx: LazyTx,
+        tenant: Tenant,
+        principal: Principal,
+        label: str,
+        revision: str,
+        message: Message,
+        *,
+        session: McpSession | None = None,
+    ) -> dict[str, Any] | None:
+        """Answer one message (None for notifications and responses)."""
+        call = handlers.Call(
+            db=self.db,
+            tx=tx,
+            tenant=tenant,
+            label=label,
+            principal=principal,
+            revision=revision,
+            settings=self.settings,
+            tokens=await self.db.tokens(),
+            caches=self.caches,
+            session=session,
+        )
+        modern = revision in STATELESS_REVISIONS
+        if modern:
+            call.client_capabilities = stateless.client_capabilities(message)
+        answer = await handlers.dispatch(call, message)
+        if modern and answer is not None and "result" in answer:
+            answer["result"] = stateless.complete(
+                answer["result"], revision, tenant, label, self.settings.public_url
+            )
+        return answer

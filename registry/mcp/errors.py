@@ -1,0 +1,157 @@
+"""The one table from errors to JSON-RPC codes and HTTP statuses.
+
+An error meets a client in one of two ways. Inside a method's answer (a request that reached its
+handler), it is a JSON-RPC error object in an HTTP 200 (or on its stdio line): only the code matters.
+Refusing the request itself (a body that is no JSON-RPC, a 2026-07-28 envelope that does not hold
+up, a missing or wrong credential, an unknown session or tenant), it also chooses the HTTP status.
+Raise sites name what went wrong (a class below, or one of the registry's errors); this module alone
+decides the code and the status.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from mcp_types.jsonrpc import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from pydantic import ValidationError
+
+from registry.errors import RegistryError
+from registry.sessions.service import SessionGone
+
+logger = logging.getLogger("registry.mcp")
+
+# Implementation-defined codes (-32000 to -32019): the HTTP status tells 401 from 403.
+UNAUTHORIZED = -32001
+NOT_FOUND = -32002
+
+
+class McpError(Exception):
+    """A protocol-level refusal; subclasses fix its JSON-RPC code and HTTP status."""
+
+    code: ClassVar[int] = INVALID_REQUEST
+    status: ClassVar[int] = 400
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        data: Any = None,
+        request_id: str | int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+        self.request_id = request_id  # the request it answers, when it could be read
+        self.headers = headers or {}
+
+
+class ParseError(McpError):
+    code = PARSE_ERROR
+
+
+class InvalidRequest(McpError):
+    code = INVALID_REQUEST
+
+
+class BodyTooLarge(InvalidRequest):
+    status = 413
+
+
+class NotAcceptable(InvalidRequest):
+    status = 406
+
+
+class MethodNotAllowed(InvalidRequest):
+    status = 405
+
+
+class MethodNotFound(McpError):
+    code = METHOD_NOT_FOUND
+    status = 404
+
+
+class InvalidParams(McpError):
+    code = INVALID_PARAMS
+
+
+class HeaderMismatch(McpError):
+    code = HEADER_MISMATCH
+
+
+class UnsupportedVersion(McpError):
+    code = UNSUPPORTED_PROTOCOL_VERSION
+
+
+class Forbidden(McpError):
+    code = UNAUTHORIZED
+    status = 403
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An error as the client gets it."""
+
+    code: int
+    message: str
+    data: Any = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _registry_code(error: RegistryError) -> int:
+    """A registry error refusing a request: who-are-you and what-is-this get their own codes."""
+    if error.http_status in (401, 403):
+        return UNAUTHORIZED
+    if error.http_status == 404:
+        return NOT_FOUND
+    return error.jsonrpc_code
+
+
+def _detail(error: RegistryError) -> dict[str, Any] | None:
+    data = {k: v for k, v in error.detail.items() if isinstance(v, str | int | list)}
+    return data or None
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "params"
+    return f"invalid params: {where}: {first.get('msg', 'invalid')}"
+
+
+def in_result(error: Exception, method: str | None) -> Answer:
+    """The error object answering a request whose handler raised ``error``."""
+    if isinstance(error, McpError):
+        return Answer(error.code, error.message, error.data)
+    if isinstance(error, ValidationError):
+        return Answer(INVALID_PARAMS, _describe(error))
+    if isinstance(error, RegistryError):
+        return Answer(error.jsonrpc_code, error.message, _detail(error))
+    request_id = uuid.uuid4().hex  # the JSON-RPC renderer: nothing internal reaches the client
+    logger.error(
+        "mcp_internal_error",
+        exc_info=error,
+        extra={"fields": {"request_id": request_id, "method": method}},
+    )
+    return Answer(INTERNAL_ERROR, "internal error", {"request_id": request_id})
+
+
+def refusal(error: McpError | RegistryError | SessionGone) -> Answer:
+    """The answer refusing a whole request (HTTP status included)."""
+    if isinstance(error, McpError):
+        return Answer(error.code, error.message, error.data, error.status, error.headers)
+    if isinstance(error, SessionGone):
+        return Answer(NOT_FOUND, "session not found or ended: initialize a new one", status=404)
+    headers = {"WWW-Authenticate": 'Bearer realm="registry"'} if error.http_status == 401 else {}
+    return Answer(_registry_code(error), error.message, None, error.http_status, headers)
