@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,6 +169,34 @@ def registry_command(
 class LiveServer:
     url: str
     process: subprocess.Popen[str]
+
+    def tenant(
+        self,
+        slug: str,
+        *,
+        public_read: bool = False,
+        roles: tuple[str, ...] = ("publisher",),
+        prompts: Sequence[dict[str, object]] = (),
+    ) -> dict[str, str]:
+        """Create a tenant through the operator API, a key per role (role -> secret), and
+        ``prompts``, each labelled production."""
+        operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+        base = f"{self.url}/api/v1/tenants"
+        created = httpx.post(
+            base, json={"slug": slug, "public_read": public_read}, headers=operator
+        )
+        assert created.status_code == 201, created.text
+        keys = {}
+        for role in roles:
+            made = httpx.post(f"{base}/{slug}/keys", json={"role": role}, headers=operator)
+            assert made.status_code == 201, made.text
+            keys[role] = str(made.json()["secret"])
+        for body in prompts:
+            written = httpx.post(
+                f"{base}/{slug}/prompts", json={**body, "labels": ["production"]}, headers=operator
+            )
+            assert written.status_code == 201, written.text
+        return keys
 
 
 def start_server(env: dict[str, str], *, workers: int = 1, timeout: float = 60) -> LiveServer:

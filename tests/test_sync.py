@@ -9,22 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import OPERATOR_TOKEN, LiveServer, registry_command
+from tests.conftest import LiveServer, registry_command
 
 pytestmark = pytest.mark.slow
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"pixels" * 10
-
-
-def make_tenant(server: LiveServer, slug: str) -> dict[str, str]:
-    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-    base = f"{server.url}/api/v1/tenants"
-    assert httpx.post(base, json={"slug": slug}, headers=operator).status_code == 201
-    keys = {}
-    for role in ("editor", "publisher"):
-        response = httpx.post(f"{base}/{slug}/keys", json={"role": role}, headers=operator)
-        keys[role] = response.json()["secret"]
-    return keys
 
 
 def cli(server: LiveServer, key: str, *args: str):  # type: ignore[no-untyped-def]
@@ -51,7 +40,7 @@ def write_folder(folder: Path) -> None:
 
 
 def test_push_dry_run_then_push_then_nothing_to_do(live_server: LiveServer, tmp_path: Path) -> None:
-    keys = make_tenant(live_server, "acme")
+    keys = live_server.tenant("acme", roles=("editor", "publisher"))
     folder = tmp_path / "prompts"
     write_folder(folder)
 
@@ -99,8 +88,8 @@ def test_push_dry_run_then_push_then_nothing_to_do(live_server: LiveServer, tmp_
 
 
 def test_pull_round_trips_to_another_tenant(live_server: LiveServer, tmp_path: Path) -> None:
-    source = make_tenant(live_server, "source")
-    target = make_tenant(live_server, "target")
+    source = live_server.tenant("source", roles=("editor", "publisher"))
+    target = live_server.tenant("target", roles=("editor", "publisher"))
     folder = tmp_path / "prompts"
     write_folder(folder)
     (folder / "bad.yaml").unlink()

@@ -48,17 +48,6 @@ def servers(pg_server: PgServer, db_name: str, tmp_path: Any) -> Any:
     stop_server(first)
 
 
-def setup_tenant(server: LiveServer, slug: str) -> str:
-    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-    base = f"{server.url}/api/v1/tenants"
-    assert httpx.post(base, json={"slug": slug}, headers=operator).status_code == 201
-    return str(
-        httpx.post(f"{base}/{slug}/keys", json={"role": "publisher"}, headers=operator).json()[
-            "secret"
-        ]
-    )
-
-
 def write(server: LiveServer, slug: str, key: str, name: str, *, label: str = "production") -> None:
     body = {
         "name": name,
@@ -157,6 +146,21 @@ async def streams(
             await asyncio.gather(*(s.close() for s in opened))
 
 
+async def listeners(superuser: asyncpg.Connection, count: int) -> None:
+    """Wait (bounded) until ``count`` workers hold their LISTEN connection: /readyz answering on
+    one worker says nothing of the others."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while True:
+        found = await superuser.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'registry-listener' "
+            "AND datname = current_database()"
+        )
+        if found == count:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"{found} of {count} listeners"
+        await asyncio.sleep(0.05)
+
+
 async def seq_of(superuser: asyncpg.Connection, slug: str) -> int:
     return int(await superuser.fetchval("SELECT change_seq FROM tenants WHERE slug = $1", slug))
 
@@ -165,8 +169,8 @@ async def test_write_on_one_instance_reaches_a_stream_on_another(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, second = servers
-    alpha = setup_tenant(first, "alpha")
-    bravo = setup_tenant(first, "bravo")
+    alpha = first.tenant("alpha")["publisher"]
+    bravo = first.tenant("bravo")["publisher"]
     async with streams(first, "alpha", alpha, 1) as (a,), streams(first, "bravo", bravo, 1) as (b,):
         await asyncio.to_thread(write, second, "alpha", alpha, "one")
         assert await a.next() == await seq_of(superuser, "alpha")
@@ -186,7 +190,7 @@ async def test_rolled_back_write_notifies_nobody(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, second = servers
-    key = setup_tenant(first, "alpha")
+    key = first.tenant("alpha")["publisher"]
     async with streams(first, "alpha", key, 1) as (stream,):
         # An import whose second prompt is bad: the first one's change rows roll back with it.
         bundle = {
@@ -233,8 +237,9 @@ async def test_listener_outage_still_ends_with_the_client_told(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, second = servers
-    key = setup_tenant(first, "alpha")
+    key = first.tenant("alpha")["publisher"]
     async with streams(first, "alpha", key, 1) as (stream,):
+        await listeners(superuser, 3)  # one per worker process: 1 + 2
         killed = await superuser.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE application_name = 'registry-listener' AND datname = current_database()"
@@ -242,16 +247,7 @@ async def test_listener_outage_still_ends_with_the_client_told(
         assert killed == 3  # one per worker process: 1 + 2
         await asyncio.to_thread(write, second, "alpha", key, "during-outage")
         assert await stream.next() == await seq_of(superuser, "alpha")
-        # The listeners came back (one connection per worker again).
-        for _ in range(100):
-            back = await superuser.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'registry-listener' "
-                "AND datname = current_database()"
-            )
-            if back == 3:
-                break
-            await asyncio.sleep(0.1)
-        assert back == 3
+        await listeners(superuser, 3)  # they came back, one connection per worker again
         metrics = (await asyncio.to_thread(httpx.get, f"{first.url}/metrics")).text
         assert "registry_listener_reconnects_total 1.0" in metrics
 
@@ -260,7 +256,7 @@ async def test_resuming_with_an_old_event_id_is_told_at_once(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, _ = servers
-    key = setup_tenant(first, "alpha")
+    key = first.tenant("alpha")["publisher"]
     await asyncio.to_thread(write, first, "alpha", key, "one")
     headers = {"Accept": ACCEPT, "Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=first.url, headers=headers, timeout=30) as client:
@@ -274,7 +270,7 @@ async def test_500_streams_get_one_notification_per_burst(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, second = servers
-    key = setup_tenant(first, "alpha")
+    key = first.tenant("alpha")["publisher"]
     async with streams(second, "alpha", key, 500) as opened:
         # A burst: ten prompts in one transaction (an import), twenty change rows, twenty NOTIFYs.
         bundle = {
@@ -321,7 +317,7 @@ async def test_shutdown_ends_open_streams_cleanly(pg_server: PgServer, db_name: 
         }
     )
     try:
-        key = setup_tenant(server, "alpha")
+        key = server.tenant("alpha")["publisher"]
         headers = {"Accept": ACCEPT, "Authorization": f"Bearer {key}"}
         async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as client:
             stream = Stream(client, "/mcp/alpha")
@@ -348,7 +344,7 @@ async def test_cached_answers_follow_every_notified_change(
         }
     )
     try:
-        key = setup_tenant(server, "alpha")
+        key = server.tenant("alpha")["publisher"]
         await asyncio.to_thread(write, server, "alpha", key, "greet")
         auth = {"Authorization": f"Bearer {key}"}
         async with (

@@ -13,7 +13,6 @@ import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.conftest import (
@@ -100,16 +99,7 @@ async def conformance_server(pg_server: PgServer, template_db: str) -> AsyncIter
         }
     )
     try:
-        operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-        base = f"{server.url}/api/v1/tenants"
-        async with httpx.AsyncClient(headers=operator) as client:
-            created = await client.post(base, json={"slug": "conformance", "public_read": True})
-            assert created.status_code == 201
-            for body in CONFORMANCE_PROMPTS:
-                response = await client.post(
-                    f"{base}/conformance/prompts", json={**body, "labels": ["production"]}
-                )
-                assert response.status_code == 201, response.text
+        server.tenant("conformance", public_read=True, roles=(), prompts=CONFORMANCE_PROMPTS)
         yield server
     finally:
         stop_server(server)

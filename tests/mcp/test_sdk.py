@@ -19,32 +19,12 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import OPERATOR_TOKEN, LiveServer
+from tests.conftest import LiveServer
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, seed_prompts
 from tests.mcp.schema import check_notification
 
 pytestmark = pytest.mark.slow
 REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
-
-
-def make_tenant(server: LiveServer, slug: str, *, public: bool = False) -> str:
-    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-    base = f"{server.url}/api/v1/tenants"
-    assert (
-        httpx.post(base, json={"slug": slug, "public_read": public}, headers=operator).status_code
-        == 201
-    )
-    key = httpx.post(f"{base}/{slug}/keys", json={"role": "publisher"}, headers=operator).json()[
-        "secret"
-    ]
-    for body in CONFORMANCE_PROMPTS:
-        created = httpx.post(
-            f"{base}/{slug}/prompts",
-            json={**body, "labels": ["production"]},
-            headers={"Authorization": f"Bearer {key}"},
-        )
-        assert created.status_code == 201, created.text
-    return str(key)
 
 
 @asynccontextmanager
@@ -65,7 +45,7 @@ async def sdk_client(
 async def test_sdk_client_every_method(
     live_server: LiveServer, revision: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = make_tenant(live_server, "acme")
+    key = live_server.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
     async with sdk_client(f"{live_server.url}/mcp/acme", key, revision, monkeypatch) as session:
         init = await session.initialize()
         assert init.protocol_version == revision
@@ -103,7 +83,7 @@ async def test_sdk_client_every_method(
 async def test_sdk_walks_every_page_of_a_large_tenant(
     live_server: LiveServer, superuser: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = make_tenant(live_server, "big")
+    key = live_server.tenant("big", prompts=CONFORMANCE_PROMPTS)["publisher"]
     await seed_prompts(superuser, "big", 1200)
     async with sdk_client(f"{live_server.url}/mcp/big", key, "2025-11-25", monkeypatch) as session:
         await session.initialize()
@@ -130,7 +110,7 @@ async def test_sdk_walks_every_page_of_a_large_tenant(
 async def test_public_tenant_needs_no_key(
     live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_tenant(live_server, "open", public=True)
+    live_server.tenant("open", public_read=True, prompts=CONFORMANCE_PROMPTS)
     async with sdk_client(
         f"{live_server.url}/mcp/open", None, "2025-11-25", monkeypatch
     ) as session:
@@ -154,7 +134,7 @@ async def _sse_events(response: httpx.Response) -> AsyncIterator[dict[str, str]]
 async def test_get_stream_is_session_bound_primed_and_resumable(
     live_server: LiveServer, revision: str, primed: bool
 ) -> None:
-    key = make_tenant(live_server, "acme")
+    key = live_server.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
     async with httpx.AsyncClient(base_url=live_server.url, headers=headers, timeout=30) as client:
         init = await client.post(
@@ -210,7 +190,7 @@ async def test_get_stream_is_session_bound_primed_and_resumable(
 async def test_sdk_message_handler_hears_list_changed(
     live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = make_tenant(live_server, "acme")
+    key = live_server.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
     heard = asyncio.Event()
 
     async def handler(message: Any) -> None:

@@ -45,25 +45,6 @@ def servers(pg_server: PgServer, db_name: str) -> Any:
     stop_server(first)
 
 
-def tenant(server: LiveServer, slug: str = "acme") -> str:
-    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-    base = f"{server.url}/api/v1/tenants"
-    assert httpx.post(base, json={"slug": slug}, headers=operator).status_code == 201
-    key = str(
-        httpx.post(f"{base}/{slug}/keys", json={"role": "publisher"}, headers=operator).json()[
-            "secret"
-        ]
-    )
-    for body in CONFORMANCE_PROMPTS:
-        created = httpx.post(
-            f"{base}/{slug}/prompts",
-            json={**body, "labels": ["production"]},
-            headers={"Authorization": f"Bearer {key}"},
-        )
-        assert created.status_code == 201
-    return key
-
-
 def write(server: LiveServer, key: str, name: str, label: str = "production") -> None:
     body = {
         "name": name,
@@ -99,7 +80,7 @@ async def listen(
 
 async def test_listen_streams_ack_filter_and_tell(servers: tuple[LiveServer, LiveServer]) -> None:
     first, second = servers
-    key = tenant(first)
+    key = first.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
     async with httpx.AsyncClient(
         base_url=first.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
     ) as client:
@@ -134,7 +115,7 @@ async def test_listen_ends_gracefully_on_shutdown(pg_server: PgServer, db_name: 
         }
     )
     try:
-        key = tenant(server)
+        key = server.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
         async with httpx.AsyncClient(
             base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
         ) as client:
@@ -158,7 +139,7 @@ async def test_listen_ends_gracefully_on_shutdown(pg_server: PgServer, db_name: 
 
 async def test_sdk_client_in_2026_mode(servers: tuple[LiveServer, LiveServer]) -> None:
     first, second = servers
-    key = tenant(first)
+    key = first.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=60)
     )
@@ -188,7 +169,7 @@ async def test_sdk_fills_missing_arguments_through_its_elicitation_callback(
     servers: tuple[LiveServer, LiveServer],
 ) -> None:
     first, _ = servers
-    key = tenant(first)
+    key = first.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
     asked: list[dict[str, Any]] = []
 
     async def fill_in(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:

@@ -27,14 +27,37 @@ async def env(api: Api, pg_server: PgServer, db_name: str) -> dict[str, str]:
     return {"REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
 
 
-async def test_sdk_stdio_client(env: dict[str, str]) -> None:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "registry", "mcp-stdio", "--tenant", "acme"],
+def stdio_command(tenant: str = "acme") -> list[str]:
+    return ["-m", "registry", "mcp-stdio", "--tenant", tenant]
+
+
+def stdio_params(env: dict[str, str]) -> StdioServerParameters:
+    """How the SDK's clients launch the server."""
+    return StdioServerParameters(command=sys.executable, args=stdio_command(), env=env, cwd=ROOT)
+
+
+def run_lines(
+    env: dict[str, str], lines: list[dict[str, object]], *, extra: str = "", tenant: str = "acme"
+) -> subprocess.CompletedProcess[str]:
+    """`registry mcp-stdio` fed these lines (then ``extra`` as it is) until end of input."""
+    text = "".join(json.dumps(line) + "\n" for line in lines) + extra
+    return subprocess.run(
+        [sys.executable, *stdio_command(tenant)],
+        input=text,
         env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
         cwd=ROOT,
+        check=False,
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+
+
+async def test_sdk_stdio_client(env: dict[str, str]) -> None:
+    async with (
+        stdio_client(stdio_params(env)) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         init = await session.initialize()
         assert init.protocol_version == "2025-11-25"
         assert len((await session.list_prompts()).prompts) == 4
@@ -70,17 +93,7 @@ def test_raw_lines_and_errors(env: dict[str, str]) -> None:
         },
         {"jsonrpc": "2.0", "id": 4, "method": "prompts/get", "params": {"name": "missing"}},
     ]
-    text = "\n".join(json.dumps(line) for line in lines) + "\nnot json\n"
-    result = subprocess.run(
-        [sys.executable, "-m", "registry", "mcp-stdio", "--tenant", "acme"],
-        input=text,
-        env={**env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
+    result = run_lines(env, lines, extra="not json\n")
     assert result.returncode == 0, result.stderr
     answers = [json.loads(line) for line in result.stdout.splitlines()]
     assert [a.get("id") for a in answers] == [1, 2, 3, 4, None]
@@ -91,16 +104,7 @@ def test_raw_lines_and_errors(env: dict[str, str]) -> None:
     assert answers[3]["error"]["code"] == -32602
     assert answers[4]["error"]["code"] == -32700
 
-    unknown = subprocess.run(
-        [sys.executable, "-m", "registry", "mcp-stdio", "--tenant", "ghost"],
-        input="",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
+    unknown = run_lines(env, [], tenant="ghost")
     assert unknown.returncode == 1
     assert "tenant 'ghost' not found" in unknown.stderr
 
@@ -130,16 +134,7 @@ def test_stateless_lines(env: dict[str, str]) -> None:
         },
         {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"_meta": META}},
     ]
-    result = subprocess.run(
-        [sys.executable, "-m", "registry", "mcp-stdio", "--tenant", "acme"],
-        input="\n".join(json.dumps(line) for line in lines) + "\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
+    result = run_lines(env, lines)
     assert result.returncode == 0, result.stderr
     answers = {a["id"]: a for a in map(json.loads, result.stdout.splitlines())}
     check_response("2026-07-28", "server/discover", answers[1])
@@ -156,13 +151,7 @@ async def test_sdk_client_over_stdio_in_2026_mode_with_a_subscription(
 ) -> None:
     from mcp.client import Client
 
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "registry", "mcp-stdio", "--tenant", "acme"],
-        env=env,
-        cwd=ROOT,
-    )
-    async with Client(params) as client:
+    async with Client(stdio_params(env)) as client:
         assert client.session.protocol_version == "2026-07-28"  # found by the server/discover probe
         assert len((await client.list_prompts()).prompts) == 4
         async with client.listen(prompts_list_changed=True) as subscription:
