@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -258,6 +259,7 @@ def live_server(pg_server: PgServer, db_name: str) -> Iterator[LiveServer]:
 @dataclass
 class Api:
     client: httpx.AsyncClient
+    app: Any = None  # the application under test, for what only its insides show
 
     def as_key(self, secret: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret}"} if secret else {}
@@ -300,7 +302,7 @@ async def api(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            yield Api(client)
+            yield Api(client, app)
 
 
 def auth(header: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ import orjson
 
 from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
-from registry.errors import RegistryError
+from registry.errors import NotFound
 from registry.events.cache import MISSING, Lru, TenantScoped
 from registry.mcp import shaping
 from registry.principal import Principal
@@ -135,11 +135,17 @@ class McpCaches:
             cache.clear()
 
 
+@dataclass(frozen=True)
 class _Refusal:
-    """A cached "no such prompt/version": the error to raise again."""
+    """A cached "no such prompt, version or label": what it takes to raise the error afresh. Never
+    the exception itself: its traceback would pin the frames (and the params) of the request that
+    raised it, and grow with every request that raised it again."""
 
-    def __init__(self, error: RegistryError) -> None:
-        self.error = error
+    message: str
+    detail: tuple[tuple[str, Any], ...]
+
+    def error(self) -> NotFound:
+        return NotFound(self.message, **dict(self.detail))
 
 
 async def render(
@@ -161,7 +167,7 @@ async def render(
     if enabled:
         found = caches.resolved.get(tenant.id, key)
         if isinstance(found, _Refusal):
-            raise found.error
+            raise found.error()
         if found is not MISSING:
             compiled = caches.versions.get((tenant.id.int, *found))
     if compiled is MISSING:
@@ -170,9 +176,10 @@ async def render(
             prompt_id, number, compiled = await rendering.served_version(
                 await db.reads(), tenant, name, version=version, label=label
             )
-        except RegistryError as error:
+        except NotFound as error:
             if enabled:
-                caches.resolved.put(tenant.id, key, _Refusal(error), generation)
+                refusal = _Refusal(error.message, tuple(sorted(error.detail.items())))
+                caches.resolved.put(tenant.id, key, refusal, generation)
             raise
         if enabled:
             # ints, not UUID objects: untracked by the cycle collector (see TenantScoped)

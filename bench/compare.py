@@ -1,0 +1,100 @@
+"""Two versions of the registry measured side by side: ``bench/run`` from each checkout, in turns,
+on the same seeded database and the same machine; a Markdown table of the registry's own figures.
+
+    python -m bench.compare BEFORE_DIR AFTER_DIR [--rounds 2] [-- bench/run options]
+
+Each directory is a checkout with its own virtual environment in ``.venv`` (``git worktree add``,
+then ``pip install -e .``). Runs alternate (before, after, before, after...) so that drift of a shared
+machine falls on both; the table shows the median over the rounds of each figure, and after/before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# The registry's own rows of bench/run (the peers are the same code on both sides).
+FIGURES = ("rps", "p50_ms", "p99_ms")
+
+
+def measure(checkout: Path, run_args: list[str], out: Path) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    command = [str(checkout / ".venv" / "bin" / "python"), "-m", "bench.run", "--out", str(out)]
+    subprocess.run([*command, *run_args], cwd=checkout, check=True, stdout=subprocess.DEVNULL)  # noqa: S603
+    (result,) = sorted(out.glob("*.json"))
+    found: dict[str, Any] = json.loads(result.read_text())
+    return found
+
+
+def rows_of(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, float]]:
+    found = {
+        (row["workload"], row["connections"]): {k: row[k] for k in FIGURES}
+        for row in result["wrk"]
+        if row["target"] == "registry"
+    }
+    walk = result["walk"]
+    found[("full walk of bench-big (s)", 1)] = {"rps": walk["seconds"], "p50_ms": 0, "p99_ms": 0}
+    return found
+
+
+def median_rows(results: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, float]]:
+    rows = [rows_of(r) for r in results]
+    return {
+        key: {k: statistics.median(r[key][k] for r in rows) for k in FIGURES} for key in rows[0]
+    }
+
+
+def table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    old, new = median_rows(before), median_rows(after)
+    lines = [
+        "| workload | connections | requests/s before | after | after/before "
+        "| p50 ms before | after | p99 ms before | after |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, was in old.items():
+        now = new.get(key)
+        if now is None:
+            continue
+        workload, connections = key
+        if workload.startswith("full walk"):
+            lines.append(
+                f"| {workload} | 1 | {was['rps']:.2f} s | {now['rps']:.2f} s | "
+                f"{now['rps'] / was['rps']:.2f} | | | | |"
+            )
+            continue
+        lines.append(
+            f"| {workload} | {connections} | {was['rps']:,.0f} | {now['rps']:,.0f} | "
+            f"{now['rps'] / was['rps']:.2f} | {was['p50_ms']:.2f} | {now['p50_ms']:.2f} | "
+            f"{was['p99_ms']:.2f} | {now['p99_ms']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench/compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: bench/run options")
+    args = parser.parse_args(argv)
+    run_args = [a for a in args.run_args if a != "--"]
+    work = Path(tempfile.mkdtemp(prefix="registry-compare-"))
+    results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for round_number in range(args.rounds):
+        for side, checkout in (("before", args.before), ("after", args.after)):
+            print(f"round {round_number + 1}: {side} ({checkout})", file=sys.stderr)
+            out = work / f"{side}-{round_number}"
+            results[side].append(measure(checkout.resolve(), run_args, out))
+    (work / "results.json").write_text(json.dumps(results, indent=2))
+    print(table(results["before"], results["after"]))
+    print(f"raw results: {work}/results.json", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
