@@ -81,9 +81,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: bench/run options")
-    args = parser.parse_args(argv)
-    run_args = [a for a in args.run_args if a != "--"]
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    run_args = argv[split + 1 :]  # what follows --: bench/run's own options
     work = Path(tempfile.mkdtemp(prefix="registry-compare-"))
     results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for round_number in range(args.rounds):

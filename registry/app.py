@@ -160,7 +160,10 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.include_router(prompts.router)
     app.mcp = McpEndpoint(settings, db, hub, caches)
     app.add_middleware(
-        BodyLimit, max_bytes=settings.max_request_bytes, max_blob_bytes=settings.max_blob_bytes
+        BodyLimit,
+        max_bytes=settings.max_request_bytes,
+        max_blob_bytes=settings.max_blob_bytes,
+        timeout_seconds=settings.body_timeout_seconds,
     )
     app.add_middleware(RequestMetrics)
     return app

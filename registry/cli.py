@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
+import socket
 import sys
 import tempfile
 import uuid
@@ -156,6 +158,22 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _check_port(host: str, port: int) -> None:
+    """Say in one line that the address is taken, before anything starts (uvicorn would print a
+    traceback, or a line per worker)."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.create_server((host.strip("[]"), port), family=family):
+            pass
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise CommandError(
+                f"{host}:{port} is already in use: stop what listens there, or choose another "
+                "port with --port (REGISTRY_PORT)"
+            ) from None
+        raise CommandError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+
+
 @main.command()
 @click.option("--host", default=None, help="Interface to listen on [REGISTRY_HOST, 127.0.0.1].")
 @click.option("--port", type=int, default=None, help="Port to listen on [REGISTRY_PORT, 8000].")
@@ -168,6 +186,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
     from registry.logs import configure_logging, logging_config
 
     settings = registry.override(host=host, port=port, workers=workers)
+    _check_port(settings.host, settings.port)
     configure_logging(settings.log_level, settings.log_json)
     # Until uvicorn installs its own handlers, SIGTERM unwinds like Ctrl-C so the database stops.
     signal.signal(signal.SIGTERM, _raise_interrupt)

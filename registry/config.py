@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     max_argument_length: int = Field(default=65536, ge=1)
     max_blob_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    # A request body must arrive whole within this many seconds (408 otherwise).
+    body_timeout_seconds: float = Field(default=30, gt=0, le=3600)
 
     # The registry's public address, shown to MCP clients as serverInfo.websiteUrl when set.
     public_url: str | None = None

@@ -72,6 +72,7 @@ class Unavailable(RegistryError):
     http_status = 503
     jsonrpc_code = INTERNAL_ERROR
     title = "Service unavailable"
+    retry_after_seconds: ClassVar[int] = 5  # told to clients (Retry-After)
 
 
 class SchemaNotAtHead(Unavailable):

@@ -1,8 +1,12 @@
-"""The base of every input model: unknown fields refused, and no NUL characters anywhere (PostgreSQL
-text cannot hold them, and they have no business in a prompt)."""
+"""What every input must be: for models, unknown fields refused and no NUL characters anywhere
+(PostgreSQL text cannot hold them, and they have no business in a prompt); for every JSON document
+the registry accepts (REST bodies, MCP messages), a bounded nesting depth and no lone surrogates
+(text that cannot be stored or sent back as UTF-8)."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -20,3 +24,57 @@ class StrictInput(BaseModel):
         if where:
             raise ValueError(f"{where}: text may not contain NUL (\\u0000) characters")
         return data
+
+
+# A whole document (an export bundle nests a prompt's content some ten levels down) and one
+# free-form value inside it (content _meta): far below what the encoders refuse (orjson: 255).
+MAX_JSON_DEPTH = 128
+MAX_VALUE_DEPTH = 32
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JsonRefused(ValueError):
+    """A JSON document the registry does not accept; the message says why and where."""
+
+
+def check_json(value: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Refuse a parsed document nested deeper than ``max_depth`` or holding a lone surrogate
+    (in a string or a key). Iterative: linear in the document, whatever its shape."""
+    pending: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while pending:
+        item, depth, path = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise JsonRefused(
+                    f"{path or 'the document'}: text holds a lone surrogate (not UTF-8)"
+                )
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise JsonRefused(
+                f"{path or 'the document'}: nested deeper than {MAX_JSON_DEPTH} levels"
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if _SURROGATE.search(key):
+                    raise JsonRefused(f"{path or 'the document'}: a key holds a lone surrogate")
+                pending.append((child, depth + 1, f"{path}.{key}" if path else key))
+        else:
+            pending.extend((child, depth + 1, f"{path}[{i}]") for i, child in enumerate(item))
+
+
+def bounded_value(value: Any) -> Any:
+    """A pydantic after-validator for free-form JSON fields: at most MAX_VALUE_DEPTH deep."""
+    check_json(value, MAX_VALUE_DEPTH)
+    return value
+
+
+def loads(raw: bytes | str) -> Any:
+    """Parse and check a JSON document; JsonRefused (with ValueError's message) when not accepted."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise JsonRefused(f"the document is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    check_json(value)
+    return value

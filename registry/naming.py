@@ -14,6 +14,8 @@ PROMPT_NAME_RE = re.compile(PROMPT_NAME_PATTERN)
 MIME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"
 MIME_RE = re.compile(MIME_PATTERN)
 LATEST = "latest"  # the label that moves by itself to every new version
+MAX_VERSION = 2**31 - 1  # version numbers and sequence-like ids that a caller may name
+_ASCII_NUMBER = re.compile(r"[0-9]{1,19}")
 
 Role = Literal["reader", "editor", "publisher", "admin"]
 ROLE_RANK: dict[str, int] = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}
@@ -34,3 +36,12 @@ def find_nul(value: object, path: str = "") -> str | None:
             if found:
                 return found
     return None
+
+
+def ascii_number(text: str, maximum: int = MAX_VERSION) -> int | None:
+    """``text`` as a whole number if it is one in ASCII digits (not "²", "٣" or "1_000") no larger
+    than ``maximum``; None otherwise."""
+    if not _ASCII_NUMBER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value <= maximum else None

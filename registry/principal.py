@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from registry.naming import ROLE_RANK
@@ -17,6 +17,8 @@ class Principal:
     operator: bool = False
     anonymous: bool = False  # public-read access without a key
     expires_at: datetime | None = None  # the key's expiry, for those who keep a principal a while
+    # The key's last use is due to be recorded (in a transaction of its own, after the request's).
+    use_due: bool = field(default=False, compare=False)
 
     @property
     def actor(self) -> str:

@@ -38,7 +38,7 @@ class FileError(Exception):
 @dataclass
 class Outcome:
     path: str
-    action: str  # create | version | unchanged | error | wrote
+    action: str  # create | version | labels | unchanged | error | wrote
     detail: str
 
     def line(self) -> str:
@@ -222,6 +222,13 @@ def push_file(client: Client, path: Path, *, dry_run: bool) -> Outcome:
         ).json()
         if tags is not None and sorted(tags) != sorted(existing["tags"]) and not dry_run:
             client.request("PATCH", f"/prompts/{name}", json={"tags": tags})
+        moved = result.get("labels_moved") or []
+        if not result["created"] and moved:
+            verb = "would move" if dry_run else "moved"
+            labels = ", ".join(moved)
+            return Outcome(
+                path.name, "labels", f"{verb} {labels} of {name} to version {result['version']}"
+            )
         if not result["created"]:
             return Outcome(path.name, "unchanged", f"{name} is at version {result['version']}")
         verb = "would write" if dry_run else "wrote"
@@ -233,9 +240,22 @@ def push_file(client: Client, path: Path, *, dry_run: bool) -> Outcome:
 def push(
     client: Client, folder: Path, *, dry_run: bool, progress: Callable[[Path], None] | None = None
 ) -> list[Outcome]:
+    """Every prompt file of ``folder``; two files for one prompt (``greet.md`` and ``greet.yaml``)
+    are an error naming both, and neither is pushed: one would silently undo the other."""
+    files = prompt_files(folder)
+    by_name: dict[str, list[Path]] = {}
+    for path in files:
+        by_name.setdefault(path.stem, []).append(path)
     outcomes = []
-    for path in prompt_files(folder):
-        outcomes.append(push_file(client, path, dry_run=dry_run))
+    for path in files:
+        twins = by_name[path.stem]
+        if len(twins) > 1:
+            names = " and ".join(p.name for p in twins)
+            outcomes.append(
+                Outcome(path.name, "error", f"{names} both hold prompt {path.stem}: keep one")
+            )
+        else:
+            outcomes.append(push_file(client, path, dry_run=dry_run))
         if progress:
             progress(path)
     return outcomes
@@ -301,6 +321,13 @@ def pull_prompt(client: Client, name: str, folder: Path, *, label: str | None) -
                 local.parent.mkdir(exist_ok=True)
                 local.write_bytes(data)
         target = folder / f"{name}.yaml"
+        others = [folder / f"{name}{suffix}" for suffix in PROMPT_SUFFIXES if suffix != ".yaml"]
+        taken = [p.name for p in others if p.is_file()]
+        if taken:
+            raise FileError(
+                f"{taken[0]} already holds prompt {name}: pull into another folder, or remove it "
+                f"(writing {target.name} beside it would make two files for one prompt)"
+            )
         target.write_text(yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
         return Outcome(target.name, "wrote", f"{name} version {number}")
     except FileError as error:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import asyncpg
 import pytest
 
@@ -105,3 +108,13 @@ def test_unreachable_database_is_one_line(empty_db_name: str) -> None:
     env = {"REGISTRY_DATABASE_URL": "postgresql://nobody:secret-pw@127.0.0.1:1/none"}
     line = _fails("tenant", "list", env=env)
     assert "secret-pw" not in line
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        line = _fails(
+            "serve", "--port", str(port), env={"REGISTRY_DATA_DIR": str(tmp_path / "data")}
+        )
+    assert f"127.0.0.1:{port} is already in use" in line
+    assert not (tmp_path / "data").exists()  # nothing started

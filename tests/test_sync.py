@@ -126,3 +126,32 @@ def test_pull_round_trips_to_another_tenant(live_server: LiveServer, tmp_path: P
     wrong = cli(live_server, source["editor"], "pull", str(tmp_path / "x"), "--tenant", "target")
     assert wrong.returncode == 1
     assert "403" in wrong.stderr
+
+
+def test_labels_only_pushes_twins_and_pulls_beside_a_source(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    keys = live_server.tenant("acme", roles=("publisher",))
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    greet = folder / "greet.md"
+    greet.write_text("---\ndescription: hi\n---\nHello.\n")
+    assert (
+        cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme").returncode == 0
+    )
+    # Only the labels change: said so, not "unchanged".
+    greet.write_text("---\ndescription: hi\nlabels: [production]\n---\nHello.\n")
+    moved = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme")
+    assert moved.returncode == 0, moved.stderr
+    assert "greet.md: labels: moved production of greet to version 1" in moved.stdout
+
+    # Pulling into the source folder would put greet.yaml beside greet.md: refused.
+    pulled = cli(live_server, keys["publisher"], "pull", str(folder), "--tenant", "acme")
+    assert pulled.returncode == 1
+    assert "greet.md already holds prompt greet" in pulled.stderr
+    assert not (folder / "greet.yaml").exists()
+    # Two files for one prompt are refused on push, naming both.
+    (folder / "greet.yaml").write_text("messages:\n  - role: user\n    text: Stale.\n")
+    twins = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme")
+    assert twins.returncode == 1
+    assert "greet.md and greet.yaml both hold prompt greet" in twins.stderr

@@ -1,22 +1,29 @@
-"""Request body size limits, enforced before and while the body is read (413 past the limit)."""
+"""Request bodies, bounded before any route sees them: read whole first, at most the limit (413 past
+it, declared or actual, chunked or not) and within the body timeout (408), a JSON body checked for
+its nesting depth and for text that is not UTF-8 (422, registry.inputs), then handed to the app.
+No route holds a database connection while a client is still sending."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from registry.errors import PayloadTooLarge
+from registry import inputs
 
 _BLOB_UPLOAD = re.compile(r"^/api/v1/tenants/[^/]+/blobs/?$")
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, *, max_bytes: int, max_blob_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, max_blob_bytes: int, timeout_seconds: float
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.max_blob_bytes = max_blob_bytes
+        self.timeout_seconds = timeout_seconds
 
     def limit_for(self, scope: Scope) -> int:
         if scope["method"] == "POST" and _BLOB_UPLOAD.match(scope["path"]):
@@ -30,36 +37,86 @@ class BodyLimit:
         limit = self.limit_for(scope)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _too_large(send, limit)
+            await _refuse(
+                send,
+                413,
+                "payload_too_large",
+                f"request body is larger than the limit of {limit} bytes",
+            )
             return
-        seen = 0
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                body, disconnected = await _read(receive, limit)
+        except TimeoutError:
+            await _refuse(
+                send, 408, "request_timeout",
+                f"the request body did not arrive within {self.timeout_seconds:g} seconds",
+            )  # fmt: skip
+            return
+        if body is None:
+            await _refuse(
+                send,
+                413,
+                "payload_too_large",
+                f"request body is larger than the limit of {limit} bytes",
+            )
+            return
+        replayed = False
 
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise PayloadTooLarge(f"request body is larger than the limit of {limit} bytes")
-            return message
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            if disconnected:
+                return {"type": "http.disconnect"}
+            return await receive()  # after the body: wait for the client to go away
 
-        await self.app(scope, counted, send)
+        await self.app(scope, replay, send)
 
 
-async def _too_large(send: Send, limit: int) -> None:
+def _json_refusal(scope: Scope, body: bytes) -> str | None:
+    """Why a JSON body is not accepted (too deep, lone surrogates); None when it is, or when it is
+    not JSON at all (the route says what is wrong with it then)."""
+    content_type = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
+    if not body or not (content_type == b"application/json" or content_type.endswith(b"+json")):
+        return None
+    try:
+        inputs.loads(body)
+    except inputs.JsonRefused as refused:
+        return str(refused)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
+async def _read(receive: Receive, limit: int) -> tuple[bytes | None, bool]:
+    """The whole body (None past ``limit``), and whether the client went away meanwhile."""
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks), True
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > limit:
+            return None, False
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), False
+
+
+async def _refuse(send: Send, status: int, code: str, detail: str) -> None:
+    title = {408: "Request timeout", 413: "Payload too large", 422: "Invalid input"}[status]
     body = json.dumps(
-        {
-            "type": "urn:registry:problem:payload_too_large",
-            "title": "Payload too large",
-            "status": 413,
-            "code": "payload_too_large",
-            "detail": f"request body is larger than the limit of {limit} bytes",
-        }
-    ).encode()
+        {"type": f"urn:registry:problem:{code}", "title": title, "status": status, "code": code,
+         "detail": detail}
+    ).encode()  # fmt: skip
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/problem+json"),
                 (b"content-length", str(len(body)).encode()),

@@ -11,7 +11,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from registry.errors import RegistryError
+from registry.db.errors import outage
+from registry.errors import RegistryError, Unavailable
 
 logger = logging.getLogger("registry.api")
 PROBLEM = "application/problem+json"
@@ -40,6 +41,8 @@ async def registry_error_handler(request: Request, exc: Exception) -> JSONRespon
     response = problem(exc.http_status, exc.code, exc.title, exc.message, **extra)
     if exc.http_status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="registry"'
+    if isinstance(exc, Unavailable):
+        response.headers["Retry-After"] = str(exc.retry_after_seconds)
     return response
 
 
@@ -71,6 +74,9 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    unavailable = outage(exc)
+    if unavailable is not None:  # the database went away mid-request: retry, not a bug
+        return await registry_error_handler(request, unavailable)
     request_id = uuid.uuid4().hex
     logger.error(
         "unhandled_error",

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
 from registry.api.auth import require_credential, tenant_scope
 from registry.api.paging import pages
 from registry.config import Settings
 from registry.db.pagination import Page, PageRequest
 from registry.errors import InvalidInput
-from registry.naming import MIME_RE
+from registry.naming import MAX_VERSION, MIME_RE, ascii_number
 from registry.prompts import blobs, bundles, diff, reading, rendering, writing
 from registry.prompts.schemas import (
     BlobOut,
@@ -37,6 +37,7 @@ router = APIRouter(
     prefix="/api/v1/tenants/{tenant}", tags=["prompts"], dependencies=[Depends(require_credential)]
 )
 Pages = Annotated[PageRequest, Depends(pages(50))]
+Version = Annotated[int, Path(ge=1, le=MAX_VERSION, description="a version number")]
 IfMatch = Annotated[
     str | None,
     Header(
@@ -53,12 +54,12 @@ def _settings(request: Request) -> Settings:
 def _if_match(value: str | None) -> int | None:
     if value is None:
         return None
-    text = value.strip().removeprefix("W/").strip('"')
-    if not text.isdigit():
+    number = ascii_number(value.strip().removeprefix("W/").strip('"'))
+    if number is None:
         raise InvalidInput(
             f'If-Match must be a version number such as "3", not {value!r}', field="If-Match"
         )
-    return int(text)
+    return number
 
 
 def _etag(response: Response, version: int) -> None:
@@ -195,7 +196,7 @@ async def create_version(
 
 
 @router.get("/prompts/{name}/versions/{version}", response_model=VersionOut, summary="One version")
-async def get_version(tenant: str, name: str, version: int, request: Request) -> VersionOut:
+async def get_version(tenant: str, name: str, version: Version, request: Request) -> VersionOut:
     async with tenant_scope(request, tenant, "reader") as scope:
         return await reading.get_version(scope.session, scope.tenant, name, version)
 
@@ -209,7 +210,7 @@ async def get_version(tenant: str, name: str, version: int, request: Request) ->
 async def restore_version(
     tenant: str,
     name: str,
-    version: int,
+    version: Version,
     request: Request,
     response: Response,
     if_match: IfMatch = None,
@@ -238,8 +239,8 @@ async def diff_versions(
     tenant: str,
     name: str,
     request: Request,
-    from_version: Annotated[int, Query(alias="from", ge=1)],
-    to_version: Annotated[int, Query(alias="to", ge=1)],
+    from_version: Annotated[int, Query(alias="from", ge=1, le=MAX_VERSION)],
+    to_version: Annotated[int, Query(alias="to", ge=1, le=MAX_VERSION)],
 ) -> VersionDiff:
     async with tenant_scope(request, tenant, "reader") as scope:
         return await diff.diff_versions(scope.session, scope.tenant, name, from_version, to_version)
@@ -326,10 +327,10 @@ async def upload_blob(tenant: str, request: Request, response: Response) -> Blob
     mime = (request.headers.get("content-type") or "application/octet-stream").split(";")[0].strip()
     if not MIME_RE.fullmatch(mime):
         raise InvalidInput(f"Content-Type {mime!r} is not a media type", field="Content-Type")
+    data = await request.body()  # read whole (and bounded) before any connection is taken
+    if not data:
+        raise InvalidInput("the request body is empty: send the blob's bytes", field="body")
     async with tenant_scope(request, tenant, "editor") as scope:
-        data = await request.body()
-        if not data:
-            raise InvalidInput("the request body is empty: send the blob's bytes", field="body")
         sha, created = await blobs.upload_blob(
             scope.session, scope.tenant, scope.principal, data, mime
         )

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from registry.inputs import StrictInput
+from registry.inputs import StrictInput, bounded_value
 from registry.naming import MIME_PATTERN
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
@@ -23,7 +23,7 @@ class Annotations(StrictInput):
     lastModified: datetime | None = None
 
 
-Meta = Annotated[dict[str, Any] | None, Field(alias="_meta")]
+Meta = Annotated[dict[str, Any] | None, Field(alias="_meta"), AfterValidator(bounded_value)]
 
 
 class Icon(StrictInput):

@@ -24,7 +24,8 @@ from sqlalchemy.ext.asyncio import (
 
 from registry.db import repository as repo
 from registry.db.audit import flush_changes
-from registry.db.errors import translate_db_error
+from registry.db.errors import OUTAGES, translate_db_error
+from registry.errors import Unavailable
 from registry.tokens import TokenCodec
 
 APP_ROLE = "registry_app"
@@ -35,6 +36,9 @@ class Database:
         self.url = url
         self.engine: AsyncEngine = create_async_engine(
             url,
+            # A failed statement's error never carries its parameters (prompt text, argument
+            # descriptions and defaults) into logs or tracebacks.
+            hide_parameters=True,
             pool_size=pool_size,
             max_overflow=max_overflow,
             pool_pre_ping=True,
@@ -88,6 +92,8 @@ class Database:
                     await flush_changes(session)  # last: see record_change
             except DBAPIError as error:
                 raise translate_db_error(error) from error
+            except OUTAGES as error:  # the database is not there: 503, retry later
+                raise Unavailable("the database is unavailable") from error
 
     @asynccontextmanager
     async def tenant_tx(self, tenant_id: uuid.UUID) -> AsyncIterator[AsyncSession]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy.exc import DBAPIError
+import asyncpg
+from sqlalchemy.exc import DBAPIError, InterfaceError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from registry.errors import Conflict, InvalidInput, RegistryError, Unavailable
 
@@ -76,6 +78,37 @@ def translate_db_error(error: DBAPIError, **values: object) -> Exception:
     if isinstance(state, str) and state.startswith(
         "22"
     ):  # data exception: a value PostgreSQL refuses
-        message = str(getattr(cause, "message", "") or "").splitlines()[0] if cause else ""
+        lines = str(getattr(cause, "message", "") or "").splitlines() if cause else []
+        message = lines[0] if lines else ""
         return InvalidInput(f"a value was refused by the database: {message or 'invalid data'}")
     return error
+
+
+# What a database that is down, restarting or out of connections raises before any statement runs.
+OUTAGES = (
+    OSError,  # refused, reset, unreachable
+    TimeoutError,  # connecting took too long
+    PoolTimeout,  # every pooled connection busy past the pool's timeout
+    InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+)
+
+
+def outage(error: BaseException) -> Unavailable | None:
+    """Unavailable when ``error`` says the database cannot be reached now (retrying later may work);
+    None for any other error."""
+    if isinstance(error, Unavailable):
+        return error
+    if isinstance(error, DBAPIError):
+        translated = translate_db_error(error)
+        if isinstance(translated, Unavailable):
+            return translated
+        if isinstance(error.orig, OUTAGES) or error.connection_invalidated:
+            return Unavailable("the database is unavailable")
+        return None
+    if isinstance(error, OUTAGES):
+        return Unavailable("the database is unavailable")
+    return None

@@ -78,6 +78,8 @@ class Tenant(Base):
     slug: Mapped[str] = mapped_column(Text)
     title: Mapped[str | None] = mapped_column(Text)
     public_read: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    # Anonymous readers (public_read) see the published (protected) labels only, unless this is set.
+    public_drafts: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     default_label: Mapped[str] = mapped_column(Text, server_default=text("'production'"))
     protected_labels: Mapped[list[str]] = mapped_column(
         ARRAY(Text), server_default=text("ARRAY['production']::text[]")

@@ -97,7 +97,10 @@ class ChangeFeed:
                 delay = 0.1
                 await self._watch(connection)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as error:
-                logger.warning("listener_lost", extra={"fields": {"error": type(error).__name__}})
+                if not self._stopped:
+                    logger.warning(
+                        "listener_lost", extra={"fields": {"error": type(error).__name__}}
+                    )
             finally:
                 self.connected.clear()
                 self.connection = None
@@ -113,6 +116,8 @@ class ChangeFeed:
         while not self._stopped:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._lost.wait(), self.probe_seconds)
+            if self._stopped:
+                return  # told to stop (stop() sets _lost to wake this): not a lost connection
             if self._lost.is_set() or connection.is_closed():
                 raise ConnectionResetError("LISTEN connection terminated")
             await asyncio.wait_for(probe(connection), self.probe_seconds)

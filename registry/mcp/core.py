@@ -7,13 +7,13 @@ or subscriptions, and manage streams.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ValidationError
 
+from registry import inputs
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import McpSession, Tenant
@@ -43,7 +43,9 @@ def parse(raw: bytes | str, *, not_json: str = NOT_JSON, batches: bool = True) -
     """Parse a body or line. A single invalid message raises its error, as does a body that is no
     JSON at all or an empty batch (where the transport takes batches at all)."""
     try:
-        payload = json.loads(raw)  # not orjson: ids beyond 64 bits are valid JSON-RPC ids
+        payload = inputs.loads(raw)
+    except inputs.JsonRefused as refused:
+        raise InvalidRequest(str(refused)) from None
     except (ValueError, UnicodeDecodeError):
         raise ParseError(not_json) from None
     batch = batches and isinstance(payload, list)

@@ -26,7 +26,8 @@ from mcp_types.jsonrpc import (
 )
 from pydantic import ValidationError
 
-from registry.errors import RegistryError
+from registry.db.errors import outage
+from registry.errors import RegistryError, Unavailable
 from registry.sessions.service import SessionGone
 
 logger = logging.getLogger("registry.mcp")
@@ -69,6 +70,10 @@ class BodyTooLarge(InvalidRequest):
     status = 413
 
 
+class BodyTimeout(InvalidRequest):
+    status = 408
+
+
 class NotAcceptable(InvalidRequest):
     status = 406
 
@@ -97,6 +102,12 @@ class UnsupportedVersion(McpError):
 class Forbidden(McpError):
     code = UNAUTHORIZED
     status = 403
+
+
+def unavailable(error: BaseException) -> Unavailable | None:
+    """Whether ``error`` is the database being out of reach: the whole request is then refused (503,
+    Retry-After) rather than answered, so clients retry instead of reporting a bad prompt."""
+    return outage(error)
 
 
 @dataclass(frozen=True)
@@ -131,20 +142,16 @@ def _describe(error: ValidationError) -> str:
 
 
 def in_result(error: Exception, method: str | None) -> Answer:
-    """The error object answering a request whose handler raised ``error``."""
+    """The error object answering a request whose handler raised ``error``. A database outage is
+    not answered here: see ``unavailable``."""
     if isinstance(error, McpError):
         return Answer(error.code, error.message, error.data)
     if isinstance(error, ValidationError):
         return Answer(INVALID_PARAMS, _describe(error))
     if isinstance(error, RegistryError):
         return Answer(error.jsonrpc_code, error.message, _detail(error))
-    request_id = uuid.uuid4().hex  # the JSON-RPC renderer: nothing internal reaches the client
-    logger.error(
-        "mcp_internal_error",
-        exc_info=error,
-        extra={"fields": {"request_id": request_id, "method": method}},
-    )
-    return Answer(INTERNAL_ERROR, "internal error", {"request_id": request_id})
+    found = internal(error, method)  # nothing internal reaches the client
+    return Answer(found.code, found.message, found.data)
 
 
 def refusal(error: McpError | RegistryError | SessionGone) -> Answer:
@@ -154,4 +161,17 @@ def refusal(error: McpError | RegistryError | SessionGone) -> Answer:
     if isinstance(error, SessionGone):
         return Answer(NOT_FOUND, "session not found or ended: initialize a new one", status=404)
     headers = {"WWW-Authenticate": 'Bearer realm="registry"'} if error.http_status == 401 else {}
+    if isinstance(error, Unavailable):
+        headers["Retry-After"] = str(error.retry_after_seconds)
     return Answer(_registry_code(error), error.message, None, error.http_status, headers)
+
+
+def internal(error: BaseException, where: str | None) -> Answer:
+    """An error nobody expected: logged once with a request id; the client gets only the id."""
+    request_id = uuid.uuid4().hex
+    logger.error(
+        "mcp_internal_error",
+        exc_info=error,
+        extra={"fields": {"request_id": request_id, "method": where}},
+    )
+    return Answer(INTERNAL_ERROR, "internal error", {"request_id": request_id}, status=500)

@@ -36,6 +36,7 @@ from registry.principal import Principal
 from registry.prompts import completion, reading, rendering
 from registry.sessions import service as sessions
 from registry.templates.arguments import InvalidArgument
+from registry.tenants import access
 from registry.tokens import TokenCodec
 
 ELICITATION_KEY = "arguments"  # the inputRequests key of the argument form
@@ -132,6 +133,7 @@ def list_ttl(call: Call) -> int:
 
 
 async def server_discover(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    await reading.check_label(await call.tx.session(), call.tenant, call.label)
     result: dict[str, Any] = {
         "supportedVersions": list(ALL_REVISIONS),
         "capabilities": shaping.capabilities(call.revision),
@@ -148,8 +150,15 @@ async def ping(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def page_size(call: Call, count: int) -> int:
-    base = call.tenant.page_size or call.settings.page_size
-    return max(1, min(call.settings.page_size_max, max(base, math.ceil(count / PAGES_WANTED))))
+    """Many clients read only the first page: unless the tenant chose its page size, the whole list
+    is one page up to the cap; past it, pages of the cap, raised so the list fits in about
+    PAGES_WANTED pages (clients stop walking after 64)."""
+    cap = call.settings.page_size_max
+    if call.tenant.page_size:
+        return max(1, min(cap, call.tenant.page_size))
+    if count <= cap:
+        return max(1, call.settings.page_size, count)
+    return max(cap, math.ceil(count / PAGES_WANTED))
 
 
 async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -164,9 +173,10 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         after = None
-        size = page_size(
-            call, await caching.served_count(call.caches, call.tx, call.tenant, call.label)
-        )
+        count = await caching.served_count(call.caches, call.tx, call.tenant, call.label)
+        if count == 0:
+            await reading.check_label(await call.tx.session(), call.tenant, call.label)
+        size = page_size(call, count)
     listed = await caching.listing(
         call.caches,
         call.tx,
@@ -191,6 +201,7 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = GetParams.model_validate(params)
     name, version, label = rendering.parse_prompt_ref(parsed.name)
+    access.check_anonymous(call.tenant, call.principal, label, version=version)
     arguments = dict(parsed.arguments or {})
     stateless = call.revision in STATELESS_REVISIONS
     if stateless and parsed.requestState is not None:
@@ -324,6 +335,8 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
     parsed = CompleteParams.model_validate(params)
     if parsed.ref.type != "ref/prompt" or not parsed.ref.name:
         raise InvalidParams("this server completes prompt arguments only (ref/prompt with a name)")
+    _, version, label = rendering.parse_prompt_ref(parsed.ref.name)
+    access.check_anonymous(call.tenant, call.principal, label, version=version)
     values, total = await completion.complete_argument(
         await call.tx.session(),
         call.tenant,
@@ -377,6 +390,9 @@ async def _dispatch(call: Call, message: Message) -> dict[str, Any]:
         if handler is None or message.method in (SESSION_ONLY if stateless else STATELESS_ONLY):
             raise MethodNotFound(f"method not found: {message.method}")
         return result_message(message.id, await handler(call, message.params))
-    except Exception as error:  # noqa: BLE001 - the table in registry.mcp.errors decides
+    except Exception as error:
+        down = errors.unavailable(error)
+        if down is not None:
+            raise down from error
         answer = errors.in_result(error, message.method)
         return error_message(message.id, answer.code, answer.message, answer.data)

@@ -8,6 +8,7 @@ worker serves any request of any session.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ from registry.mcp import core, errors, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.core import Core
 from registry.mcp.errors import (
+    BodyTimeout,
     BodyTooLarge,
     InvalidRequest,
     McpError,
@@ -40,8 +42,10 @@ from registry.mcp.protocol import (
     error_message,
     since,
 )
-from registry.naming import LABEL_RE
+from registry.metrics import REQUESTS, tally
+from registry.naming import LABEL_RE, ascii_number
 from registry.principal import Principal
+from registry.prompts import reading
 from registry.sessions import service as sessions
 from registry.tenants import access
 from registry.tenants.access import TenantScope
@@ -121,11 +125,18 @@ class McpEndpoint:
         seen = int(declared) if declared.isdigit() else 0
         if seen <= limit:
             seen = 0
-            async for chunk in request.stream():
-                seen += len(chunk)
-                if seen > limit:
-                    break
-                chunks.append(chunk)
+            try:
+                async with asyncio.timeout(self.settings.body_timeout_seconds):
+                    async for chunk in request.stream():
+                        seen += len(chunk)
+                        if seen > limit:
+                            break
+                        chunks.append(chunk)
+            except TimeoutError:
+                raise BodyTimeout(
+                    f"the request body did not arrive within "
+                    f"{self.settings.body_timeout_seconds:g} seconds"
+                ) from None
         if seen > limit:
             raise BodyTooLarge(f"request body is larger than the limit of {limit} bytes")
         return b"".join(chunks)
@@ -153,6 +164,13 @@ class McpEndpoint:
             return await self.delete(request, label)
         except (McpError, RegistryError, sessions.SessionGone) as error:
             return _refuse(error)
+        except Exception as error:  # noqa: BLE001 - the transport's last word is still JSON-RPC
+            down = errors.unavailable(error)
+            if down is not None:
+                return _refuse(down)
+            answer = errors.internal(error, request.method)
+            tally(REQUESTS, "mcp", "transport", "error").inc()
+            return _json(error_message(None, answer.code, answer.message, answer.data), 500)
 
     def _scope(self, request: Request) -> Any:
         return access.tenant_scope(
@@ -224,6 +242,7 @@ class McpEndpoint:
 
         async with self._scope(request) as scope:
             served = label or scope.tenant.default_label
+            access.check_anonymous(scope.tenant, scope.principal, served)
             if initialize:
                 return await self._initialize(scope, served, initialize[0])
             session = await self._resume(request, scope, label)
@@ -248,6 +267,7 @@ class McpEndpoint:
         return _json(responses if parsed.batch else responses[0])
 
     async def _initialize(self, scope: TenantScope, served: str, message: Message) -> Response:
+        await reading.check_label(scope.session, scope.tenant, served)
         revision, response = self.core.initialize(message, scope.tenant, served)
         if revision is None:
             return _json(response)
@@ -282,6 +302,7 @@ class McpEndpoint:
             raise
         tenant, principal = await self._who(request)
         served = label or tenant.default_label
+        access.check_anonymous(tenant, principal, served)
         if message.method == "subscriptions/listen":
             return self._listen(message, revision, tenant, served, tenant.change_seq)
         async with LazyTx(self.db, tenant.id) as tx:
@@ -387,6 +408,5 @@ def _check_version_header(version: str | None) -> None:
 
 def _last_event_id(header: str | None, current: int) -> int:
     """Where a resuming client is up to; a missing or unreadable id means "up to date"."""
-    if header is None or not header.strip().isdigit():
-        return current
-    return min(int(header.strip()), current)
+    seen = ascii_number(header.strip(), maximum=2**63 - 1) if header is not None else None
+    return current if seen is None else min(seen, current)

@@ -46,8 +46,10 @@ def classify(obj: Any) -> Message:
     if not isinstance(obj, dict) or obj.get("jsonrpc") != "2.0":
         raise InvalidRequest("not a JSON-RPC 2.0 message", request_id=request_id)
     has_id = "id" in obj
-    if has_id and (isinstance(obj["id"], bool) or not isinstance(obj["id"], str | int)):
-        raise InvalidRequest("id must be a string or an integer")
+    if has_id and not _valid_id(obj["id"]):
+        raise InvalidRequest(
+            f"id must be a string of at most {MAX_ID_LENGTH} characters or an integer within 64 bits"
+        )
     if "method" in obj:
         method = obj["method"]
         if not isinstance(method, str) or not method:
@@ -63,11 +65,21 @@ def classify(obj: Any) -> Message:
     raise InvalidRequest("a message needs a method, or a result or error", request_id=request_id)
 
 
+MAX_ID_LENGTH = 1024
+
+
+def _valid_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    return isinstance(value, str) and len(value) <= MAX_ID_LENGTH
+
+
 def _id_of(obj: Any) -> str | int | None:
-    if isinstance(obj, dict):
-        value = obj.get("id")
-        if isinstance(value, str | int) and not isinstance(value, bool):
-            return value
+    if isinstance(obj, dict) and _valid_id(obj.get("id")):
+        value: str | int = obj["id"]
+        return value
     return None
 
 
@@ -86,11 +98,5 @@ def error_message(
 
 def encode_json(message: Any) -> bytes:
     """A message as compact UTF-8 JSON. Results may embed pre-encoded parts (``orjson.Fragment``:
-    cached list pages); a request id beyond 64 bits, which orjson refuses, is spliced in as text."""
-    try:
-        return orjson.dumps(message)
-    except TypeError:
-        if not (isinstance(message, dict) and isinstance(message.get("id"), int)):
-            raise
-        big = str(message["id"]).encode()
-        return orjson.dumps({**message, "id": 0}).replace(b'"id":0', b'"id":' + big, 1)
+    cached list pages). Ids are bounded to 64 bits when read, so orjson takes every one."""
+    return orjson.dumps(message)

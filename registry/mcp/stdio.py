@@ -13,21 +13,22 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx, listen_connection
 from registry.db.models import Tenant
-from registry.errors import NotFound
+from registry.errors import NotFound, RegistryError
 from registry.events.hub import Hub
 from registry.events.listener import ChangeFeed
-from registry.mcp import core, stateless
+from registry.mcp import core, errors, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.core import Core
 from registry.mcp.errors import InvalidRequest, McpError
 from registry.mcp.feed import DatabaseChanges
-from registry.mcp.protocol import Message, encode_json
+from registry.mcp.protocol import Message, encode_json, error_message
 from registry.principal import Principal
+from registry.prompts import reading
 from registry.tenants import service as tenants
 
 Writer = Callable[[dict[str, Any]], Awaitable[None]]
@@ -61,8 +62,9 @@ class StdioServer:
             raise NotFound(f"tenant {self.slug!r} not found")
         return tenant, self.label or tenant.default_label
 
-    async def handle_line(self, line: str) -> list[dict[str, Any]]:
-        """The responses to one line of input (none for notifications and responses)."""
+    async def handle_line(self, line: bytes | str) -> list[dict[str, Any]]:
+        """The responses to one line of input (none for notifications and responses). Whatever the
+        line holds, it is answered and the server reads on: one bad line never ends the process."""
         try:
             parsed = core.parse(
                 line, not_json="parse error: the line is not valid JSON", batches=False
@@ -75,6 +77,14 @@ class StdioServer:
             answer = await self.handle(message)
         except McpError as error:
             return [core.answer_error(message.id, error)]
+        except RegistryError as error:  # the tenant went away, the database is down...
+            return [error_message(message.id, error.jsonrpc_code, error.message)]
+        except Exception as error:  # noqa: BLE001 - answered as JSON-RPC, like the HTTP transport
+            down = errors.unavailable(error)
+            if down is not None:
+                return [error_message(message.id, down.jsonrpc_code, down.message)]
+            internal = errors.internal(error, message.method)
+            return [error_message(message.id, internal.code, internal.message, internal.data)]
         return [answer] if answer is not None else []
 
     async def handle(self, message: Message) -> dict[str, Any] | None:
@@ -89,6 +99,8 @@ class StdioServer:
             return await self.handle_stateless(message)
         tenant, label = await self.tenant_and_label()
         if message.method == "initialize":
+            async with LazyTx(self.db, tenant.id) as tx:
+                await reading.check_label(await tx.session(), tenant, label)
             revision, response = self.core.initialize(message, tenant, label)
             self.revision = revision or self.revision
             return response
@@ -139,9 +151,13 @@ async def run_stdio(
     settings: Settings,
     slug: str,
     label: str | None,
-    stdin: TextIO = sys.stdin,
+    stdin: BinaryIO | None = None,
     stdout: TextIO = sys.stdout,
 ) -> None:
+    """Serve lines from ``stdin`` (bytes: a line that is not UTF-8 is answered, not fatal) until it
+    ends; a line longer than the request limit is answered and skipped."""
+    source = stdin if stdin is not None else sys.stdin.buffer
+    limit = settings.max_request_bytes
     lock = asyncio.Lock()
 
     async def write(message: dict[str, Any]) -> None:
@@ -157,9 +173,15 @@ async def run_stdio(
     listener = asyncio.create_task(feed.run())
     try:
         while True:
-            line = await asyncio.to_thread(stdin.readline)
+            line = await asyncio.to_thread(source.readline, limit + 1)
             if not line:
                 return
+            if len(line) > limit and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):  # skip the rest of the line
+                    line = await asyncio.to_thread(source.readline, limit + 1)
+                too_long = InvalidRequest(f"the line is longer than the limit of {limit} bytes")
+                await write(core.answer_error(None, too_long))
+                continue
             if line.strip():
                 for answer in await server.handle_line(line):
                     await write(answer)

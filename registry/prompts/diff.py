@@ -1,7 +1,13 @@
-"""What changed between two versions of a prompt: metadata, arguments, and a text diff per message."""
+"""What changed between two versions of a prompt: metadata, arguments, and a text diff per message.
+
+Line diffs are bounded (``MAX_DIFF_LINES`` per message side, ``DIFF_BUDGET`` lines per request: a
+message past them is reported as changed, with a note, not diffed line by line) and computed in a
+worker thread, so a large diff never holds the event loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -12,9 +18,46 @@ from registry.errors import NotFound
 from registry.prompts.reading import find_prompt, versions_out
 from registry.prompts.schemas import ArgumentDiff, FieldChange, MessageDiff, MessageOut, VersionDiff
 
+MAX_DIFF_LINES = 5_000
+DIFF_BUDGET = 20_000
+
 
 def _text(message: MessageOut | None) -> list[str]:
     return kind_of(message.content).text(message.content).splitlines() if message else []
+
+
+def _message_diffs(
+    old: list[MessageOut], new: list[MessageOut], a: int, b: int
+) -> list[MessageDiff]:
+    """Blocking (difflib): run in a worker thread."""
+    budget = DIFF_BUDGET
+    messages: list[MessageDiff] = []
+    for i in range(max(len(old), len(new))):
+        before = old[i] if i < len(old) else None
+        after = new[i] if i < len(new) else None
+        if before == after:
+            continue
+        status = "added" if before is None else "removed" if after is None else "changed"
+        role = (
+            FieldChange(before=before.role, after=after.role)
+            if before and after and before.role != after.role
+            else None
+        )
+        left, right = _text(before), _text(after)
+        size = len(left) + len(right)
+        if max(len(left), len(right)) > MAX_DIFF_LINES or size > budget:
+            note = (
+                f"too large to diff line by line ({len(left):,} and {len(right):,} lines; "
+                f"the limit is {MAX_DIFF_LINES:,} per side and {DIFF_BUDGET:,} per request)"
+            )
+            messages.append(MessageDiff(position=i, status=status, role=role, note=note))
+            continue
+        budget -= size
+        lines = difflib.unified_diff(
+            left, right, fromfile=f"v{a}/messages[{i}]", tofile=f"v{b}/messages[{i}]", lineterm=""
+        )
+        messages.append(MessageDiff(position=i, status=status, role=role, diff=list(lines)))
+    return messages
 
 
 async def diff_versions(
@@ -42,26 +85,7 @@ async def diff_versions(
         for arg in old_args.keys() & new_args.keys()
         if old_args[arg] != new_args[arg]
     }
-    messages: list[MessageDiff] = []
-    for i in range(max(len(old.messages), len(new.messages))):
-        before = old.messages[i] if i < len(old.messages) else None
-        after = new.messages[i] if i < len(new.messages) else None
-        if before == after:
-            continue
-        status = "added" if before is None else "removed" if after is None else "changed"
-        lines = difflib.unified_diff(
-            _text(before),
-            _text(after),
-            fromfile=f"v{a}/messages[{i}]",
-            tofile=f"v{b}/messages[{i}]",
-            lineterm="",
-        )
-        role = (
-            FieldChange(before=before.role, after=after.role)
-            if before and after and before.role != after.role
-            else None
-        )
-        messages.append(MessageDiff(position=i, status=status, role=role, diff=list(lines)))
+    messages = await asyncio.to_thread(_message_diffs, old.messages, new.messages, a, b)
     return VersionDiff(
         prompt=name,
         from_version=a,

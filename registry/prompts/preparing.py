@@ -18,7 +18,7 @@ from registry.errors import InvalidInput, PayloadTooLarge
 from registry.prompts import repository as repo
 from registry.prompts.schemas import ArgumentIn, MessageIn, VersionIn
 from registry.templates.arguments import ArgumentSpec, check_value, compile_pattern
-from registry.templates.mustache import Template, TemplateError, parse
+from registry.templates.mustache import Template, TemplateError, compiled
 
 
 @dataclass
@@ -52,7 +52,7 @@ def _decode_base64(value: str, where: str) -> bytes:
 
 def _parse_template(source: str, where: str) -> Template:
     try:
-        return parse(source)
+        return compiled(source)  # kept: the version is rendered next
     except TemplateError as error:
         raise TemplateError(
             f"{where}: {error.message.rsplit(' at line ', 1)[0]}",

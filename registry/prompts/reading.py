@@ -208,6 +208,21 @@ async def argument_declarations(
     return tuple(arguments), row.description if row else None
 
 
+async def check_label(session: AsyncSession, tenant: Tenant, label: str) -> None:
+    """A label to serve must be the tenant's default or protected one, or one some prompt has had:
+    a typo (or a client appending /mcp to the URL) is told, not served an empty list."""
+    if label in (tenant.default_label, *tenant.protected_labels):
+        return
+    if await repo.label_ever_used(session, tenant.id, label):
+        return
+    known = await repo.labels_in_use(session, tenant.id, limit=20)
+    raise NotFound(
+        f"no prompt of tenant {tenant.slug!r} has ever had the label {label!r}; labels in use: "
+        + (", ".join(known) if known else "none yet"),
+        field="label",
+    )
+
+
 # --- what a label serves ------------------------------------------------------------------------
 
 

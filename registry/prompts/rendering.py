@@ -15,12 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.content.kinds import Block, Kind, kind_of
 from registry.db.models import Tenant
 from registry.errors import InvalidInput
-from registry.naming import LABEL_RE, PROMPT_NAME_RE
+from registry.naming import LABEL_RE, PROMPT_NAME_RE, ascii_number
 from registry.prompts import repository as repo
 from registry.prompts.reading import not_served
 from registry.prompts.schemas import RenderedPrompt
+from registry.templates import mustache
 from registry.templates.arguments import ArgumentSpec, resolve_arguments
-from registry.templates.mustache import Template, parse
+from registry.templates.mustache import Template
 
 
 def parse_prompt_ref(ref: str) -> tuple[str, int | None, str | None]:
@@ -30,9 +31,10 @@ def parse_prompt_ref(ref: str) -> tuple[str, int | None, str | None]:
         raise InvalidInput(f"invalid prompt name {name!r}", field="name")
     if not selector:
         return name, None, None
-    if selector.isdigit():
-        return name, int(selector), None
-    if LABEL_RE.fullmatch(selector):
+    number = ascii_number(selector)
+    if number is not None:
+        return name, number, None
+    if LABEL_RE.fullmatch(selector) and not selector.isdigit():
         return name, None, selector
     raise InvalidInput(f"invalid version or label {selector!r} after '@' in {ref!r}", field="name")
 
@@ -58,7 +60,8 @@ class CompiledVersion:
 def _compile_message(role: str, content: Block) -> CompiledMessage:
     kind = kind_of(content)
     source = kind.template(content)
-    return CompiledMessage(role, content, kind, parse(source[1]) if source is not None else None)
+    template = mustache.compiled(source[1]) if source is not None else None
+    return CompiledMessage(role, content, kind, template)
 
 
 async def served_version(

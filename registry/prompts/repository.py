@@ -313,6 +313,25 @@ async def labels_of(
     return found
 
 
+async def label_ever_used(session: AsyncSession, tenant_id: uuid.UUID, label: str) -> bool:
+    """Whether any prompt of the tenant has ever had ``label`` (its history keeps every move)."""
+    query = select(LabelHistory.id).where(
+        LabelHistory.tenant_id == tenant_id, LabelHistory.label == label
+    )
+    return bool((await session.execute(select(query.exists()))).scalar())
+
+
+async def labels_in_use(session: AsyncSession, tenant_id: uuid.UUID, limit: int) -> list[str]:
+    result = await session.execute(
+        select(Label.label)
+        .where(Label.tenant_id == tenant_id)
+        .group_by(Label.label)
+        .order_by(Label.label)
+        .limit(limit)
+    )
+    return list(result.scalars().all())
+
+
 async def label_row(
     session: AsyncSession, prompt: Prompt, label: str, *, lock: bool = False
 ) -> Label | None:

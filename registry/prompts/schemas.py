@@ -13,18 +13,34 @@ from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from registry.content.schemas import SHA256_PATTERN, Content, Icon
 from registry.inputs import StrictInput
-from registry.naming import LABEL_PATTERN, MIME_PATTERN, PROMPT_NAME_PATTERN
+from registry.naming import LABEL_PATTERN, MAX_VERSION, MIME_PATTERN, PROMPT_NAME_PATTERN
 
 ARGUMENT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$"
 
 Label = Annotated[str, Field(pattern=LABEL_PATTERN)]
+VersionNumber = Annotated[int, Field(ge=1, le=MAX_VERSION)]
 Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
 
 
 class MessageIn(StrictInput):
+    """A message: a role and one content block; ``{"role", "text"}`` (or a string as ``content``) is
+    short for a text block, as in prompt files."""
+
     role: Literal["user", "assistant"]
     content: Content
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_shorthand(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if "text" in data and "content" not in data:
+            rest = {k: v for k, v in data.items() if k != "text"}
+            return {**rest, "content": {"type": "text", "text": data["text"]}}
+        if isinstance(data.get("content"), str):
+            return {**data, "content": {"type": "text", "text": data["content"]}}
+        return data
 
 
 class ArgumentIn(StrictInput):
@@ -83,12 +99,12 @@ class PromptPatch(StrictInput):
 
 
 class LabelMove(StrictInput):
-    version: int = Field(ge=1)
+    version: VersionNumber
 
 
 class RenderRequest(StrictInput):
     arguments: dict[str, Any] = Field(default_factory=dict)
-    version: int | None = Field(default=None, ge=1)
+    version: VersionNumber | None = None
     label: Label | None = None
 
     @model_validator(mode="after")
@@ -180,6 +196,9 @@ class WriteResult(BaseModel):
     version: int
     detail: str
     dry_run: bool = False
+    labels_moved: list[str] = Field(
+        default_factory=list, description="labels this write moved (besides latest)"
+    )
     prompt: PromptOut
 
 
@@ -230,6 +249,9 @@ class MessageDiff(BaseModel):
     status: Literal["added", "removed", "changed"]
     role: FieldChange | None = None
     diff: list[str] = Field(default_factory=list, description="unified diff of the text")
+    note: str | None = Field(
+        default=None, description="why there is no line diff, if there is none"
+    )
 
 
 class VersionDiff(BaseModel):
@@ -245,7 +267,7 @@ class VersionDiff(BaseModel):
 
 
 class BundleVersion(VersionIn):
-    version: int = Field(ge=1)
+    version: VersionNumber
     content_hash: str | None = None
 
 
@@ -254,7 +276,7 @@ class BundlePrompt(StrictInput):
     tags: list[Tag] = Field(default_factory=list, max_length=64)
     archived: bool = False
     versions: list[BundleVersion] = Field(min_length=1)
-    labels: dict[Label, int] = Field(default_factory=dict)
+    labels: dict[Label, VersionNumber] = Field(default_factory=dict)
 
 
 class BundleBlob(StrictInput):

@@ -7,6 +7,7 @@ same transaction.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -98,6 +99,7 @@ class VersionWrite:
     created: bool
     version: VersionOut
     detail: str
+    labels_moved: tuple[str, ...] = ()
 
 
 async def write_version(
@@ -155,19 +157,25 @@ async def write_version(
         await move_label(session, tenant, prompt, LATEST, number, caller)
         written = version_out(prompt, row, prepared.arguments, prepared.messages)
         outcome = VersionWrite(True, written, f"version {number} written")
+    moved = []
     for label in labels:
-        await move_label(session, tenant, prompt, label, outcome.version.version, caller)
-    return outcome
+        if await move_label(session, tenant, prompt, label, outcome.version.version, caller):
+            moved.append(label)
+    return dataclasses.replace(outcome, labels_moved=tuple(moved))
 
 
 async def _result(
     session: AsyncSession, prompt: Prompt, outcome: VersionWrite, dry_run: bool
 ) -> WriteResult:
+    detail = outcome.detail
+    if dry_run:  # nothing was saved: say so
+        detail = detail.replace(" written", " would be written") + " (dry run: nothing saved)"
     return WriteResult(
         created=outcome.created,
         version=outcome.version.version,
-        detail=outcome.detail,
+        detail=detail,
         dry_run=dry_run,
+        labels_moved=list(outcome.labels_moved),
         prompt=await prompt_out(session, prompt, latest=outcome.version),
     )
 

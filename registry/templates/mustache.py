@@ -7,17 +7,26 @@ sections ``{{#name}}…{{/name}}`` (rendered when the value is non-empty), inver
 Mustache spec says. Partials are reserved for prompt composition and refused for now.
 
 A value is inserted verbatim and never parsed again, so arguments cannot inject template syntax.
+Parsing and rendering are linear in the template (no step rescans a line) and iterative (no
+recursion, whatever the nesting); a template is at most ``MAX_TEMPLATE_CHARS`` long and nests
+sections at most ``MAX_DEPTH`` deep, and ``compiled()`` keeps parsed templates for reuse.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from registry.errors import InvalidInput
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+MAX_TEMPLATE_CHARS = 1_000_000
+MAX_DEPTH = 64  # sections inside sections
+_BLANKS = re.compile(r"[ \t]*")
+_LINE_END = re.compile(r"[ \t\r]*(?:\n|\Z)")
 
 
 class TemplateError(InvalidInput):
@@ -68,54 +77,63 @@ class Template:
 
     def render(self, values: Mapping[str, str]) -> str:
         out: list[str] = []
-        _render(self.nodes, values, out)
+        pending = [iter(self.nodes)]  # the sections being rendered, innermost last
+        while pending:
+            for node in pending[-1]:
+                if isinstance(node, str):
+                    out.append(node)
+                elif isinstance(node, Variable):
+                    out.append(values.get(node.name, ""))
+                elif bool(values.get(node.name)) != node.inverted:
+                    pending.append(iter(node.children))
+                    break
+            else:
+                pending.pop()
         return "".join(out)
-
-
-def _render(nodes: list[Node], values: Mapping[str, str], out: list[str]) -> None:
-    for node in nodes:
-        if isinstance(node, str):
-            out.append(node)
-        elif isinstance(node, Variable):
-            out.append(values.get(node.name, ""))
-        elif bool(values.get(node.name)) != node.inverted:
-            _render(node.children, values, out)
 
 
 class _Scanner:
     def __init__(self, source: str) -> None:
         self.source = source
-        self.line_starts = [0] + [i + 1 for i, ch in enumerate(source) if ch == "\n"]
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", source)]
+        self._first_mark: dict[int, int] = {}  # line -> offset of its first non-blank character
+
+    def line(self, offset: int) -> int:
+        """The 0-based line holding ``offset``."""
+        return bisect.bisect_right(self.line_starts, offset) - 1
 
     def position(self, offset: int) -> tuple[int, int]:
-        lo, hi = 0, len(self.line_starts) - 1
-        while lo < hi:  # the last line start <= offset
-            mid = (lo + hi + 1) // 2
-            if self.line_starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo + 1, offset - self.line_starts[lo] + 1
+        line = self.line(offset)
+        return line + 1, offset - self.line_starts[line] + 1
 
     def fail(self, message: str, offset: int) -> TemplateError:
         line, column = self.position(offset)
         return TemplateError(message, line=line, column=column)
 
-
-def _standalone(source: str, start: int, end: int) -> tuple[int, int] | None:
-    """If the tag [start, end) is alone on its line, the span of that whole line (with its newline)."""
-    line_start = source.rfind("\n", 0, start) + 1
-    if source[line_start:start].strip(" \t"):
-        return None
-    newline = source.find("\n", end)
-    line_end = len(source) if newline == -1 else newline + 1
-    if source[end:line_end].strip(" \t\r\n"):
-        return None
-    return line_start, line_end
+    def standalone(self, start: int, end: int) -> tuple[int, int] | None:
+        """If the tag [start, end) is alone on its line, the span of that whole line (with its
+        newline). Each line's leading blanks are measured once, so a long line costs no rescans."""
+        line = self.line(start)
+        first = self._first_mark.get(line)
+        if first is None:
+            blanks = _BLANKS.match(self.source, self.line_starts[line])
+            first = self._first_mark[line] = blanks.end() if blanks else self.line_starts[line]
+        if first < start:
+            return None
+        trailing = _LINE_END.match(self.source, end)
+        if trailing is None:
+            return None
+        return self.line_starts[line], trailing.end()
 
 
 def parse(source: str) -> Template:
     """Parse ``source`` or raise TemplateError naming the fault and its position."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise TemplateError(
+            f"the template is {len(source):,} characters long; the most is {MAX_TEMPLATE_CHARS:,}",
+            line=1,
+            column=1,
+        )
     scanner = _Scanner(source)
     root: list[Node] = []
     stack: list[tuple[Section, int]] = []  # open sections and their tag offsets
@@ -152,7 +170,7 @@ def parse(source: str) -> Template:
         if sigil == "=" and not body.endswith("="):
             raise scanner.fail("set-delimiter tag must end with '='", start)
 
-        span = _standalone(source, start, tag_end) if sigil in "#^/!=" else None
+        span = scanner.standalone(start, tag_end) if sigil in "#^/!=" else None
         emit_text(span[0] if span else start)
         text_start = span[1] if span else tag_end
         pos = text_start
@@ -177,6 +195,8 @@ def parse(source: str) -> Template:
             raise scanner.fail(f"invalid name {name!r} in tag", start)
         line, column = scanner.position(start)
         if sigil in ("#", "^"):
+            if len(stack) >= MAX_DEPTH:
+                raise scanner.fail(f"sections nest more than {MAX_DEPTH} deep", start)
             section = Section(name, sigil == "^", line, column)
             current.append(section)
             stack.append((section, start))
@@ -200,3 +220,35 @@ def parse(source: str) -> Template:
         section, offset = stack[-1]
         raise scanner.fail(f"section {section.name!r} is never closed", offset)
     return Template(source, root)
+
+
+class _Compiled:
+    """Parsed templates by source, kept while they fit in a budget of characters (templates are
+    immutable values: a version's, once parsed, serves every render of it)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.size = 0
+        self.items: OrderedDict[str, Template] = OrderedDict()
+
+    def get(self, source: str) -> Template:
+        found = self.items.get(source)
+        if found is not None:
+            self.items.move_to_end(source)
+            return found
+        template = parse(source)
+        if len(source) <= self.budget:
+            self.items[source] = template
+            self.size += len(source)
+            while self.size > self.budget:
+                dropped, _ = self.items.popitem(last=False)
+                self.size -= len(dropped)
+        return template
+
+
+_COMPILED = _Compiled(budget=32 * MAX_TEMPLATE_CHARS)
+
+
+def compiled(source: str) -> Template:
+    """``parse(source)``, from the parsed templates kept when the same source was seen before."""
+    return _COMPILED.get(source)

@@ -10,17 +10,19 @@ that tenant exists. Shared by the REST API and the MCP endpoint.
 from __future__ import annotations
 
 import hmac
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from pydantic import SecretStr
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.engine import Database, enter_tenant
 from registry.db.models import Tenant
-from registry.errors import Forbidden, NotFound, Unauthenticated
+from registry.errors import Forbidden, NotFound, RegistryError, Unauthenticated
 from registry.principal import OPERATOR, Principal
 from registry.tenants import service as tenants
 
@@ -30,6 +32,9 @@ class TenantScope:
     session: AsyncSession
     tenant: Tenant
     principal: Principal
+
+
+logger = logging.getLogger("registry.access")
 
 
 class Rollback(Exception):
@@ -78,6 +83,7 @@ async def tenant_scope(
 ) -> AsyncIterator[TenantScope]:
     operator = is_operator(operator_token, credential)
     foreign = False
+    used: Principal | None = None
     try:
         async with db.app_tx() as session:
             tenant = await tenants.find_tenant(session, slug)
@@ -97,16 +103,48 @@ async def tenant_scope(
                     raise Unauthenticated("invalid API key")
                 await enter_tenant(session, tenant.id)
                 principal = await tenants.authenticate(session, tenant.id, credential)
+                used = principal if principal.use_due else None
             if not principal.has(role):
                 raise Forbidden(f"this needs the {role} role; the caller has {principal.role}")
             yield TenantScope(session, tenant, principal)
             if rollback:
                 raise Rollback
     except Rollback:
-        return
+        pass
     except Unauthenticated:
         # The key is not for this path: 403 if it is a valid key of some other tenant, else 401.
         key_tenant = tenants.tenant_of_secret(credential) if foreign and credential else None
         if credential and await _foreign_key_is_valid(db, key_tenant, credential):
             raise Forbidden("this API key belongs to another tenant") from None
         raise
+    if used is not None and used.tenant_id is not None:
+        await _record_use(db, used.tenant_id, used)
+
+
+def check_anonymous(
+    tenant: Tenant, principal: Principal, label: str | None, *, version: int | None = None
+) -> None:
+    """Anonymous readers of a public tenant read its published labels (the protected ones, such as
+    production) and nothing else: no other label, no pinned version, unless the tenant opts in
+    (public_drafts). Callers with a key are not concerned."""
+    if not principal.anonymous or tenant.public_drafts:
+        return
+    published = ", ".join(tenant.protected_labels) or "none"
+    if version is not None:
+        raise Forbidden(
+            f"anonymous callers read the published labels of {tenant.slug!r} only ({published}), "
+            "not pinned versions: send an API key"
+        )
+    if label is not None and label not in tenant.protected_labels:
+        raise Unauthenticated(
+            f"anonymous callers read the published labels of {tenant.slug!r} only ({published}); "
+            f"send an API key to read {label!r}"
+        )
+
+
+async def _record_use(db: Database, tenant_id: uuid.UUID, principal: Principal) -> None:
+    try:
+        async with db.tenant_tx(tenant_id) as session:
+            await tenants.record_use(session, principal)
+    except (RegistryError, SQLAlchemyError, OSError) as error:  # a lost stamp is no failed request
+        logger.warning("key_use_not_recorded", extra={"fields": {"error": type(error).__name__}})

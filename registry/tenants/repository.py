@@ -133,10 +133,17 @@ async def count_prompts(session: AsyncSession, tenant_id: uuid.UUID) -> int:
     return int(result.scalar_one())
 
 
-async def touch_key(session: AsyncSession, key: ApiKey) -> None:
+async def touch_key(session: AsyncSession, tenant_id: uuid.UUID, key_id: uuid.UUID) -> None:
+    """Stamp the key's last use, unless another transaction holds its row (SKIP LOCKED: never wait)."""
+    free = (
+        select(ApiKey.id)
+        .where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
     await session.execute(
         update(ApiKey)
-        .where(ApiKey.tenant_id == key.tenant_id, ApiKey.id == key.id)
+        .where(ApiKey.tenant_id == tenant_id, ApiKey.id == free)
         .values(last_used_at=func.now())
     )
 

@@ -25,6 +25,7 @@ class TenantOut(BaseModel):
     slug: str
     title: str | None
     public_read: bool
+    public_drafts: bool
     default_label: str
     protected_labels: list[str]
     page_size: int | None
@@ -65,6 +66,11 @@ class KeyCreated(KeyOut):
 class TenantPatch(StrictInput):
     title: str | None = Field(default=None, max_length=200)
     public_read: bool | None = None
+    public_drafts: bool | None = Field(
+        default=None,
+        description="anonymous readers may read every label and pin versions, not only the "
+        "published (protected) labels",
+    )
     default_label: str | None = Field(default=None, pattern=LABEL_PATTERN)
     protected_labels: list[Annotated[str, Field(pattern=LABEL_PATTERN)]] | None = Field(
         default=None, max_length=32

@@ -114,6 +114,14 @@ async def create_key(
 ) -> tuple[ApiKey, str]:
     """In a transaction scoped to ``tenant``. Returns the key and its secret (shown once, never stored)."""
     check_role(role)
+    if expires_at is not None:
+        if expires_at.tzinfo is None:
+            raise InvalidInput("expires_at needs a time zone (e.g. ...Z)", field="expires_at")
+        if expires_at <= datetime.now(UTC):
+            raise InvalidInput(
+                f"expires_at {expires_at.isoformat()} is in the past: a key would be born expired",
+                field="expires_at",
+            )
     secret = new_secret(tenant.id)
     key = await repo.insert_key(
         session,
@@ -179,7 +187,7 @@ async def update_tenant(
     values = patch.model_dump(exclude_unset=True)
     if "protected_labels" in values:
         values["protected_labels"] = list(dict.fromkeys(values["protected_labels"] or []))
-    for key in ("public_read", "default_label", "protected_labels"):
+    for key in ("public_read", "public_drafts", "default_label", "protected_labels"):
         if key in values and values[key] is None:
             raise InvalidInput(f"{key} cannot be null", field=key)
     if not values:
@@ -230,9 +238,18 @@ async def authenticate(session: AsyncSession, tenant_id: uuid.UUID, secret: str)
         raise Unauthenticated("this API key has been revoked")
     if key.expires_at is not None and key.expires_at <= now:
         raise Unauthenticated(f"this API key expired at {key.expires_at.isoformat()}")
-    if key.last_used_at is None or now - key.last_used_at > TOUCH_EVERY:
-        await repo.touch_key(session, key)
-    return Principal(role=key.role, tenant_id=tenant_id, key_id=key.id, expires_at=key.expires_at)
+    due = key.last_used_at is None or now - key.last_used_at > TOUCH_EVERY
+    return Principal(
+        role=key.role, tenant_id=tenant_id, key_id=key.id, expires_at=key.expires_at, use_due=due
+    )
+
+
+async def record_use(session: AsyncSession, principal: Principal) -> None:
+    """Record that the key was used: in a short transaction of its own, never the request's, so
+    that no request of a key waits behind another's (a row lock held to the end of a slow request),
+    and skipped when another transaction is recording it already."""
+    if principal.tenant_id is not None and principal.key_id is not None:
+        await repo.touch_key(session, principal.tenant_id, principal.key_id)
 
 
 async def list_audit(

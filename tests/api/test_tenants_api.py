@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import asyncpg
 
 from tests.api.conftest import Api, auth
@@ -77,7 +79,7 @@ async def test_tenant_delete_only_when_empty_or_forced(
         assert await superuser.fetchval(f"SELECT count(*) FROM {table}") == 0, table
 
 
-async def test_keys_lifecycle_and_refusal(api: Api) -> None:
+async def test_keys_lifecycle_and_refusal(api: Api, superuser: asyncpg.Connection) -> None:
     keys = await api.tenant("acme")
     c = api.client
     created = await c.post(
@@ -105,8 +107,13 @@ async def test_keys_lifecycle_and_refusal(api: Api) -> None:
 
     expired = await c.post(
         f"{T}/acme/keys",
-        json={"role": "admin", "expires_at": "2000-01-01T00:00:00Z"},
+        json={"role": "admin", "expires_at": "2099-01-01T00:00:00Z"},
         headers=auth(keys["admin"]),
+    )
+    # A key cannot be created expired; it can pass its expiry.
+    await superuser.execute(
+        "UPDATE api_keys SET expires_at = now() - interval '1 minute' WHERE id = $1",
+        uuid.UUID(expired.json()["id"]),
     )
     response = await c.get(
         f"{T}/acme/prompts", headers={"Authorization": f"Bearer {expired.json()['secret']}"}

@@ -73,5 +73,5 @@ async def test_seeded_data_is_served_and_hashes_like_the_registry(
     mcp = RawMcp(api.client, f"/mcp/{BIG_TENANT}")
     await mcp.initialize()
     first = await mcp.result("prompts/list")
-    assert len(first["prompts"]) == 100
-    assert "nextCursor" in first
+    assert len(first["prompts"]) == 300  # the whole list, up to the cap, in one page
+    assert "nextCursor" not in first

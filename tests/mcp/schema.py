@@ -25,8 +25,13 @@ def require_schemas() -> None:
     pytest.skip(message)
 
 
-@lru_cache(maxsize=8)
 def _root(revision: str) -> dict[str, Any]:
+    require_schemas()  # every reading of a schema goes through here: skipped (or failed) first
+    return _load(revision)
+
+
+@lru_cache(maxsize=8)
+def _load(revision: str) -> dict[str, Any]:
     return dict(json.loads((SCHEMA_DIR / revision / "schema.json").read_text()))
 
 

@@ -340,6 +340,12 @@ async def test_pagination_walks_a_large_tenant_once(
     # A cursor is bound to its tenant and label, and a tampered one is refused.
     first = await client.result("prompts/list")
     token = first["nextCursor"]
+    labelled = await api.client.put(
+        "/api/v1/tenants/acme/prompts/test_simple_prompt/labels/staging",
+        json={"version": 1},
+        headers=auth(tenant["publisher"]),
+    )
+    assert labelled.status_code == 200, labelled.text
     staging = mcp(api, tenant, "/mcp/acme/staging")
     await staging.initialize()
     assert (await staging.error("prompts/list", {"cursor": token}))["code"] == -32602
@@ -384,7 +390,7 @@ async def test_stale_cursor_is_refused(
 ) -> None:
     import time
 
-    await seed_prompts(superuser, "acme", 150)
+    await seed_prompts(superuser, "acme", 1050)
     client = mcp(api, tenant)
     await client.initialize()
     fresh = (await client.result("prompts/list"))["nextCursor"]

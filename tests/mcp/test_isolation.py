@@ -18,8 +18,8 @@ async def test_cross_tenant_probes(api: Api, superuser: asyncpg.Connection) -> N
         "name": "alpha_secret", "description": "alpha only",
         "arguments": [{"name": "x", "enum": ["alpha-value-1", "alpha-value-2"]}],
         "messages": [{"role": "user", "content": {"type": "text", "text": "secret {{x}}"}}]}])  # fmt: skip
-    await seed_prompts(superuser, "alpha", 250)
-    await seed_prompts(superuser, "bravo", 250)
+    await seed_prompts(superuser, "alpha", 1050)
+    await seed_prompts(superuser, "bravo", 1050)
     alpha = RawMcp(api.client, "/mcp/alpha", headers=auth(a["reader"]))
     bravo = RawMcp(api.client, "/mcp/bravo", headers=auth(b["reader"]))
     await alpha.initialize()

@@ -168,3 +168,29 @@ async def test_sdk_client_over_stdio_in_2026_mode_with_a_subscription(
             event = await asyncio.wait_for(anext(aiter(subscription)), 15)
             assert event is not None
         assert len((await client.list_prompts()).prompts) == 5
+
+
+def test_bad_lines_are_answered_and_the_server_reads_on(env: dict[str, str]) -> None:
+    ping = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"}).encode()
+    lines = [
+        b"\xff\xfe not utf-8",
+        b"[" * 50_000,
+        b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}',
+        b'{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"x@\\u00b2"}}',
+        b"x" * 5_000,  # past the limit below
+        ping,
+    ]
+    result = subprocess.run(
+        [sys.executable, *stdio_command()],
+        input=b"\n".join(lines) + b"\n",
+        env={**env, "REGISTRY_MAX_REQUEST_BYTES": "4096"},
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    codes = [a["error"]["code"] if "error" in a else None for a in answers]
+    assert codes == [-32700, -32600, -32600, -32600, -32600, None], answers
+    assert answers[-1] == {"jsonrpc": "2.0", "id": 9, "result": {}}

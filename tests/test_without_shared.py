@@ -1,0 +1,26 @@
+"""A checkout without ../shared beside it: the schema-checked tests skip (they never error)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_schema_checks_skip_without_the_schemas(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["REGISTRY_MCP_SCHEMA_DIR"] = str(tmp_path / "nowhere")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/mcp/test_stdio.py::test_stateless_lines", "tests/mcp/test_errors.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "2 passed, 1 skipped" in done.stdout, done.stdout[-3000:]
