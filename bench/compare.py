@@ -1,17 +1,21 @@
 """Two versions of the registry measured side by side: ``bench/run`` from each checkout, in turns,
 on the same seeded database and the same machine; a Markdown table of the registry's own figures.
 
-    python -m bench.compare BEFORE_DIR AFTER_DIR [--rounds 2] [-- bench/run options]
+    python -m bench.compare BEFORE_DIR AFTER_DIR [--rounds 2] [--before-data D --after-data D]
+                           [-- bench/run options]
 
 Each directory is a checkout with its own virtual environment in ``.venv`` (``git worktree add``,
-then ``pip install -e .``). Runs alternate (before, after, before, after...) so that drift of a shared
-machine falls on both; the table shows the median over the rounds of each figure, and after/before.
+then ``pip install -e .``). When the two differ in schema, give each its own embedded database,
+seeded alike by its own ``bench/seed`` (the same seed gives the same data). Runs alternate
+(before, after, before, after...) so that drift of a shared machine falls on both; the table shows
+the median over the rounds of each figure, and after/before.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -23,10 +27,15 @@ from typing import Any
 FIGURES = ("rps", "p50_ms", "p99_ms")
 
 
-def measure(checkout: Path, run_args: list[str], out: Path) -> dict[str, Any]:
+def measure(
+    checkout: Path, run_args: list[str], out: Path, data_dir: Path | None
+) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     command = [str(checkout / ".venv" / "bin" / "python"), "-m", "bench.run", "--out", str(out)]
-    subprocess.run([*command, *run_args], cwd=checkout, check=True, stdout=subprocess.DEVNULL)  # noqa: S603
+    env = {**os.environ, **({"REGISTRY_DATA_DIR": str(data_dir)} if data_dir else {})}
+    subprocess.run(  # noqa: S603 - our own command
+        [*command, *run_args], cwd=checkout, env=env, check=True, stdout=subprocess.DEVNULL
+    )
     (result,) = sorted(out.glob("*.json"))
     found: dict[str, Any] = json.loads(result.read_text())
     return found
@@ -81,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--before-data", type=Path, default=None, help="REGISTRY_DATA_DIR before")
+    parser.add_argument("--after-data", type=Path, default=None, help="REGISTRY_DATA_DIR after")
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
@@ -88,10 +99,11 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="registry-compare-"))
     results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for round_number in range(args.rounds):
-        for side, checkout in (("before", args.before), ("after", args.after)):
+        sides = (("before", args.before, args.before_data), ("after", args.after, args.after_data))
+        for side, checkout, data_dir in sides:
             print(f"round {round_number + 1}: {side} ({checkout})", file=sys.stderr)
             out = work / f"{side}-{round_number}"
-            results[side].append(measure(checkout.resolve(), run_args, out))
+            results[side].append(measure(checkout.resolve(), run_args, out, data_dir))
     (work / "results.json").write_text(json.dumps(results, indent=2))
     print(table(results["before"], results["after"]))
     print(f"raw results: {work}/results.json", file=sys.stderr)
