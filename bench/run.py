@@ -377,7 +377,13 @@ def run(
     rows: list[dict[str, Any]] = []
     token = secrets.token_urlsafe(32)  # this run's operator token: for the admin writes only
     registry_cmd = [sys.executable, "-m", "registry", "serve", "--workers", "2"]
-    with server(registry_cmd, {"REGISTRY_OPERATOR_TOKEN": token}, "/readyz") as registry:
+    # The fan-out opens thousands of streams from one address: lift the per-caller bounds.
+    lifted = {
+        "REGISTRY_OPERATOR_TOKEN": token,
+        "REGISTRY_STREAMS_PER_CALLER": "100000",
+        "REGISTRY_STREAMS_PER_TENANT": "100000",
+    }
+    with server(registry_cmd, lifted, "/readyz") as registry:
         workers = worker_pids(registry.pid)
         memory: dict[str, Any] = {"idle": {str(pid): rss_kib(pid) for pid in workers}}
         env_url = os.environ.get("REGISTRY_DATABASE_URL")

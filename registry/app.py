@@ -19,7 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import registry
 from registry import metrics
-from registry.api import health, problems, prompts, tenants
+from registry.api import docs, health, problems, prompts, tenants
+from registry.api.headers import SecurityHeaders
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
 from registry.config import Settings, get_settings
@@ -108,12 +109,15 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     hub = Hub()
     caches = McpCaches()
     listen_dsn = settings.listen_dsn() or dsn
+    endpoint = McpEndpoint(settings, db, hub, caches)
     feed = ChangeFeed(
         lambda: listen_connection(listen_dsn),
         hub,
         DatabaseChanges(db),
         caches=[caches],
         auth_caches=[caches.directory.principals],
+        access_checks=[endpoint.revalidate],  # streams end with their key or the public access
+        session_ends=[endpoint.session_ended],
     )
     caches.live = feed.connected.is_set
 
@@ -149,6 +153,8 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         version=registry.__version__,
         summary="Multi-tenant prompt templates, served over MCP, managed over REST.",
         lifespan=lifespan,
+        docs_url=None,  # served by registry.api.docs, with local assets
+        redoc_url=None,
     )
     app.state.db = db
     app.state.settings = settings
@@ -156,9 +162,11 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.state.feed = feed
     problems.install(app)
     app.include_router(health.router)
+    app.include_router(docs.router)
+    app.mount(docs.ASSETS, docs.assets, name="docs-assets")
     app.include_router(tenants.router)
     app.include_router(prompts.router)
-    app.mcp = McpEndpoint(settings, db, hub, caches)
+    app.mcp = endpoint
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.max_request_bytes,
@@ -166,4 +174,5 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         timeout_seconds=settings.body_timeout_seconds,
     )
     app.add_middleware(RequestMetrics)
+    app.add_middleware(SecurityHeaders)
     return app

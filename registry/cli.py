@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import resource
 import signal
 import socket
 import sys
@@ -70,6 +71,12 @@ class Registry:
             settings = self.settings
             if settings.embedded:
                 server = EmbeddedPostgres(settings.data_dir)
+                if not (serve or migrate or server.exists()):
+                    raise CommandError(
+                        f"no registry database in {server.data_dir.resolve()} (REGISTRY_DATA_DIR): "
+                        "run this where `registry serve` runs, or set REGISTRY_DATA_DIR or "
+                        "REGISTRY_DATABASE_URL"
+                    )
                 self._url = self._exit.enter_context(server.serve() if serve else server.attach())
                 if serve:
                     click.echo(f"embedded PostgreSQL ready in {server.data_dir}", err=True)
@@ -158,6 +165,13 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _connection_budget() -> int:
+    """80% of the open-file limit: connections beyond it are answered 503 by uvicorn, so that
+    a flood of connections never takes the descriptors the database and the logs need."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(10, int(soft * 0.8))
+
+
 def _check_port(host: str, port: int) -> None:
     """Say in one line that the address is taken, before anything starts (uvicorn would print a
     traceback, or a line per worker)."""
@@ -203,6 +217,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
             workers=settings.workers,
             log_config=logging_config(settings.log_level, settings.log_json),
             timeout_graceful_shutdown=10,
+            limit_concurrency=settings.max_connections or _connection_budget(),
         )
 
 

@@ -65,6 +65,17 @@ class Settings(BaseSettings):
 
     # MCP sessions (session-era protocol revisions) expire after this much idle time.
     session_idle_seconds: int = Field(default=3600, ge=10)
+    # Live sessions one key (or one anonymous client address) and one tenant may hold; the least
+    # recently used go first.
+    sessions_per_caller: int = Field(default=100, ge=1)
+    sessions_per_tenant: int = Field(default=10_000, ge=1)
+    # Open SSE streams (GET streams and subscriptions/listen) per worker process: per key (or
+    # anonymous address), and per tenant. Past them a new stream is refused (429).
+    streams_per_caller: int = Field(default=200, ge=1)
+    streams_per_tenant: int = Field(default=1000, ge=1)
+    # Connections one worker serves at once (503 past it); unset: 80% of its open-file limit, so
+    # that the database, the listener and the logs always have descriptors left.
+    max_connections: int | None = Field(default=None, ge=10)
     # Origins allowed to call the MCP endpoint from a browser; requests without Origin are allowed.
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["http://localhost", "http://127.0.0.1", "http://[::1]"]

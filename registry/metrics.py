@@ -124,9 +124,32 @@ def flush() -> None:
         _dirty.pop().flush()
 
 
+def forget_dead_workers(directory: str) -> list[int]:
+    """Live gauges (open streams) of worker processes that are gone: a worker killed outright never
+    said so, and its streams are closed. Returns the pids forgotten."""
+    gone = []
+    for entry in os.listdir(directory):
+        if not entry.startswith("gauge_live") or not entry.endswith(".db"):
+            continue
+        pid_text = entry.rsplit("_", 1)[-1].removesuffix(".db")
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            _multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+            gone.append(pid)
+        except PermissionError:
+            pass  # alive, someone else's
+    return gone
+
+
 def exposition() -> tuple[bytes, str]:
     flush()  # this worker's own counts are exact; the others' lag by at most their flush period
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        forget_dead_workers(directory)
         registry = CollectorRegistry()
         _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST

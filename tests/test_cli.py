@@ -118,3 +118,10 @@ def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
         )
     assert f"127.0.0.1:{port} is already in use" in line
     assert not (tmp_path / "data").exists()  # nothing started
+
+
+def test_short_commands_never_create_a_database(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "not-here"
+    line = _fails("tenant", "list", env={"REGISTRY_DATA_DIR": str(elsewhere)})
+    assert f"no registry database in {elsewhere}" in line
+    assert not elsewhere.exists()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from registry import metrics
@@ -51,3 +56,13 @@ def test_tally_flushes_its_sum_once() -> None:
     metrics.flush()
     metrics.flush()
     assert samples(registry, "things_total") == {("things_total", ""): 7.5}
+
+
+def test_a_killed_workers_open_streams_are_forgotten(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a pid that is gone once waited for
+    dead.wait()
+    alive = os.getpid()
+    for pid in (dead.pid, alive):
+        (tmp_path / f"gauge_livesum_{pid}.db").write_bytes(b"")
+    assert metrics.forget_dead_workers(str(tmp_path)) == [dead.pid]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"gauge_livesum_{alive}.db"]

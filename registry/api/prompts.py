@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
 
 from registry.api.auth import require_credential, tenant_scope
 from registry.api.paging import pages
 from registry.config import Settings
+from registry.content.media import inline_disposition
+from registry.db.engine import Database
 from registry.db.pagination import Page, PageRequest
 from registry.errors import InvalidInput
 from registry.naming import MAX_VERSION, MIME_RE, ascii_number
@@ -348,19 +352,39 @@ async def upload_blob(tenant: str, request: Request, response: Response) -> Blob
 async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
     async with tenant_scope(request, tenant, "reader") as scope:
         data, mime = await blobs.get_blob(scope.session, scope.tenant, sha256)
-    return Response(data, media_type=mime, headers={"ETag": f'"{sha256}"'})
+    # On the registry's own origin: never sniffed, never run (a sandbox with no sources), and
+    # downloaded rather than shown unless it is an image or audio.
+    disposition = "inline" if inline_disposition(mime) else f'attachment; filename="{sha256}"'
+    headers = {
+        "ETag": f'"{sha256}"',
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+        "Content-Disposition": disposition,
+    }
+    return Response(data, media_type=mime, headers=headers)
 
 
 @router.get(
-    "/export", response_model=Bundle, response_model_exclude_none=True, summary="Export as a bundle"
+    "/export",
+    response_class=StreamingResponse,
+    responses={200: {"model": Bundle, "description": "the bundle (streamed)"}},
+    summary="Export as a bundle",
 )
 async def export_bundle(
     tenant: str, request: Request, versions: Literal["all", "labelled"] = "all"
-) -> Bundle:
+) -> StreamingResponse:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await bundles.export_bundle(
-            scope.session, scope.tenant, only_labelled=versions == "labelled"
-        )
+        found = scope.tenant
+    db: Database = request.app.state.db
+
+    async def body() -> AsyncIterator[bytes]:  # its own transaction: it outlives the route
+        async with db.tenant_tx(found.id) as session:
+            async for chunk in bundles.export_stream(
+                session, found, only_labelled=versions == "labelled"
+            ):
+                yield chunk
+
+    return StreamingResponse(body(), media_type="application/json")
 
 
 @router.post("/import", response_model=ImportResult, summary="Import a bundle (idempotent)")

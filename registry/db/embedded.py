@@ -219,6 +219,10 @@ class EmbeddedPostgres:
         if self.is_running():
             self._pg(_bin("pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "-t", "60", "stop")
 
+    def exists(self) -> bool:
+        """Whether a database was ever created here (short commands never create one)."""
+        return (self.pgdata / "PG_VERSION").exists()
+
     @contextmanager
     def serve(self) -> Iterator[str]:
         """Own the server for the duration: start it (or adopt one left running), stop it at the end."""

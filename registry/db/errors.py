@@ -75,6 +75,8 @@ def translate_db_error(error: DBAPIError, **values: object) -> Exception:
     state = getattr(cause, "sqlstate", None) or getattr(error.orig, "sqlstate", None) or ""
     if isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES):
         return Unavailable("the database is unavailable")
+    if state in ("40001", "40P01"):  # serialization failure, deadlock: nothing was written
+        return Unavailable("the database aborted this request to resolve a conflict: retry it")
     if isinstance(state, str) and state.startswith(
         "22"
     ):  # data exception: a value PostgreSQL refuses

@@ -328,12 +328,19 @@ class McpSession(Base):
     __table_args__ = (
         ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
         Index("ix_mcp_sessions_tenant_id_last_seen_at", "tenant_id", "last_seen_at"),
+        Index(
+            "ix_mcp_sessions_tenant_id_key_id_client_address",
+            "tenant_id",
+            "key_id",
+            "client_address",
+        ),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     label: Mapped[str] = mapped_column(Text)
     key_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
+    client_address: Mapped[str | None] = mapped_column(Text)  # anonymous clients: their address
     protocol_version: Mapped[str] = mapped_column(Text)
     client_info: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     client_capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSONB)

@@ -12,26 +12,33 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from registry.metrics import OPEN_STREAMS
 
 
 class Subscription:
-    def __init__(self, hub: Hub, tenant_id: uuid.UUID, label: str, seen: int) -> None:
+    def __init__(
+        self, hub: Hub, tenant_id: uuid.UUID, label: str, seen: int, owner: Any = None
+    ) -> None:
         self.hub = hub
         self.tenant_id = tenant_id
         self.label = label
         self.seen = seen  # the change sequence this subscriber is up to date with
+        self.owner = owner  # who opened it (the transport's principal), checked again on changes
         self._pending: int | None = None
         self._wake = asyncio.Event()
         self.closed = False
+        self.reason: str | None = None  # why the server ended it, when not a shutdown
 
     def offer(self, seq: int) -> None:
         if seq > self.seen and (self._pending is None or seq > self._pending):
             self._pending = seq
             self._wake.set()
 
-    def close(self) -> None:
+    def close(self, reason: str | None = None) -> None:
+        if not self.closed:
+            self.reason = reason
         self.closed = True
         self._wake.set()
 
@@ -56,8 +63,10 @@ class Hub:
         self.closed = False
 
     @contextmanager
-    def subscribe(self, tenant_id: uuid.UUID, label: str, seen: int) -> Iterator[Subscription]:
-        subscription = Subscription(self, tenant_id, label, seen)
+    def subscribe(
+        self, tenant_id: uuid.UUID, label: str, seen: int, owner: Any = None
+    ) -> Iterator[Subscription]:
+        subscription = Subscription(self, tenant_id, label, seen, owner)
         if self.closed:
             subscription.close()
         self._subscribers[tenant_id].add(subscription)
@@ -99,6 +108,9 @@ class Hub:
 
     def tenants(self) -> list[uuid.UUID]:
         return list(self._subscribers)
+
+    def subscriptions(self, tenant_id: uuid.UUID) -> list[Subscription]:
+        return list(self._subscribers.get(tenant_id, ()))
 
     def close(self) -> None:
         self.closed = True

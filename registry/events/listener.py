@@ -17,8 +17,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import asyncpg
+from sqlalchemy.exc import SQLAlchemyError
 
 from registry.db.repository import probe
+from registry.errors import RegistryError
 from registry.events.hub import Hub
 from registry.metrics import LISTENER_RECONNECTS, NOTIFICATIONS_SENT
 
@@ -52,6 +54,8 @@ class ChangeFeed:
         caches: list[Invalidates],
         auth_caches: list[Invalidates] | None = None,
         *,
+        access_checks: list[Callable[[uuid.UUID], Awaitable[None]]] | None = None,
+        session_ends: list[Callable[[uuid.UUID, str], None]] | None = None,
         probe_seconds: float = 5.0,
         max_backoff_seconds: float = 5.0,
     ) -> None:
@@ -60,6 +64,12 @@ class ChangeFeed:
         self.source = source
         self.caches = caches
         self.auth_caches = auth_caches or []
+        # Told when who may read a tenant may have changed (keys, settings), so that open streams
+        # are checked again; and when a session ended, so that its stream ends on this worker.
+        self.access_checks = access_checks or []
+        self.session_ends = session_ends or []
+        self._checking: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._recheck: set[uuid.UUID] = set()
         self.probe_seconds = probe_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self.connected = asyncio.Event()
@@ -125,7 +135,7 @@ class ChangeFeed:
     async def stop(self) -> None:
         self._stopped = True
         self._lost.set()
-        for task in list(self._delivering.values()):
+        for task in [*self._delivering.values(), *self._checking.values()]:
             task.cancel()
 
     # --- notifications -------------------------------------------------------------------------
@@ -140,6 +150,11 @@ class ChangeFeed:
         if event.get("auth"):
             for cache in self.auth_caches:
                 cache.invalidate(tenant_id)
+            self.check_access(tenant_id)
+            return
+        if isinstance(event.get("session"), str):
+            for ended in self.session_ends:
+                ended(tenant_id, event["session"])
             return
         for cache in self.caches:  # at once: the next request of this worker reads fresh data
             cache.invalidate(tenant_id)
@@ -150,6 +165,8 @@ class ChangeFeed:
             self.hub.close_tenant(tenant_id)
             return
         seq = event.get("seq")
+        if isinstance(seq, int) and event.get("label") is None:
+            self.check_access(tenant_id)  # settings (public_read) may have changed
         if isinstance(seq, int) and self.hub.watching(tenant_id):
             if "label" in event:  # each notification says what it moved: no need to read it back
                 label = event["label"]
@@ -157,6 +174,38 @@ class ChangeFeed:
                     label if isinstance(label, str) else None
                 )
             self.note(tenant_id, seq)
+
+    def check_access(self, tenant_id: uuid.UUID) -> None:
+        """Have the open streams of a tenant checked again (one check at a time per tenant; a
+        change heard during a check runs another after it)."""
+        if not self.access_checks or not self.hub.watching(tenant_id):
+            return
+        if tenant_id in self._checking:
+            self._recheck.add(tenant_id)
+            return
+        self._checking[tenant_id] = asyncio.create_task(self._check(tenant_id))
+
+    async def _check(self, tenant_id: uuid.UUID) -> None:
+        try:
+            while True:
+                self._recheck.discard(tenant_id)
+                for check in self.access_checks:
+                    try:
+                        await check(tenant_id)
+                    except (
+                        OSError,
+                        asyncpg.PostgresError,
+                        RegistryError,
+                        SQLAlchemyError,
+                    ) as error:
+                        logger.warning(
+                            "stream_access_check_failed",
+                            extra={"fields": {"error": type(error).__name__}},
+                        )
+                if tenant_id not in self._recheck:
+                    return
+        finally:
+            self._checking.pop(tenant_id, None)
 
     def note(self, tenant_id: uuid.UUID, seq: int) -> None:
         """A tenant reached ``seq``: deliver to its streams (bursts coalesce into one delivery)."""
@@ -223,3 +272,5 @@ class ChangeFeed:
                 self.hub.close_tenant(tenant_id)
             elif current[tenant_id] > self.hub.published(tenant_id):
                 self.note(tenant_id, current[tenant_id])
+        for tenant_id in watched:  # key or setting changes may have gone unheard meanwhile
+            self.check_access(tenant_id)

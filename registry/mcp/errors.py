@@ -82,6 +82,10 @@ class MethodNotAllowed(InvalidRequest):
     status = 405
 
 
+class TooManyStreams(InvalidRequest):
+    status = 429
+
+
 class MethodNotFound(McpError):
     code = METHOD_NOT_FOUND
     status = 404

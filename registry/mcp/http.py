@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
-from datetime import timedelta
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,7 +24,7 @@ from starlette.responses import Response, StreamingResponse
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
-from registry.errors import NotFound, RegistryError
+from registry.errors import NotFound, RegistryError, Unauthenticated
 from registry.events.hub import Hub, Subscription
 from registry.mcp import core, errors, stateless
 from registry.mcp.caching import McpCaches
@@ -34,6 +36,7 @@ from registry.mcp.errors import (
     McpError,
     MethodNotAllowed,
     NotAcceptable,
+    TooManyStreams,
 )
 from registry.mcp.protocol import (
     ALL_REVISIONS,
@@ -48,6 +51,7 @@ from registry.principal import Principal
 from registry.prompts import reading
 from registry.sessions import service as sessions
 from registry.tenants import access
+from registry.tenants import service as tenants
 from registry.tenants.access import TenantScope
 
 logger = logging.getLogger("registry.mcp")
@@ -73,6 +77,34 @@ def _refuse(error: McpError | RegistryError | sessions.SessionGone) -> Response:
     return _json(message, answer.status, answer.headers or None)
 
 
+CORS_ALLOW_HEADERS = (
+    "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, "
+    "Mcp-Name, Last-Event-ID"
+)
+CORS_EXPOSE_HEADERS = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
+
+
+def _cors(origin: str) -> dict[str, str]:
+    return {
+        "Access-Control-Allow-Origin": origin,
+        "Access-Control-Expose-Headers": CORS_EXPOSE_HEADERS,
+        "Vary": "Origin",
+    }
+
+
+def _preflight() -> Response:
+    """A browser's preflight from an allowed origin: what it may send (the answer gets the CORS
+    headers of every response)."""
+    return Response(
+        status_code=204,
+        headers={
+            "Access-Control-Allow-Methods": "GET, POST, DELETE",
+            "Access-Control-Allow-Headers": CORS_ALLOW_HEADERS,
+            "Access-Control-Max-Age": "600",
+        },
+    )
+
+
 def origin_allowed(origin: str, allowed: list[str]) -> bool:
     """An allowed entry without a port admits that scheme and host on any port."""
     origin = origin.rstrip("/")
@@ -85,6 +117,51 @@ def origin_allowed(origin: str, allowed: list[str]) -> bool:
     return bare in allowed
 
 
+class StreamSlots:
+    """Open streams of this worker per caller (a key, or an anonymous client's address) and per
+    tenant, bounded: one caller cannot hold every connection a worker has."""
+
+    def __init__(self, per_caller: int, per_tenant: int) -> None:
+        self.per_caller = per_caller
+        self.per_tenant = per_tenant
+        self.callers: Counter[Any] = Counter()
+        self.tenants: Counter[uuid.UUID] = Counter()
+
+    def take(self, tenant_id: uuid.UUID, caller: Any) -> Callable[[], None]:
+        """A slot for a new stream, or TooManyStreams; call what it returns once the stream ends."""
+        if self.callers[caller] >= self.per_caller:
+            raise TooManyStreams(
+                f"this caller already holds {self.per_caller} open streams here: close one first",
+                headers={"Retry-After": "5"},
+            )
+        if self.tenants[tenant_id] >= self.per_tenant:
+            raise TooManyStreams(
+                f"this tenant already holds {self.per_tenant} open streams here: try again later",
+                headers={"Retry-After": "5"},
+            )
+        self.callers[caller] += 1
+        self.tenants[tenant_id] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            for counter, key in ((self.callers, caller), (self.tenants, tenant_id)):
+                counter[key] -= 1
+                if counter[key] <= 0:
+                    del counter[key]
+
+        return release
+
+
+def _caller(principal: Principal, request: Request) -> Any:
+    if principal.key_id is not None:
+        return principal.key_id
+    return ("address", request.client.host if request.client else None)
+
+
 class McpEndpoint:
     def __init__(self, settings: Settings, db: Database, hub: Hub, caches: McpCaches) -> None:
         self.settings = settings
@@ -92,6 +169,10 @@ class McpEndpoint:
         self.hub = hub
         self.caches = caches
         self.core = Core(settings, db, caches)
+        self.slots = StreamSlots(settings.streams_per_caller, settings.streams_per_tenant)
+        self.session_bounds = sessions.Bounds(
+            settings.sessions_per_caller, settings.sessions_per_tenant
+        )
         self.idle = timedelta(seconds=settings.session_idle_seconds)
         self.streams: dict[str, Subscription] = {}  # session id -> its open GET stream here
 
@@ -106,16 +187,31 @@ class McpEndpoint:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """A plain ASGI app (the registry app routes MCP paths here before its middleware)."""
         request = Request(scope, receive)
-        if request.method not in ("GET", "POST", "DELETE"):
+        origin = request.headers.get("origin")
+        allowed = origin is not None and origin_allowed(origin, self.settings.allowed_origins)
+        if request.method == "OPTIONS":
+            response = (
+                _preflight()
+                if allowed
+                else _refuse(errors.Forbidden(f"origin {origin!r} is not allowed"))
+            )
+        elif request.method not in ("GET", "POST", "DELETE"):
             response = _refuse(
                 MethodNotAllowed(
                     f"method {request.method} is not allowed here",
-                    headers={"Allow": "GET, POST, DELETE"},
+                    headers={"Allow": "GET, POST, DELETE, OPTIONS"},
                 )
             )
         else:
             response = await self.handle(request)
-        await response(scope, receive, send)
+        if allowed and origin is not None:  # a browser client of an allowed origin may read it
+            response.headers.update(_cors(origin))
+        try:
+            await response(scope, receive, send)
+        finally:
+            release = getattr(response, "release_slot", None)
+            if release is not None:  # the stream is over, however it ended
+                release()
 
     async def _body(self, request: Request) -> bytes:
         """The request body, refused (413) past ``max_request_bytes``, declared or actual."""
@@ -244,7 +340,8 @@ class McpEndpoint:
             served = label or scope.tenant.default_label
             access.check_anonymous(scope.tenant, scope.principal, served)
             if initialize:
-                return await self._initialize(scope, served, initialize[0])
+                address = request.client.host if request.client else None
+                return await self._initialize(scope, served, initialize[0], address)
             session = await self._resume(request, scope, label)
             if parsed.batch and session.protocol_version != "2025-03-26":
                 raise InvalidRequest(
@@ -266,7 +363,9 @@ class McpEndpoint:
             return Response(status_code=202)
         return _json(responses if parsed.batch else responses[0])
 
-    async def _initialize(self, scope: TenantScope, served: str, message: Message) -> Response:
+    async def _initialize(
+        self, scope: TenantScope, served: str, message: Message, address: str | None
+    ) -> Response:
         await reading.check_label(scope.session, scope.tenant, served)
         revision, response = self.core.initialize(message, scope.tenant, served)
         if revision is None:
@@ -276,9 +375,11 @@ class McpEndpoint:
             tenant_id=scope.tenant.id,
             label=served,
             key_id=scope.principal.key_id,
+            client_address=address,
             protocol_version=revision,
             client_info=message.params.get("clientInfo"),
             client_capabilities=message.params.get("capabilities") or {},
+            bounds=self.session_bounds,
         )
         logger.info(
             "mcp_session_started",
@@ -304,30 +405,42 @@ class McpEndpoint:
         served = label or tenant.default_label
         access.check_anonymous(tenant, principal, served)
         if message.method == "subscriptions/listen":
-            return self._listen(message, revision, tenant, served, tenant.change_seq)
+            release = self.slots.take(tenant.id, _caller(principal, request))
+            response = self._listen(message, revision, tenant, principal, served, tenant.change_seq)
+            response.release_slot = release  # type: ignore[attr-defined]
+            return response
         async with LazyTx(self.db, tenant.id) as tx:
             answer = await self.core.call(tx, tenant, principal, served, revision, message)
         assert answer is not None
         return _json(answer)
 
     def _listen(
-        self, message: Message, revision: str, tenant: Any, label: str, current: int
+        self,
+        message: Message,
+        revision: str,
+        tenant: Any,
+        principal: Principal,
+        label: str,
+        current: int,
     ) -> Response:
         honored = stateless.honored(message)
 
         async def events() -> AsyncIterator[bytes]:
-            with self.hub.subscribe(tenant.id, label, seen=current) as subscription:
+            with self.hub.subscribe(
+                tenant.id, label, seen=current, owner=principal
+            ) as subscription:
                 yield _sse(stateless.acknowledged(message.id, honored))
                 while not subscription.closed:
-                    seq = await subscription.next(self.settings.sse_keepalive_seconds)
+                    seq = await subscription.next(self._wait(subscription))
                     if seq is None:
                         if not subscription.closed:
                             yield b": keep-alive\n\n"
                     elif honored:
                         yield _sse(stateless.list_changed(message.id))
-                yield _sse(
-                    stateless.closed(message.id)
-                )  # the server ended it (shutdown): a graceful close
+                if subscription.reason is not None:  # the caller may no longer read: say why
+                    yield _sse(error_message(message.id, errors.UNAUTHORIZED, subscription.reason))
+                else:  # the server ended it (shutdown): a graceful close
+                    yield _sse(stateless.closed(message.id))
 
         return StreamingResponse(
             events(),
@@ -343,14 +456,24 @@ class McpEndpoint:
         async with self._scope(request) as scope:
             session = await self._resume(request, scope, label)
             tenant_id, current = scope.tenant.id, scope.tenant.change_seq
+            principal = scope.principal
         resume_from = _last_event_id(request.headers.get("last-event-id"), current)
-        return StreamingResponse(
+        release = self.slots.take(tenant_id, _caller(principal, request))
+        response = StreamingResponse(
             self._stream(
-                session.id, session.protocol_version, tenant_id, session.label, current, resume_from
+                session.id,
+                session.protocol_version,
+                tenant_id,
+                session.label,
+                current,
+                resume_from,
+                principal,
             ),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+        response.release_slot = release  # type: ignore[attr-defined]
+        return response
 
     async def _stream(
         self,
@@ -360,8 +483,10 @@ class McpEndpoint:
         label: str,
         current: int,
         resume_from: int,
+        principal: Principal,
     ) -> AsyncIterator[bytes]:
-        with self.hub.subscribe(tenant_id, label, seen=resume_from) as subscription:
+        subscribing = self.hub.subscribe(tenant_id, label, seen=resume_from, owner=principal)
+        with subscribing as subscription:
             previous = self.streams.pop(session_id, None)
             if previous is not None:  # one message goes on one stream: the newest replaces the old
                 previous.close()
@@ -372,7 +497,7 @@ class McpEndpoint:
                 if resume_from < current:  # missed changes while away: tell at once
                     subscription.offer(current)
                 while not subscription.closed:
-                    seq = await subscription.next(self.settings.sse_keepalive_seconds)
+                    seq = await subscription.next(self._wait(subscription))
                     if seq is None:
                         if subscription.closed:
                             break
@@ -382,6 +507,52 @@ class McpEndpoint:
             finally:
                 if self.streams.get(session_id) is subscription:
                     del self.streams[session_id]
+
+    # --- who may keep a stream open ------------------------------------------------------------
+
+    def _wait(self, subscription: Subscription) -> float:
+        """How long a stream may wait for its next event: the keep-alive interval, or less when
+        its key expires sooner (then it is closed: the key no longer reads)."""
+        wait = self.settings.sse_keepalive_seconds
+        owner = subscription.owner
+        if isinstance(owner, Principal) and owner.expires_at is not None:
+            left = (owner.expires_at - datetime.now(UTC)).total_seconds()
+            if left <= 0:
+                subscription.close("the API key has expired")
+                return 0
+            wait = min(wait, left)
+        return wait
+
+    async def revalidate(self, tenant_id: uuid.UUID) -> None:
+        """Who may read the tenant may have changed (a key revoked, public_read switched off):
+        end the open streams of this worker whose caller no longer may, saying why."""
+        opened = self.hub.subscriptions(tenant_id)
+        if not any(isinstance(s.owner, Principal) for s in opened):
+            return
+        async with self.db.tenant_tx(tenant_id) as session:
+            tenant = await tenants.find_tenant_by_id(session, tenant_id)
+            live = await tenants.live_key_ids(session, tenant_id)
+        for subscription in opened:
+            owner = subscription.owner
+            if not isinstance(owner, Principal) or owner.operator:
+                continue
+            if tenant is None:
+                subscription.close("the tenant no longer exists")
+            elif owner.key_id is not None and owner.key_id not in live:
+                subscription.close("the API key was revoked or has expired")
+            elif owner.anonymous:
+                try:
+                    if not tenant.public_read:
+                        raise Unauthenticated("the tenant no longer serves anonymous readers")
+                    access.check_anonymous(tenant, owner, subscription.label)
+                except Unauthenticated as refused:
+                    subscription.close(refused.message)
+
+    def session_ended(self, tenant_id: uuid.UUID, session_id: str) -> None:
+        """A session ended through any worker: its stream, if this worker holds it, ends too."""
+        stream = self.streams.get(session_id)
+        if stream is not None and stream.tenant_id == tenant_id:
+            stream.close("the session ended")
 
     # --- DELETE ----------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import hashlib
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry.content.media import check_media
 from registry.db.audit import record_audit
 from registry.db.models import Tenant
 from registry.errors import NotFound
@@ -17,6 +18,7 @@ async def upload_blob(
     session: AsyncSession, tenant: Tenant, caller: Principal, data: bytes, mime_type: str
 ) -> tuple[str, bool]:
     """Store ``data``; returns its sha256 (hex) and whether it was new to the tenant."""
+    check_media(data, mime_type, "body")
     sha = hashlib.sha256(data).digest()
     created = await repo.store_blob(session, tenant.id, sha, mime_type, data)
     if created:

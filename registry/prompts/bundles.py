@@ -4,6 +4,9 @@ document written back (import, idempotent)."""
 from __future__ import annotations
 
 import base64
+import binascii
+import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -29,7 +32,7 @@ from registry.prompts.schemas import (
 from registry.prompts.writing import (
     as_version_in,
     check_label_name,
-    create_prompt_row,
+    find_or_create_prompt,
     move_label,
     write_version,
 )
@@ -37,9 +40,11 @@ from registry.prompts.writing import (
 EXPORT_PAGE = 500
 
 
-async def export_bundle(session: AsyncSession, tenant: Tenant, *, only_labelled: bool) -> Bundle:
-    prompts: list[BundlePrompt] = []
-    shas: set[bytes] = set()
+async def _exported_prompts(
+    session: AsyncSession, tenant: Tenant, *, only_labelled: bool, shas: set[bytes]
+) -> AsyncIterator[BundlePrompt]:
+    """The tenant's prompts one at a time, by name (pages of EXPORT_PAGE rows); the blobs their
+    versions use are added to ``shas``."""
     after: str | None = None
     while True:
         rows = await repo.list_prompts(
@@ -54,7 +59,7 @@ async def export_bundle(session: AsyncSession, tenant: Tenant, *, only_labelled:
             archived=None,
         )
         if not rows:
-            break
+            return
         labels = await repo.labels_of(session, [p for p, _ in rows])
         for prompt, _ in rows:
             wanted = set(labels[prompt.id].values()) if only_labelled else None
@@ -68,33 +73,53 @@ async def export_bundle(session: AsyncSession, tenant: Tenant, *, only_labelled:
                     sha = kind_of(m.content).blob(m.content)
                     if sha is not None:
                         shas.add(bytes.fromhex(sha))
-            prompts.append(
-                BundlePrompt(
-                    name=prompt.name,
-                    tags=prompt.tags,
-                    archived=prompt.archived_at is not None,
-                    versions=[
-                        BundleVersion(
-                            version=v.version,
-                            content_hash=v.content_hash,
-                            **as_version_in(v).model_dump(by_alias=True, exclude_none=True),
-                        )
-                        for v in versions
-                    ],
-                    labels={k: n for k, n in labels[prompt.id].items() if k != LATEST},
-                )
+            yield BundlePrompt(
+                name=prompt.name,
+                tags=prompt.tags,
+                archived=prompt.archived_at is not None,
+                versions=[
+                    BundleVersion(
+                        version=v.version,
+                        content_hash=v.content_hash,
+                        **as_version_in(v).model_dump(by_alias=True, exclude_none=True),
+                    )
+                    for v in versions
+                ],
+                labels={k: n for k, n in labels[prompt.id].items() if k != LATEST},
             )
         after = rows[-1][0].name
-    blobs = await repo.blob_data(session, tenant.id, shas)
-    return Bundle(
-        tenant=tenant.slug,
-        exported_at=datetime.now(UTC),
-        blobs={
-            sha.hex(): BundleBlob(mime_type=b.mime_type, data=base64.b64encode(b.data).decode())
-            for sha, b in sorted(blobs.items())
-        },
-        prompts=prompts,
-    )
+
+
+async def export_stream(
+    session: AsyncSession, tenant: Tenant, *, only_labelled: bool
+) -> AsyncIterator[bytes]:
+    """The bundle as JSON, piece by piece: one prompt, then one blob, at a time in memory (a whole
+    tenant never is)."""
+    head = {"format": "prompt-registry/v1", "tenant": tenant.slug, "exported_at": datetime.now(UTC)}
+    yield Bundle.model_validate(head).model_dump_json(include=set(head))[:-1].encode()
+    yield b',"prompts":['
+    shas: set[bytes] = set()
+    first = True
+    async for item in _exported_prompts(session, tenant, only_labelled=only_labelled, shas=shas):
+        yield (b"" if first else b",") + item.model_dump_json(
+            by_alias=True, exclude_none=True
+        ).encode()
+        first = False
+    yield b'],"blobs":{'
+    for index, sha in enumerate(sorted(shas)):
+        found = await repo.blob_data(session, tenant.id, [sha])
+        if sha not in found:
+            continue
+        blob = BundleBlob(
+            mime_type=found[sha].mime_type, data=base64.b64encode(found[sha].data).decode()
+        )
+        yield (
+            (b"," if index else b"")
+            + json.dumps(sha.hex()).encode()
+            + b":"
+            + blob.model_dump_json().encode()
+        )
+    yield b"}}"
 
 
 async def import_bundle(
@@ -104,7 +129,12 @@ async def import_bundle(
     stay, so importing the same bundle twice writes nothing the second time."""
     result = ImportResult()
     for sha_hex, blob in bundle.blobs.items():
-        data = base64.b64decode(blob.data)
+        try:
+            data = base64.b64decode(blob.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput(
+                f"blobs[{sha_hex}].data is not valid base64", field="blobs"
+            ) from None
         if len(data) > max_blob_bytes:
             raise InvalidInput(
                 f"blobs[{sha_hex}] is larger than {max_blob_bytes} bytes", field="blobs"
@@ -116,12 +146,8 @@ async def import_bundle(
     for index, item in enumerate(bundle.prompts):
         for label in item.labels:
             check_label_name(label)
-        prompt = await repo.prompt_by_name(session, tenant.id, item.name, lock=True)
-        if prompt is None:
-            prompt = await create_prompt_row(
-                session, tenant, caller, item.name, item.tags, imported=True
-            )
-            result.prompts_created += 1
+        prompt, created = await find_or_create_prompt(session, tenant, caller, item.name, item.tags)
+        result.prompts_created += created
         mapping: dict[int, int] = {}
         for version in sorted(item.versions, key=lambda v: v.version):
             body = VersionIn.model_validate(

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.content.kinds import kind_of
+from registry.content.media import check_media
 from registry.errors import InvalidInput, PayloadTooLarge
 from registry.prompts import repository as repo
 from registry.prompts.schemas import ArgumentIn, MessageIn, VersionIn
@@ -110,6 +111,7 @@ class _BlobStore:
                 f"{where} is {len(data)} bytes; the most a blob may be is {self.max_bytes}",
                 field=where,
             )
+        check_media(data, mime_type, where)
         sha = hashlib.sha256(data).digest()
         self.inline[sha] = (mime_type, data)
         return sha.hex()

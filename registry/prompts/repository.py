@@ -80,6 +80,20 @@ async def insert_prompt(
         raise translate_db_error(error, name=name) from error
 
 
+async def insert_prompt_if_absent(
+    session: AsyncSession, tenant_id: uuid.UUID, name: str, tags: list[str]
+) -> Prompt | None:
+    """The new prompt, or None when one of that name exists (or another transaction just committed
+    it: the insert waits for it rather than failing)."""
+    statement = (
+        pg_insert(Prompt)
+        .values(tenant_id=tenant_id, name=name, tags=tags)
+        .on_conflict_do_nothing(index_elements=[Prompt.tenant_id, Prompt.name])
+        .returning(Prompt)
+    )
+    return (await session.execute(statement)).scalar_one_or_none()
+
+
 async def next_version(session: AsyncSession, prompt: Prompt) -> int:
     """Take the prompt's next version number; ``prompt`` (the same ORM object) is refreshed by the
     same statement, so it needs no re-read."""

@@ -207,10 +207,36 @@ async def create_prompt_row(
     caller: Principal,
     name: str,
     tags: list[str],
-    *,
-    imported: bool = False,
 ) -> Prompt:
     prompt = await repo.insert_prompt(session, tenant.id, name, tags)
+    await _audit_created(session, tenant, caller, name, tags)
+    return prompt
+
+
+async def find_or_create_prompt(
+    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, tags: list[str]
+) -> tuple[Prompt, bool]:
+    """The prompt ``name`` locked FOR UPDATE, created if absent (whether it was): writers that race
+    to create the same prompt all succeed, one creating it, the others finding it."""
+    created = await repo.insert_prompt_if_absent(session, tenant.id, name, tags)
+    if created is not None:
+        await _audit_created(session, tenant, caller, name, tags, imported=True)
+        return created, True
+    found = await repo.prompt_by_name(session, tenant.id, name, lock=True)
+    if found is None:  # it existed a moment ago, and an admin deleted it meanwhile
+        raise Conflict(f"prompt {name!r} was deleted while this write ran: send it again")
+    return found, False
+
+
+async def _audit_created(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    tags: list[str],
+    *,
+    imported: bool = False,
+) -> None:
     after: dict[str, object] = {"name": name, "tags": tags}
     if imported:
         after["import"] = True
@@ -222,7 +248,6 @@ async def create_prompt_row(
         target=f"prompt:{name}",
         after=after,
     )
-    return prompt
 
 
 async def create_version(

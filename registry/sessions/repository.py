@@ -51,3 +51,33 @@ async def purge(session: AsyncSession, *, idle_before: datetime, ended_before: d
 
 def now() -> Any:
     return func.now()
+
+
+async def evict(
+    session: AsyncSession,
+    tenant_id: uuid.UUID,
+    *,
+    keep: int,
+    key_id: uuid.UUID | None = None,
+    client_address: str | None = None,
+    whole_tenant: bool = False,
+) -> int:
+    """Delete the least recently used sessions of one caller (a key, or an anonymous address) or of
+    the whole tenant, so that at most ``keep`` remain; returns how many went."""
+    query = select(McpSession.id).where(McpSession.tenant_id == tenant_id)
+    if not whole_tenant:
+        query = query.where(
+            McpSession.key_id == key_id
+            if key_id is not None
+            else (McpSession.key_id.is_(None) & (McpSession.client_address == client_address))
+        )
+    # Rows another initialize is evicting are skipped, not waited for: no two evictions deadlock.
+    surplus = (
+        query.order_by(McpSession.last_seen_at.desc())
+        .offset(keep)
+        .with_for_update(skip_locked=True)
+    )
+    result = await session.execute(
+        delete(McpSession).where(McpSession.tenant_id == tenant_id, McpSession.id.in_(surplus))
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,6 +22,23 @@ async def insert_tenant(
         insert(Tenant).values(slug=slug, title=title, public_read=public_read).returning(Tenant)
     )
     return result.scalar_one()
+
+
+async def tenant_by_id(session: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
+    result = await session.execute(select(Tenant).where(Tenant.id == tenant_id))
+    return result.scalar_one_or_none()
+
+
+async def live_key_ids(session: AsyncSession, tenant_id: uuid.UUID) -> set[uuid.UUID]:
+    """The keys of the tenant that still authenticate (neither revoked nor expired)."""
+    result = await session.execute(
+        select(ApiKey.id).where(
+            ApiKey.tenant_id == tenant_id,
+            ApiKey.revoked_at.is_(None),
+            or_(ApiKey.expires_at.is_(None), ApiKey.expires_at > func.now()),
+        )
+    )
+    return set(result.scalars().all())
 
 
 async def tenant_by_slug(session: AsyncSession, slug: str) -> Tenant | None:

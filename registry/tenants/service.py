@@ -90,6 +90,15 @@ async def get_tenant(session: AsyncSession, slug: str) -> Tenant:
     return tenant
 
 
+async def find_tenant_by_id(session: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
+    return await repo.tenant_by_id(session, tenant_id)
+
+
+async def live_key_ids(session: AsyncSession, tenant_id: uuid.UUID) -> set[uuid.UUID]:
+    """In a transaction scoped to the tenant: the ids of its keys that still authenticate."""
+    return await repo.live_key_ids(session, tenant_id)
+
+
 async def list_tenants(session: AsyncSession) -> Sequence[Tenant]:
     return await repo.list_tenants(session)
 

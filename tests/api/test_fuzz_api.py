@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from tests.api.conftest import SIMPLE, Api, auth
 
 STATUS_SEEN: dict[int, int] = {2: 0, 4: 0}
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 8).decode()
 json_scalars = (
     st.none()
     | st.booleans()
@@ -65,7 +67,7 @@ VALID = {
         {"role": "user", "content": {"type": "text", "text": "Hi {{who}}"}},
         {
             "role": "assistant",
-            "content": {"type": "image", "mimeType": "image/png", "data": "aGVsbG8="},
+            "content": {"type": "image", "mimeType": "image/png", "data": PNG},
         },
         {
             "role": "user",

@@ -132,3 +132,158 @@ async def test_a_dry_run_says_nothing_was_saved_and_text_shorthand_is_taken(api:
     assert made.status_code == 201, made.text
     contents = [m["content"] for m in made.json()["prompt"]["latest"]["messages"]]
     assert contents == [{"type": "text", "text": "Hi"}, {"type": "text", "text": "Hello"}]
+
+
+async def test_blobs_are_served_so_that_a_browser_never_runs_them(api: Api) -> None:
+    keys = await api.tenant("acme")
+    editor = auth(keys["editor"])
+    page = b"<html><script>alert(1)</script></html>"
+    uploaded = await api.client.post(
+        "/api/v1/tenants/acme/blobs", content=page, headers={**editor, "Content-Type": "text/html"}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    served = await api.client.get(
+        f"/api/v1/tenants/acme/blobs/{uploaded.json()['sha256']}", headers=editor
+    )
+    assert served.headers["x-content-type-options"] == "nosniff"
+    assert "sandbox" in served.headers["content-security-policy"]
+    assert served.headers["content-disposition"].startswith("attachment")
+    # Bytes declared as an image must be one.
+    fake = await api.client.post(
+        "/api/v1/tenants/acme/blobs", content=page, headers={**editor, "Content-Type": "image/png"}
+    )
+    assert fake.status_code == 422, fake.text
+    assert "the bytes are not of type image/png" in fake.json()["detail"]
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+    real = await api.client.post(
+        "/api/v1/tenants/acme/blobs", content=png, headers={**editor, "Content-Type": "image/png"}
+    )
+    shown = await api.client.get(
+        f"/api/v1/tenants/acme/blobs/{real.json()['sha256']}", headers=editor
+    )
+    assert shown.headers["content-disposition"] == "inline"
+    # Every API answer carries the security headers; /docs works from local assets.
+    listed = await api.client.get("/api/v1/tenants/acme/prompts", headers=editor)
+    assert listed.headers["x-frame-options"] == "DENY"
+    assert listed.headers["content-security-policy"].startswith("default-src 'none'")
+    docs = await api.client.get("/docs")
+    assert docs.status_code == 200
+    assert "cdn" not in docs.text.lower() and "/docs/assets/swagger-ui-bundle.js" in docs.text
+    asset = await api.client.get("/docs/assets/swagger-ui-bundle.js")
+    assert asset.status_code == 200 and len(asset.content) > 100_000
+
+
+async def test_concurrent_imports_of_one_bundle_all_succeed(api: Api) -> None:
+    keys = await api.tenant("acme")
+    bundle = {
+        "prompts": [
+            {
+                "name": f"p{i}",
+                "labels": {"staging": 1},
+                "versions": [{"version": 1, **_text_version(f"prompt {i}")}],
+            }
+            for i in range(5)
+        ]
+    }
+    answers = await asyncio.gather(
+        *(
+            api.client.post(
+                "/api/v1/tenants/acme/import", json=bundle, headers=auth(keys["editor"])
+            )
+            for _ in range(10)
+        )
+    )
+    assert [a.status_code for a in answers] == [200] * 10, [a.text for a in answers]
+    assert sum(a.json()["prompts_created"] for a in answers) == 5
+    assert sum(a.json()["versions_created"] for a in answers) == 5
+
+
+async def test_export_is_streamed_piece_by_piece(api: Api) -> None:
+    keys = await api.tenant("acme")
+    for i in range(3):
+        body = {"name": f"p{i}", **_text_version(f"prompt {i}")}
+        assert (
+            await api.client.post(P, json=body, headers=auth(keys["editor"]))
+        ).status_code == 201
+    exported = await api.client.get("/api/v1/tenants/acme/export", headers=auth(keys["reader"]))
+    assert exported.status_code == 200
+    assert "content-length" not in exported.headers  # streamed, never held whole
+    bundle = exported.json()
+    assert [p["name"] for p in bundle["prompts"]] == ["p0", "p1", "p2"]
+    assert bundle["blobs"] == {} and bundle["tenant"] == "acme"
+    again = await api.client.post(
+        "/api/v1/tenants/acme/import", json=bundle, headers=auth(keys["editor"])
+    )
+    assert again.json()["versions_created"] == 0
+
+
+async def test_bad_base64_in_an_import_is_named(api: Api) -> None:
+    keys = await api.tenant("acme")
+    bundle = {"blobs": {"a" * 64: {"mime_type": "image/png", "data": "%%% not base64"}}}
+    answer = await api.client.post(
+        "/api/v1/tenants/acme/import", json=bundle, headers=auth(keys["editor"])
+    )
+    assert answer.status_code == 422, answer.text
+    assert "not valid base64" in answer.json()["detail"]
+
+
+async def test_a_database_outage_is_503_with_retry_after() -> None:
+    """A database that cannot be reached: REST and MCP both say 503 and when to retry."""
+    import httpx
+
+    from registry.app import create_app
+    from registry.config import load_settings
+
+    settings = load_settings(database_url="postgresql://nobody@127.0.0.1:9/nowhere")
+    app = create_app(settings)  # not started: no listener, every request reads the database
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        rest = await client.get(P, headers={"Authorization": "Bearer prk_x"})
+        assert rest.status_code == 503, rest.text
+        assert rest.headers["retry-after"] == "5"
+        assert rest.json()["code"] == "unavailable"
+        mcp = await client.post(
+            "/mcp/acme",
+            json={"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}},
+            headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/list",
+                     "Accept": "application/json, text/event-stream"},
+        )  # fmt: skip
+        assert mcp.status_code == 503, mcp.text
+        assert mcp.headers["retry-after"] == "5"
+        assert mcp.json()["error"]["code"] == -32603
+    await app.state.db.dispose()
+
+
+async def test_text_that_is_not_utf8_and_values_too_deep_are_refused(api: Api) -> None:
+    keys = await api.tenant("acme")
+    editor = {**auth(keys["editor"]), "Content-Type": "application/json"}
+    surrogate = b'{"name": "x\\ud800", "messages": [{"role": "user", "text": "hi"}]}'
+    answer = await api.client.post(P, content=surrogate, headers=editor)
+    assert answer.status_code == 422, answer.text
+    assert "lone surrogate" in answer.json()["detail"]
+    meta: dict[str, object] = {}
+    for _ in range(40):
+        meta = {"m": meta}
+    deep = {"name": "deep", "messages": [{"role": "user", "content": {
+        "type": "text", "text": "hi", "_meta": meta}}]}  # fmt: skip
+    answer = await api.client.post(P, json=deep, headers=auth(keys["editor"]))
+    assert answer.status_code == 422, answer.text
+    assert "nested deeper than 32 levels" in answer.json()["detail"]
+
+
+def test_a_data_error_without_a_message_is_still_named() -> None:
+    from sqlalchemy.exc import DBAPIError
+
+    from registry.db.errors import translate_db_error
+    from registry.errors import InvalidInput
+
+    class Cause(Exception):  # what asyncpg raises: a data exception, here with an empty message
+        sqlstate = "22003"
+        constraint_name = None
+        message = ""
+
+    translated = translate_db_error(DBAPIError("SELECT", {}, Cause()))
+    assert isinstance(translated, InvalidInput)
+    assert translated.message == "a value was refused by the database: invalid data"

@@ -539,7 +539,7 @@ async def test_tenant_isolation_over_the_api(api: Api, superuser: asyncpg.Connec
     a = await api.tenant("alpha")
     b = await api.tenant("bravo")
     c = api.client
-    secret_png = b"alpha-only-bytes"
+    secret_png = b"\x89PNG\r\n\x1a\nalpha-only-bytes"
     sha = hashlib.sha256(secret_png).hexdigest()
     await c.post(
         "/api/v1/tenants/alpha/blobs",
@@ -607,7 +607,7 @@ async def test_export_then_import_is_idempotent(api: Api, superuser: asyncpg.Con
     a = await api.tenant("alpha")
     b = await api.tenant("bravo")
     c = api.client
-    png = b"image-bytes"
+    png = b"\x89PNG\r\n\x1a\nimage-bytes"
     await c.post(
         "/api/v1/tenants/alpha/prompts",
         json={**SIMPLE, "labels": ["production"]},

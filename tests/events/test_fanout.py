@@ -23,15 +23,20 @@ from tests.conftest import (
 
 pytestmark = pytest.mark.slow
 ACCEPT = "application/json, text/event-stream"
-WAIT = 15  # seconds: a bound on every wait, never a sleep
+WAIT = 60  # seconds: a bound on every wait (for a failure to show), never a sleep
 
 
 @pytest.fixture
-def servers(pg_server: PgServer, db_name: str, tmp_path: Any) -> Any:
-    """Two registry instances on one database; the second runs two workers."""
+async def servers(
+    pg_server: PgServer, db_name: str, tmp_path: Any, superuser: asyncpg.Connection
+) -> Any:
+    """Two registry instances on one database; the second runs two workers. Ready once every
+    worker's LISTEN connection is up (/readyz answering on one worker says nothing of the other)."""
     env = {
         "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
         "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "REGISTRY_STREAMS_PER_CALLER": "1000",  # 500 streams (and sessions) of one key
+        "REGISTRY_SESSIONS_PER_CALLER": "1000",
     }
     (tmp_path / "first").mkdir()
     (tmp_path / "second").mkdir()
@@ -43,9 +48,12 @@ def servers(pg_server: PgServer, db_name: str, tmp_path: Any) -> Any:
     except Exception:
         stop_server(first)
         raise
-    yield first, second
-    stop_server(second)
-    stop_server(first)
+    try:
+        await listeners(superuser, 3)
+        yield first, second
+    finally:
+        stop_server(second)
+        stop_server(first)
 
 
 def write(server: LiveServer, slug: str, key: str, name: str, *, label: str = "production") -> None:
@@ -408,3 +416,19 @@ async def test_cached_answers_follow_every_notified_change(
         assert "registry_notifications_sent_total 3.0" in metrics
     finally:
         stop_server(server)
+
+
+async def test_a_session_deleted_through_another_instance_ends_its_stream(
+    servers: tuple[LiveServer, LiveServer],
+) -> None:
+    first, second = servers
+    key = first.tenant("alpha")["publisher"]
+    async with streams(first, "alpha", key, 1) as (stream,):
+        assert stream.task is not None and not stream.task.done()
+        deleted = await asyncio.to_thread(
+            httpx.delete,
+            f"{second.url}/mcp/alpha",
+            headers={**stream.headers, "Authorization": f"Bearer {key}"},
+        )
+        assert deleted.status_code == 204
+        await asyncio.wait_for(asyncio.shield(stream.task), WAIT)  # the server ended the stream

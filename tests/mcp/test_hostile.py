@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
-from registry.mcp.http import _last_event_id
+import pytest
+
+from registry.mcp.errors import TooManyStreams
+from registry.mcp.http import StreamSlots, _last_event_id
 from tests.conftest import Api, auth
 from tests.mcp.conftest import ACCEPT, CONFORMANCE_PROMPTS, RawMcp, add_prompts
 from tests.mcp.test_stateless import Stateless, meta
@@ -132,3 +136,50 @@ async def test_a_label_never_used_is_named_not_served_empty(api: Api) -> None:
         assert "labels in use: latest, production" in listed.json()["error"]["message"]
     empty = Stateless(api.client, "/mcp/acme/staging", auth(keys["reader"]))
     assert (await empty.post("prompts/list", {"_meta": meta()})).json()["error"]["code"] == -32602
+
+
+async def test_browser_preflights_from_allowed_origins(api: Api) -> None:
+    keys = await api.tenant("acme")
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    asked = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version",
+    }
+    allowed = await api.client.options(
+        "/mcp/acme", headers={"Origin": "http://localhost:5173", **asked}
+    )
+    assert allowed.status_code == 204, allowed.text
+    assert allowed.headers["access-control-allow-origin"] == "http://localhost:5173"
+    assert "POST" in allowed.headers["access-control-allow-methods"]
+    assert "Mcp-Session-Id" in allowed.headers["access-control-allow-headers"]
+    refused = await api.client.options(
+        "/mcp/acme", headers={"Origin": "https://evil.example", **asked}
+    )
+    assert refused.status_code == 403
+    assert "access-control-allow-origin" not in refused.headers
+    stateless = Stateless(
+        api.client, "/mcp/acme", {**auth(keys["reader"]), "Origin": "http://127.0.0.1:3000"}
+    )
+    listed = await stateless.post("prompts/list", {"_meta": meta()})
+    assert listed.status_code == 200
+    assert listed.headers["access-control-allow-origin"] == "http://127.0.0.1:3000"
+    assert "Mcp-Session-Id" in listed.headers["access-control-expose-headers"]
+
+
+def test_stream_slots_bound_each_caller_and_tenant() -> None:
+    slots = StreamSlots(per_caller=2, per_tenant=3)
+    acme, other = uuid.uuid4(), uuid.uuid4()
+    first = slots.take(acme, "key-a")
+    slots.take(acme, "key-a")
+    with pytest.raises(TooManyStreams) as refused:
+        slots.take(acme, "key-a")
+    assert refused.value.status == 429 and refused.value.headers["Retry-After"]
+    slots.take(acme, "key-b")
+    with pytest.raises(TooManyStreams):  # the tenant is full
+        slots.take(acme, "key-c")
+    slots.take(other, "key-c")  # another tenant is not
+    first()
+    first()  # releasing twice frees one slot only
+    slots.take(acme, "key-a")
+    with pytest.raises(TooManyStreams):
+        slots.take(acme, "key-a")

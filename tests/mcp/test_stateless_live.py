@@ -61,7 +61,10 @@ def write(server: LiveServer, key: str, name: str, label: str = "production") ->
 
 
 async def listen(
-    client: httpx.AsyncClient, request_id: int, notifications: dict[str, Any]
+    client: httpx.AsyncClient,
+    request_id: int,
+    notifications: dict[str, Any],
+    path: str = "/mcp/acme",
 ) -> AsyncIterator[dict[str, Any]]:
     params = {"_meta": META, "notifications": notifications}
     headers = {
@@ -70,7 +73,7 @@ async def listen(
         "Accept": "application/json, text/event-stream",
     }
     body = {"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen", "params": params}
-    async with client.stream("POST", "/mcp/acme", json=body, headers=headers) as response:
+    async with client.stream("POST", path, json=body, headers=headers) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         async for line in response.aiter_lines():
@@ -191,3 +194,52 @@ async def test_sdk_fills_missing_arguments_through_its_elicitation_callback(
     assert asked[0]["required"] == ["arg1", "arg2"]
     assert isinstance(got.messages[0].content, types.TextContent)
     assert got.messages[0].content.text == "Prompt with arguments: arg1='from-form', arg2='too'"
+
+
+async def test_listen_streams_end_with_their_key_or_public_access(
+    servers: tuple[LiveServer, LiveServer],
+) -> None:
+    """On every worker: a revoked key's streams, and anonymous streams once the tenant stops being
+    public, end at once with the reason."""
+    first, second = servers
+    keys = first.tenant("acme", roles=("reader", "admin"), prompts=CONFORMANCE_PROMPTS)
+    first.tenant("pub", public_read=True, prompts=CONFORMANCE_PROMPTS)
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    listed = (
+        await asyncio.to_thread(
+            httpx.get, f"{first.url}/api/v1/tenants/acme/keys", headers=operator
+        )
+    ).json()
+    reader_id = next(k["id"] for k in listed if k["role"] == "reader")
+    wanted = {"promptsListChanged": True}
+    async with (
+        httpx.AsyncClient(
+            base_url=second.url, headers={"Authorization": f"Bearer {keys['reader']}"}, timeout=30
+        ) as keyed,
+        httpx.AsyncClient(base_url=second.url, timeout=30) as anonymous,
+    ):
+        streams = [listen(keyed, i, wanted) for i in range(4)]  # over both workers of second
+        public = [listen(anonymous, 10 + i, wanted, path="/mcp/pub") for i in range(4)]
+        for stream in [*streams, *public]:
+            await asyncio.wait_for(anext(stream), 10)  # acknowledged
+        revoked = await asyncio.to_thread(
+            httpx.delete, f"{first.url}/api/v1/tenants/acme/keys/{reader_id}", headers=operator
+        )
+        assert revoked.status_code == 204
+        for stream in streams:
+            ended = await asyncio.wait_for(anext(stream), 15)
+            assert ended["error"]["code"] == -32001, ended
+            assert "revoked" in ended["error"]["message"]
+            with pytest.raises(StopAsyncIteration):
+                await asyncio.wait_for(anext(stream), 10)
+        closed = await asyncio.to_thread(
+            httpx.patch, f"{first.url}/api/v1/tenants/pub", json={"public_read": False},
+            headers=operator,
+        )  # fmt: skip
+        assert closed.status_code == 200
+        for stream in public:
+            ended = await asyncio.wait_for(anext(stream), 15)
+            if "method" in ended:  # the settings changed what is served: told first
+                assert ended["method"] == "notifications/prompts/list_changed", ended
+                ended = await asyncio.wait_for(anext(stream), 15)
+            assert "no longer serves anonymous readers" in ended["error"]["message"], ended
