@@ -51,10 +51,8 @@ def check_json(value: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
             continue
         if not isinstance(item, dict | list):
             continue
-        if depth > MAX_JSON_DEPTH:
-            raise JsonRefused(
-                f"{path or 'the document'}: nested deeper than {MAX_JSON_DEPTH} levels"
-            )
+        if depth > max_depth:
+            raise JsonRefused(f"{path or 'the document'}: nested deeper than {max_depth} levels")
         if isinstance(item, dict):
             for key, child in item.items():
                 if _SURROGATE.search(key):

@@ -61,6 +61,10 @@ class BodyLimit:
                 f"request body is larger than the limit of {limit} bytes",
             )
             return
+        refused = _json_refusal(scope, body)
+        if refused is not None:
+            await _refuse(send, 422, "invalid_input", refused)
+            return
         replayed = False
 
         async def replay() -> Message:
