@@ -4,6 +4,10 @@ POST carries one JSON-RPC message (a batch too, in a 2025-03-26 session) and get
 for notifications and responses. GET opens the session's SSE stream (list_changed goes there, with the
 tenant's change sequence as event id). DELETE ends the session. Sessions live in PostgreSQL, so any
 worker serves any request of any session.
+
+It is longer than the other modules (about 580 lines) because it is the whole of one transport: the
+session era's POST, GET and DELETE, the stateless era's POST and its listen stream, and the stream
+lifecycle they share; split, each half would reach into the other's stream bookkeeping.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Every query runs inside a tenant-scoped transaction, so row-level security already limits it to one
 tenant; the explicit tenant filters are there for the planner (they match the leading index column).
+It is one module (about 530 lines) on purpose: every query of the prompt tables in one place, so a
+change to a table is reviewed against all of its statements at once.
 """
 
 from __future__ import annotations
