@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from registry.config import get_settings
+from registry.db.engine import pooler_safe_arguments
 from registry.db.models import Base
 
 config = context.config
@@ -55,7 +56,10 @@ async def _run_async() -> None:
     if connection is not None:
         _run(connection)
         return
-    engine = create_async_engine(_url(), poolclass=pool.NullPool)
+    # Pooler-safe whatever the settings: a migration runs rarely, and may go through a pooler.
+    engine = create_async_engine(
+        _url(), poolclass=pool.NullPool, connect_args=pooler_safe_arguments()
+    )
     try:
         async with engine.connect() as conn:
             await conn.run_sync(_run)

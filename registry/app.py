@@ -105,7 +105,12 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
             "create_app needs REGISTRY_DATABASE_URL; `registry serve` sets it for the embedded server"
         )
 
-    db = Database(dsn, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow)
+    db = Database(
+        dsn,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pooled=settings.through_pooler,
+    )
     hub = Hub()
     caches = McpCaches()
     listen_dsn = settings.listen_dsn() or dsn

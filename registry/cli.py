@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from registry import sync
 from registry.config import Settings, SettingsError, load_settings
+from registry.db import backup as backups
 from registry.db import migrate as migrations
 from registry.db.embedded import EmbeddedError, EmbeddedPostgres
 from registry.db.engine import Database, enter_tenant
@@ -91,12 +92,21 @@ class Registry:
                 self._url = external
         return self._url
 
+    def embedded(self, command: str) -> EmbeddedPostgres:
+        """The embedded server of REGISTRY_DATA_DIR, for the commands that work on it alone."""
+        if not self.settings.embedded:
+            raise CommandError(
+                f"registry {command} works on the embedded database (REGISTRY_DATA_DIR); with "
+                "REGISTRY_DATABASE_URL set, use pg_dump or your database service's backups"
+            )
+        return EmbeddedPostgres(self.settings.data_dir)
+
     def run(self, work: Callable[[Database], Awaitable[T]], url: str | None = None) -> T:
         """Run ``work`` on a small pool of the database, in an event loop of its own."""
         target = url or self.url()
 
         async def main() -> T:
-            db = Database(target, pool_size=1, max_overflow=1)
+            db = Database(target, pool_size=1, max_overflow=1, pooled=self.settings.through_pooler)
             try:
                 return await work(db)
             finally:
@@ -227,6 +237,38 @@ def migrate(registry: Registry) -> None:
     """Upgrade the database (REGISTRY_DATABASE_URL, or the embedded server) to the newest schema."""
     registry.url(migrate=True)
     click.echo(f"database schema at {migrations.head_revision()}", err=True)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@pass_registry
+def backup(registry: Registry, file: Path) -> None:
+    """Write a consistent backup of the embedded database to FILE, online (while it serves)."""
+    server = registry.embedded("backup")
+    if not server.exists():
+        raise CommandError(f"no registry database in {server.data_dir} (REGISTRY_DATA_DIR)")
+    with server.attach():
+        info = backups.backup(server, file)
+    click.echo(f"backup of PostgreSQL {info['postgresql_major']} written to {file}", err=True)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace the database already in REGISTRY_DATA_DIR.")
+@pass_registry
+def restore(registry: Registry, file: Path, force: bool) -> None:
+    """Restore a backup written by `registry backup` into REGISTRY_DATA_DIR (which must hold no
+    database, unless --force), then bring its schema to head."""
+    server = registry.embedded("restore")
+    with server.exclusive():
+        info = backups.restore(server, file, force=force)
+    with server.serve() as url:
+        migrations.upgrade(url)
+    click.echo(
+        f"restored the backup of {info['created_at']} into {server.data_dir}; "
+        f"schema at {migrations.head_revision()}",
+        err=True,
+    )
 
 
 # --- tenants ----------------------------------------------------------------------------------

@@ -30,6 +30,12 @@ class Settings(BaseSettings):
     # Where each worker LISTENs for changes, when the main URL goes through a transaction pooler
     # (PgBouncer in transaction mode drops LISTEN): point this at PostgreSQL directly.
     listen_url: SecretStr | None = None
+    # Whether the database URL goes through a transaction pooler (PgBouncer in transaction mode, or
+    # any pooler that keeps no named prepared statements): "transaction" makes every pooled
+    # connection pooler-safe (no named statement outlives its transaction, no session state);
+    # "none" keeps the driver's statement caches; "auto" assumes a pooler when a listen URL other
+    # than the database URL is set, which is how a pooled deployment is configured.
+    database_pooler: Literal["auto", "transaction", "none"] = "auto"
     data_dir: Path = Path(".registry")
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_max_overflow: int = Field(default=10, ge=0, le=200)
@@ -116,6 +122,14 @@ class Settings(BaseSettings):
 
     def listen_dsn(self) -> str | None:
         return to_asyncpg_url(self.listen_url.get_secret_value()) if self.listen_url else None
+
+    @property
+    def through_pooler(self) -> bool:
+        """Whether pooled connections must be safe for a transaction pooler (see database_pooler)."""
+        if self.database_pooler != "auto":
+            return self.database_pooler == "transaction"
+        listen = self.listen_dsn()
+        return listen is not None and listen != self.database_dsn()
 
 
 def to_asyncpg_url(url: str) -> str:

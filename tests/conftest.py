@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -236,6 +237,44 @@ def stop_server(server: LiveServer) -> None:
         server.process.wait()
     if server.process.stderr is not None:
         server.process.stderr.close()
+
+
+# --- `registry serve` on the embedded server ---------------------------------------------
+
+
+def wait_ready(process: subprocess.Popen[str], port: int, timeout: float = 90) -> dict[str, str]:
+    """Wait (bounded) until `registry serve` answers /readyz with 200; its JSON."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"serve exited early: {process.stderr.read() if process.stderr else ''}"
+            )
+        try:
+            response = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
+            if response.status_code == 200:
+                return dict(response.json())
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("serve did not become ready in time")
+
+
+def serve_embedded(data_dir: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    """`registry serve` on the embedded PostgreSQL in ``data_dir``, with no other REGISTRY_ setting."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+    env["REGISTRY_DATA_DIR"] = str(data_dir)
+    return subprocess.Popen(
+        [sys.executable, "-m", "registry", "serve", "--port", str(port), *extra],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def stop_serving(process: subprocess.Popen[str]) -> int:
+    process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=60)
 
 
 OPERATOR_TOKEN = "operator-token-for-tests"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, PgServer
+from tests.conftest import ROOT, PgServer, free_port, stop_serving, wait_ready
 
 
 def _listed_packages() -> set[str]:
@@ -49,6 +49,46 @@ def unpacked_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(target)
     return target
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_migrates_and_serves_from_any_directory(
+    unpacked_wheel: Path, tmp_path: Path
+) -> None:
+    """`pip install` of the wheel (not editable) into a fresh virtual environment, then `registry
+    migrate` and `registry serve` on the embedded server, run from an empty directory."""
+    (wheel,) = unpacked_wheel.parent.glob("prompt_registry-*.whl")
+    scratch = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(scratch)], check=True, timeout=120)
+    installed = subprocess.run(
+        [str(scratch / "bin" / "pip"), "install", "--quiet", str(wheel)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    command = str(scratch / "bin" / "registry")
+    where = tmp_path / "elsewhere"
+    where.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REGISTRY_", "PYTHON"))}
+    env["REGISTRY_DATA_DIR"] = str(tmp_path / "data")
+    located = subprocess.run(
+        [str(scratch / "bin" / "python"), "-c", "import registry; print(registry.__file__)"],
+        env=env, cwd=where, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert located.stdout.startswith(str(scratch)), located.stdout
+    migrated = subprocess.run(
+        [command, "migrate"], env=env, cwd=where, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert migrated.returncode == 0, migrated.stderr
+    port = free_port()
+    process = subprocess.Popen(
+        [command, "serve", "--port", str(port)],
+        env=env, cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_ready(process, port)["status"] == "ready"
+    finally:
+        assert stop_serving(process) == 0
 
 
 def test_the_wheel_ships_the_migrations(unpacked_wheel: Path) -> None:

@@ -53,12 +53,12 @@ def _bin_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
-def _bin(name: str) -> str:
+def binary(name: str) -> str:
     return str(_bin_dir() / name)
 
 
 @lru_cache(maxsize=1)
-def _run_as() -> str | None:
+def system_user() -> str | None:
     if os.geteuid() != 0:
         return None
     try:
@@ -82,6 +82,16 @@ def _run_as() -> str | None:
 def _chown(path: Path, user: str | None) -> None:
     if user is not None:
         shutil.chown(path, user=user, group=user)
+
+
+def chown_tree(path: Path, user: str | None) -> None:
+    """Give ``path`` and everything under it to ``user`` (the server's OS user when we are root)."""
+    if user is None:
+        return
+    _chown(path, user)
+    for parent, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            shutil.chown(Path(parent) / name, user=user, group=user)
 
 
 def _make_traversable(path: Path) -> None:
@@ -149,14 +159,14 @@ class EmbeddedPostgres:
 
     # --- server ------------------------------------------------------------------------------
 
-    def _pg(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(  # noqa: S603 - fixed binaries, arguments built here
                 list(args),
                 check=True,
                 capture_output=True,
                 text=True,
-                user=_run_as(),
+                user=system_user(),
                 timeout=timeout,
             )
         except subprocess.CalledProcessError as error:
@@ -169,15 +179,15 @@ class EmbeddedPostgres:
         if not pid_file.exists():
             return False
         result = subprocess.run(  # noqa: S603
-            [_bin("pg_ctl"), "-D", str(self.pgdata), "status"],
+            [binary("pg_ctl"), "-D", str(self.pgdata), "status"],
             capture_output=True,
             check=False,
-            user=_run_as(),
+            user=system_user(),
         )
         return result.returncode == 0
 
     def _init(self) -> None:
-        user = _run_as()
+        user = system_user()
         self.pgdata.mkdir(parents=True, exist_ok=True)
         self.pgdata.chmod(0o700)
         if user is not None:
@@ -185,8 +195,8 @@ class EmbeddedPostgres:
             _chown(self.pgdata, user)
         if (self.pgdata / "PG_VERSION").exists():
             return
-        self._pg(
-            _bin("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust",
+        self.run(
+            binary("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust",
             "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions",
         )  # fmt: skip
 
@@ -194,7 +204,7 @@ class EmbeddedPostgres:
         sock = self.socket_dir
         sock.mkdir(parents=True, exist_ok=True)
         sock.chmod(0o700)
-        _chown(sock, _run_as())
+        _chown(sock, system_user())
         options = {
             "listen_addresses": "",
             "unix_socket_directories": str(sock),
@@ -205,19 +215,21 @@ class EmbeddedPostgres:
         }
         opts = " ".join(f"-c {shlex.quote(f'{k}={v}')}" for k, v in options.items())
         log = self.pgdata / "server.log"
-        self._pg(_bin("pg_ctl"), "-D", str(self.pgdata), "-l", str(log), "-w", "-t", "60",
+        self.run(binary("pg_ctl"), "-D", str(self.pgdata), "-l", str(log), "-w", "-t", "60",
                  "-o", opts, "start")  # fmt: skip
 
     def _ensure_database(self) -> None:
-        psql = [_bin("psql"), "-h", str(self.socket_dir), "-p", str(PORT), "-U", SUPERUSER]
-        found = self._pg(*psql, "-d", "postgres", "-tAc",
+        psql = [binary("psql"), "-h", str(self.socket_dir), "-p", str(PORT), "-U", SUPERUSER]
+        found = self.run(*psql, "-d", "postgres", "-tAc",
                          f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'")  # fmt: skip
         if found.stdout.strip() != "1":
-            self._pg(*psql, "-d", "postgres", "-c", f'CREATE DATABASE "{DATABASE}"')
+            self.run(*psql, "-d", "postgres", "-c", f'CREATE DATABASE "{DATABASE}"')
 
     def stop(self) -> None:
         if self.is_running():
-            self._pg(_bin("pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "-t", "60", "stop")
+            self.run(
+                binary("pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "-t", "60", "stop"
+            )
 
     def exists(self) -> bool:
         """Whether a database was ever created here (short commands never create one)."""
@@ -242,6 +254,23 @@ class EmbeddedPostgres:
                 self.stop()
             finally:
                 self._unlock()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the data directory with its server stopped (for restoring into it)."""
+        if not self._try_lock():
+            raise DataDirInUse(
+                f"data directory {self.data_dir} is in use by another registry process "
+                f"(pid {self._holder()}); stop it first"
+            )
+        try:
+            if self.is_running():
+                raise DataDirInUse(
+                    f"a PostgreSQL server is running in {self.pgdata}; stop it first"
+                )
+            yield
+        finally:
+            self._unlock()
 
     @contextmanager
     def attach(self) -> Iterator[str]:

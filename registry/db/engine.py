@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import asyncpg
 from sqlalchemy import make_url
@@ -31,9 +32,34 @@ from registry.tokens import TokenCodec
 APP_ROLE = "registry_app"
 
 
+def pooler_safe_arguments() -> dict[str, Any]:
+    """Connect arguments (SQLAlchemy's asyncpg dialect) for a connection that may reach another
+    server connection at every transaction (a transaction pooler): no statement is cached across
+    transactions, and the statements SQLAlchemy prepares within one get names no other client can
+    have taken. The
+    driver's unnamed statements are parsed and executed within one protocol sync, so they need
+    nothing more; the rest of the registry's state is transaction-local (set_config(..., true))."""
+    return {
+        "statement_cache_size": 0,
+        "prepared_statement_cache_size": 0,
+        "prepared_statement_name_func": _statement_name,
+    }
+
+
+def _statement_name() -> str:
+    return f"__registry_{uuid.uuid4().hex}__"
+
+
 class Database:
-    def __init__(self, url: str, *, pool_size: int = 10, max_overflow: int = 10) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = 10, max_overflow: int = 10, pooled: bool = False
+    ) -> None:
+        """``pooled``: the URL goes through a transaction pooler (see pooler_safe_arguments)."""
         self.url = url
+        self.pooled = pooled
+        connect_args: dict[str, Any] = {"server_settings": {"application_name": "registry"}}
+        if pooled:
+            connect_args.update(pooler_safe_arguments())
         self.engine: AsyncEngine = create_async_engine(
             url,
             # A failed statement's error never carries its parameters (prompt text, argument
@@ -42,7 +68,7 @@ class Database:
             pool_size=pool_size,
             max_overflow=max_overflow,
             pool_pre_ping=True,
-            connect_args={"server_settings": {"application_name": "registry"}},
+            connect_args=connect_args,
         )
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         self.pool_size = pool_size
@@ -66,6 +92,8 @@ class Database:
                         min_size=1,
                         max_size=self.pool_size,
                         connection_class=_ReadConnection,
+                        # Through a transaction pooler, no statement outlives its own round trip.
+                        statement_cache_size=0 if self.pooled else 100,
                     )
         return self._reads
 

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -20,10 +17,9 @@ from tests.conftest import (
     start_server,
     stop_server,
 )
+from tests.streams import ACCEPT, WAIT, Stream, listeners, seq_of, streams, write
 
 pytestmark = pytest.mark.slow
-ACCEPT = "application/json, text/event-stream"
-WAIT = 60  # seconds: a bound on every wait (for a failure to show), never a sleep
 
 
 @pytest.fixture
@@ -54,123 +50,6 @@ async def servers(
     finally:
         stop_server(second)
         stop_server(first)
-
-
-def write(server: LiveServer, slug: str, key: str, name: str, *, label: str = "production") -> None:
-    body = {
-        "name": name,
-        "labels": [label],
-        "description": name,
-        "messages": [{"role": "user", "content": {"type": "text", "text": f"I am {name}"}}],
-    }
-    response = httpx.post(
-        f"{server.url}/api/v1/tenants/{slug}/prompts",
-        json=body,
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=30,
-    )
-    assert response.status_code == 201, response.text
-
-
-class Stream:
-    """One MCP session and its GET stream, read in the background into a queue of event ids."""
-
-    def __init__(self, client: httpx.AsyncClient, path: str) -> None:
-        self.client = client
-        self.path = path
-        self.events: asyncio.Queue[int] = asyncio.Queue()
-        self.task: asyncio.Task[None] | None = None
-        self.ready = asyncio.Event()
-
-    async def open(self, *, last_event_id: int | None = None) -> None:
-        init = await self.client.post(
-            self.path,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-        )
-        assert init.status_code == 200, init.text
-        self.headers = {
-            "Mcp-Session-Id": init.headers["mcp-session-id"],
-            "MCP-Protocol-Version": "2025-11-25",
-            "Accept": "text/event-stream",
-        }
-        if last_event_id is not None:
-            self.headers["Last-Event-ID"] = str(last_event_id)
-        self.task = asyncio.create_task(self._read())
-        await asyncio.wait_for(self.ready.wait(), WAIT)
-
-    async def _read(self) -> None:
-        async with self.client.stream("GET", self.path, headers=self.headers) as response:
-            assert response.status_code == 200
-            data: str | None = None
-            event_id: str | None = None
-            async for line in response.aiter_lines():
-                if line.startswith("id:"):
-                    event_id = line[3:].strip()
-                elif line.startswith("data:"):
-                    data = line[5:].strip()
-                elif line == "" and event_id is not None:
-                    if data:  # the priming event has empty data
-                        assert json.loads(data)["method"] == "notifications/prompts/list_changed"
-                        self.events.put_nowait(int(event_id))
-                    else:
-                        self.ready.set()
-                    data = event_id = None
-
-    async def next(self) -> int:
-        return await asyncio.wait_for(self.events.get(), WAIT)
-
-    async def close(self) -> None:
-        if self.task:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
-
-
-@asynccontextmanager
-async def streams(
-    server: LiveServer, slug: str, key: str | None, count: int, label: str = ""
-) -> AsyncIterator[list[Stream]]:
-    headers = {"Accept": ACCEPT, **({"Authorization": f"Bearer {key}"} if key else {})}
-    limits = httpx.Limits(max_connections=count * 2 + 10, max_keepalive_connections=count * 2 + 10)
-    async with httpx.AsyncClient(
-        base_url=server.url, headers=headers, timeout=60, limits=limits
-    ) as client:
-        opened = [
-            Stream(client, f"/mcp/{slug}{'/' + label if label else ''}") for _ in range(count)
-        ]
-        try:
-            for chunk in range(0, count, 50):
-                await asyncio.gather(*(s.open() for s in opened[chunk : chunk + 50]))
-            yield opened
-        finally:
-            await asyncio.gather(*(s.close() for s in opened))
-
-
-async def listeners(superuser: asyncpg.Connection, count: int) -> None:
-    """Wait (bounded) until ``count`` workers hold their LISTEN connection: /readyz answering on
-    one worker says nothing of the others."""
-    deadline = asyncio.get_running_loop().time() + WAIT
-    while True:
-        found = await superuser.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'registry-listener' "
-            "AND datname = current_database()"
-        )
-        if found == count:
-            return
-        assert asyncio.get_running_loop().time() < deadline, f"{found} of {count} listeners"
-        await asyncio.sleep(0.05)
-
-
-async def seq_of(superuser: asyncpg.Connection, slug: str) -> int:
-    return int(await superuser.fetchval("SELECT change_seq FROM tenants WHERE slug = $1", slug))
 
 
 async def test_write_on_one_instance_reaches_a_stream_on_another(
