@@ -25,6 +25,7 @@ from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
 from registry.config import Settings, get_settings
 from registry.db.engine import Database, listen_connection
+from registry.db.replicas import Replicas
 from registry.events.hub import Hub
 from registry.events.listener import ChangeFeed
 from registry.mcp.caching import McpCaches
@@ -111,6 +112,13 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         max_overflow=settings.db_max_overflow,
         pooled=settings.through_pooler,
     )
+    if settings.read_database_urls:
+        db.replicas = Replicas(
+            settings.read_dsns(),
+            pool_size=settings.db_pool_size,
+            pooled=settings.through_pooler,
+            max_lag_seconds=settings.replica_max_lag_seconds,
+        )
     hub = Hub()
     caches = McpCaches()
     listen_dsn = settings.listen_dsn() or dsn
@@ -123,8 +131,11 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         auth_caches=[caches.directory.principals],
         access_checks=[endpoint.revalidate],  # streams end with their key or the public access
         session_ends=[endpoint.session_ended],
+        sequences=[db.saw],
     )
     caches.live = feed.connected.is_set
+    if db.replicas is not None:
+        db.replicas.trusted = feed.connected.is_set  # what this worker knows is complete
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -133,6 +144,9 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         listener = asyncio.create_task(feed.run())
         purger = asyncio.create_task(purge_sessions(db, settings))
         flusher = asyncio.create_task(flush_metrics())
+        watcher = (
+            asyncio.create_task(db.replicas.monitor(db.reads)) if db.replicas is not None else None
+        )
         with contextlib.suppress(TimeoutError):  # serve anyway; /readyz says 503 until it connects
             await asyncio.wait_for(feed.connected.wait(), 10)
         # What exists at startup (modules, ORM mappings, settings) lives as long as the worker: the
@@ -145,6 +159,8 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         finally:
             purger.cancel()
             flusher.cancel()
+            if watcher is not None:
+                watcher.cancel()
             metrics.flush()
             hub.close()  # ends every open stream
             await feed.stop()

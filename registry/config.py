@@ -36,6 +36,10 @@ class Settings(BaseSettings):
     # "none" keeps the driver's statement caches; "auto" assumes a pooler when a listen URL other
     # than the database URL is set, which is how a pooled deployment is configured.
     database_pooler: Literal["auto", "transaction", "none"] = "auto"
+    # Streaming replicas that serve reads (comma-separated URLs); writes and LISTEN stay on the
+    # primary. A replica further behind the primary than the lag bound is skipped until it catches up.
+    read_database_urls: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    replica_max_lag_seconds: float = Field(default=10, ge=0, le=3600)
     data_dir: Path = Path(".registry")
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_max_overflow: int = Field(default=10, ge=0, le=200)
@@ -94,6 +98,15 @@ class Settings(BaseSettings):
             return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("read_database_urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            return [_postgres_url(part) for part in value]
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper_level(cls, value: object) -> object:
@@ -102,13 +115,7 @@ class Settings(BaseSettings):
     @field_validator("database_url", "listen_url", mode="before")
     @classmethod
     def _check_url(cls, value: object) -> object:
-        if value is None or value == "":
-            return None
-        text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-        scheme = text.split("://", 1)[0] if "://" in text else ""
-        if scheme not in {"postgresql", "postgres", "postgresql+asyncpg"}:
-            raise ValueError("must be a postgresql:// URL")
-        return text
+        return _postgres_url(value)
 
     @property
     def embedded(self) -> bool:
@@ -120,6 +127,9 @@ class Settings(BaseSettings):
             return None
         return to_asyncpg_url(self.database_url.get_secret_value())
 
+    def read_dsns(self) -> list[str]:
+        return [to_asyncpg_url(url.get_secret_value()) for url in self.read_database_urls]
+
     def listen_dsn(self) -> str | None:
         return to_asyncpg_url(self.listen_url.get_secret_value()) if self.listen_url else None
 
@@ -130,6 +140,16 @@ class Settings(BaseSettings):
             return self.database_pooler == "transaction"
         listen = self.listen_dsn()
         return listen is not None and listen != self.database_dsn()
+
+
+def _postgres_url(value: object) -> object:
+    if value is None or value == "":
+        return None
+    text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+    scheme = text.split("://", 1)[0] if "://" in text else ""
+    if scheme not in {"postgresql", "postgres", "postgresql+asyncpg"}:
+        raise ValueError("must be a postgresql:// URL")
+    return text
 
 
 def to_asyncpg_url(url: str) -> str:

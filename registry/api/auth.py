@@ -34,8 +34,9 @@ def require_operator(request: Request) -> Principal:
 
 @asynccontextmanager
 async def tenant_scope(
-    request: Request, slug: str, role: str, *, rollback: bool = False
+    request: Request, slug: str, role: str, *, rollback: bool = False, read_only: bool = False
 ) -> AsyncIterator[TenantScope]:
+    """``read_only``: the route only reads prompts, so a fresh read replica may answer it."""
     async with access.tenant_scope(
         request.app.state.db,
         request.app.state.settings.operator_token,
@@ -43,5 +44,6 @@ async def tenant_scope(
         bearer(request),
         role,
         rollback=rollback,
+        read_only=read_only,
     ) as scope:
         yield scope

@@ -33,7 +33,10 @@ async def readyz(request: Request) -> JSONResponse:
     if not request.app.state.feed.connected.is_set():
         reason = "the change listener (LISTEN connection) is not connected yet"
         return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
-    return JSONResponse({"status": "ready", "schema": head_revision()})
+    ready: dict[str, object] = {"status": "ready", "schema": head_revision()}
+    if db.replicas is not None:  # reported, never a reason to be unready: the primary reads too
+        ready["replicas"] = db.replicas.status()
+    return JSONResponse(ready)
 
 
 @router.get("/metrics", summary="Prometheus metrics of every worker", response_class=Response)

@@ -83,7 +83,7 @@ async def list_prompts(
     ] = None,
     archived: Literal["false", "true", "all"] = "false",
 ) -> Page[PromptSummary]:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await reading.list_prompts(
             scope.session,
             scope.tenant,
@@ -119,7 +119,7 @@ async def create_prompt(
     summary="A prompt with its labels and latest version",
 )
 async def get_prompt(tenant: str, name: str, request: Request, response: Response) -> PromptOut:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         found = await reading.get_prompt(scope.session, scope.tenant, name)
     _etag(response, found.latest_version)
     return found
@@ -162,7 +162,7 @@ async def unarchive_prompt(tenant: str, name: str, request: Request) -> PromptOu
 async def list_versions(
     tenant: str, name: str, request: Request, page: Pages
 ) -> Page[VersionSummary]:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await reading.list_versions(scope.session, scope.tenant, name, page)
 
 
@@ -201,7 +201,7 @@ async def create_version(
 
 @router.get("/prompts/{name}/versions/{version}", response_model=VersionOut, summary="One version")
 async def get_version(tenant: str, name: str, version: Version, request: Request) -> VersionOut:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await reading.get_version(scope.session, scope.tenant, name, version)
 
 
@@ -246,7 +246,7 @@ async def diff_versions(
     from_version: Annotated[int, Query(alias="from", ge=1, le=MAX_VERSION)],
     to_version: Annotated[int, Query(alias="to", ge=1, le=MAX_VERSION)],
 ) -> VersionDiff:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await diff.diff_versions(scope.session, scope.tenant, name, from_version, to_version)
 
 
@@ -254,7 +254,7 @@ async def diff_versions(
     "/prompts/{name}/labels", response_model=dict[str, int], summary="Labels and their versions"
 )
 async def list_labels(tenant: str, name: str, request: Request) -> dict[str, int]:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return (await reading.get_prompt(scope.session, scope.tenant, name)).labels
 
 
@@ -289,7 +289,7 @@ async def label_history(
     request: Request,
     page: Pages,
 ) -> Page[LabelHistoryOut]:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await reading.label_history(scope.session, scope.tenant, name, page, label=label)
 
 
@@ -301,7 +301,7 @@ async def label_history(
 async def prompt_label_history(
     tenant: str, name: str, request: Request, page: Pages
 ) -> Page[LabelHistoryOut]:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await reading.label_history(scope.session, scope.tenant, name, page, label=None)
 
 
@@ -314,7 +314,7 @@ async def prompt_label_history(
 async def render_prompt(
     tenant: str, name: str, body: RenderRequest, request: Request
 ) -> RenderedPrompt:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await rendering.render(
             scope.session,
             scope.tenant,
@@ -350,7 +350,7 @@ async def upload_blob(tenant: str, request: Request, response: Response) -> Blob
     summary="Download a blob",
 )
 async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         data, mime = await blobs.get_blob(scope.session, scope.tenant, sha256)
     # On the registry's own origin: never sniffed, never run (a sandbox with no sources), and
     # downloaded rather than shown unless it is an image or audio.
@@ -373,12 +373,12 @@ async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
 async def export_bundle(
     tenant: str, request: Request, versions: Literal["all", "labelled"] = "all"
 ) -> StreamingResponse:
-    async with tenant_scope(request, tenant, "reader") as scope:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         found = scope.tenant
     db: Database = request.app.state.db
 
     async def body() -> AsyncIterator[bytes]:  # its own transaction: it outlives the route
-        async with db.tenant_tx(found.id) as session:
+        async with db.tenant_read_tx(found.id) as session:
             async for chunk in bundles.export_stream(
                 session, found, only_labelled=versions == "labelled"
             ):

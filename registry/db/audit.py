@@ -53,7 +53,13 @@ def record_change(
 
 
 async def flush_changes(session: AsyncSession) -> list[int]:
-    """Append the queued change-log rows (a trigger numbers them and NOTIFYs on commit)."""
+    """Append the queued change-log rows (a trigger numbers them and NOTIFYs on commit); their
+    sequence numbers."""
+    return [seq for _, seq in await append_pending(session)]
+
+
+async def append_pending(session: AsyncSession) -> list[tuple[uuid.UUID, int]]:
+    """``flush_changes``, with the tenant of each sequence number."""
     pending = session.info.pop(_PENDING, None)
     if not pending:
         return []

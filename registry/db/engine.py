@@ -11,10 +11,11 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from sqlalchemy import make_url
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -24,12 +25,16 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from registry.db import repository as repo
-from registry.db.audit import flush_changes
+from registry.db.audit import append_pending
 from registry.db.errors import OUTAGES, translate_db_error
 from registry.errors import Unavailable
 from registry.tokens import TokenCodec
 
+if TYPE_CHECKING:
+    from registry.db.replicas import Replicas
+
 APP_ROLE = "registry_app"
+_DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
 
 
 def pooler_safe_arguments() -> dict[str, Any]:
@@ -50,6 +55,39 @@ def _statement_name() -> str:
     return f"__registry_{uuid.uuid4().hex}__"
 
 
+def make_engine(
+    url: str, pool_size: int, max_overflow: int, pooled: bool, application_name: str = "registry"
+) -> AsyncEngine:
+    """The SQLAlchemy engine of one server (the primary, or a replica)."""
+    connect_args: dict[str, Any] = {"server_settings": {"application_name": application_name}}
+    if pooled:
+        connect_args.update(pooler_safe_arguments())
+    return create_async_engine(
+        url,
+        # A failed statement's error never carries its parameters (prompt text, argument
+        # descriptions and defaults) into logs or tracebacks.
+        hide_parameters=True,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_pre_ping=True,
+        connect_args=connect_args,
+    )
+
+
+async def make_read_pool(
+    url: str, size: int, pooled: bool, application_name: str = "registry-reads"
+) -> asyncpg.Pool:
+    """A plain asyncpg pool for the hot read path: single statements, no ORM."""
+    return await asyncpg.create_pool(
+        **asyncpg_arguments(url, application_name=application_name),
+        min_size=1,
+        max_size=size,
+        connection_class=_ReadConnection,
+        # Through a transaction pooler, no statement outlives its own round trip.
+        statement_cache_size=0 if pooled else 100,
+    )
+
+
 class Database:
     def __init__(
         self, url: str, *, pool_size: int = 10, max_overflow: int = 10, pooled: bool = False
@@ -57,27 +95,17 @@ class Database:
         """``pooled``: the URL goes through a transaction pooler (see pooler_safe_arguments)."""
         self.url = url
         self.pooled = pooled
-        connect_args: dict[str, Any] = {"server_settings": {"application_name": "registry"}}
-        if pooled:
-            connect_args.update(pooler_safe_arguments())
-        self.engine: AsyncEngine = create_async_engine(
-            url,
-            # A failed statement's error never carries its parameters (prompt text, argument
-            # descriptions and defaults) into logs or tracebacks.
-            hide_parameters=True,
-            pool_size=pool_size,
-            max_overflow=max_overflow,
-            pool_pre_ping=True,
-            connect_args=connect_args,
-        )
+        self.engine: AsyncEngine = make_engine(url, pool_size, max_overflow, pooled)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         self.pool_size = pool_size
+        # Read replicas (REGISTRY_READ_DATABASE_URLS), set by the app; None: the primary reads too.
+        self.replicas: Replicas | None = None
         self._tokens: TokenCodec | None = None
         self._reads: asyncpg.Pool | None = None
         self._reads_opening: asyncio.Lock | None = None
 
     async def reads(self) -> asyncpg.Pool:
-        """A plain asyncpg pool for the hot read path (MCP serving): single statements, no ORM.
+        """The primary's plain asyncpg pool for the hot read path (MCP serving).
 
         Its statements run as the connecting role; those that touch tenant rows are SQL functions that
         drop to the application role and set the tenant themselves (see registry_served_version_v1).
@@ -87,15 +115,22 @@ class Database:
                 self._reads_opening = asyncio.Lock()
             async with self._reads_opening:
                 if self._reads is None:
-                    self._reads = await asyncpg.create_pool(
-                        **asyncpg_arguments(self.url, application_name="registry-reads"),
-                        min_size=1,
-                        max_size=self.pool_size,
-                        connection_class=_ReadConnection,
-                        # Through a transaction pooler, no statement outlives its own round trip.
-                        statement_cache_size=0 if self.pooled else 100,
-                    )
+                    self._reads = await make_read_pool(self.url, self.pool_size, self.pooled)
         return self._reads
+
+    async def read_pool(self, tenant_id: uuid.UUID) -> asyncpg.Pool:
+        """A plain pool to read ``tenant_id`` from: a replica that has replayed everything this
+        worker knows of the tenant, else the primary's."""
+        if self.replicas is not None:
+            pool = await self.replicas.pool(tenant_id)
+            if pool is not None:
+                return pool
+        return await self.reads()
+
+    def saw(self, tenant_id: uuid.UUID, seq: int) -> None:
+        """A change of ``tenant_id`` up to ``seq`` is committed (heard, or written here)."""
+        if self.replicas is not None:
+            self.replicas.watermarks.saw(tenant_id, seq)
 
     async def tokens(self) -> TokenCodec:
         """The codec of the opaque tokens handed to clients (cursors, request state), keyed with the
@@ -106,6 +141,8 @@ class Database:
         return self._tokens
 
     async def dispose(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.dispose()
         if self._reads is not None:
             await self._reads.close()
             self._reads = None
@@ -117,7 +154,9 @@ class Database:
             try:
                 async with session.begin():
                     yield session
-                    await flush_changes(session)  # last: see record_change
+                    changes = await append_pending(session)  # last: see record_change
+                for tenant_id, seq in changes:  # committed: reads after it never see less
+                    self.saw(tenant_id, seq)
             except DBAPIError as error:
                 raise translate_db_error(error) from error
             except OUTAGES as error:  # the database is not there: 503, retry later
@@ -129,6 +168,24 @@ class Database:
         async with self._transaction() as session:
             await repo.enter_role(session, APP_ROLE, tenant_id)
             yield session
+
+    @asynccontextmanager
+    async def tenant_read_tx(self, tenant_id: uuid.UUID) -> AsyncIterator[AsyncSession]:
+        """``tenant_tx`` for a block that only reads: on a replica that has replayed everything
+        this worker knows of the tenant, else on the primary. Writing in it fails."""
+        replica = await self.replicas.session(tenant_id) if self.replicas is not None else None
+        if replica is None:
+            async with self.tenant_tx(tenant_id) as session:
+                yield session
+            return
+        try:
+            yield replica
+        except DBAPIError as error:
+            raise translate_db_error(error) from error
+        except OUTAGES as error:
+            raise Unavailable("the database is unavailable") from error
+        finally:
+            await replica.close()  # it only read: closing rolls back
 
     @asynccontextmanager
     async def app_tx(self) -> AsyncIterator[AsyncSession]:
@@ -167,16 +224,24 @@ class LazyTx:
     """
 
     def __init__(
-        self, db: Database, tenant_id: uuid.UUID, session: AsyncSession | None = None
+        self,
+        db: Database,
+        tenant_id: uuid.UUID,
+        session: AsyncSession | None = None,
+        *,
+        read_only: bool = False,
     ) -> None:
+        """``read_only``: the block only reads, so a fresh replica may serve it."""
         self.db = db
         self.tenant_id = tenant_id
+        self.read_only = read_only
         self._session = session
         self._opened: AbstractAsyncContextManager[AsyncSession] | None = None
 
     async def session(self) -> AsyncSession:
         if self._session is None:
-            self._opened = self.db.tenant_tx(self.tenant_id)
+            opening = self.db.tenant_read_tx if self.read_only else self.db.tenant_tx
+            self._opened = opening(self.tenant_id)
             self._session = await self._opened.__aenter__()
         return self._session
 
@@ -196,17 +261,10 @@ async def enter_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:
 
 
 def asyncpg_arguments(url: str, application_name: str = "registry-listener") -> dict[str, object]:
-    """asyncpg.connect() arguments for a SQLAlchemy URL (host may be a Unix socket directory)."""
-    parsed = make_url(url)
-    query = dict(parsed.query)
-    arguments: dict[str, object] = {
-        "user": parsed.username,
-        "password": parsed.password,
-        "database": parsed.database,
-        "host": query.pop("host", None) or parsed.host,
-        "port": int(str(query.pop("port", None) or parsed.port or 5432)),
-        "server_settings": {"application_name": application_name},
-    }
+    """asyncpg.connect() arguments for a SQLAlchemy URL, read the way the engine reads it (a Unix
+    socket directory as host, several hosts with target_session_attrs for failover)."""
+    _, arguments = _DIALECT.create_connect_args(make_url(url))  # type: ignore[no-untyped-call]
+    arguments["server_settings"] = {"application_name": application_name}
     return {k: v for k, v in arguments.items() if v is not None}
 
 

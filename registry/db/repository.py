@@ -34,6 +34,39 @@ async def set_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:
     await session.execute(_SET_TENANT, {"tenant": str(tenant_id)})
 
 
+_ENTER_ON_REPLICA = text(
+    "SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, true), "
+    "(SELECT change_seq FROM tenants WHERE id = CAST(:tenant AS uuid))"
+)
+
+
+async def enter_tenant_on_replica(
+    session: AsyncSession, role: str, tenant_id: uuid.UUID
+) -> int | None:
+    """``enter_role`` for a read on a replica, in the same round trip reading how far the replica
+    has replayed the tenant's changes (its change sequence there; None: not there yet)."""
+    row = (await session.execute(_ENTER_ON_REPLICA, {"role": role, "tenant": str(tenant_id)})).one()
+    return None if row[2] is None else int(row[2])
+
+
+async def replayed_sequence(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> int | None:
+    """The tenant's change sequence as a replica has it (None: not replayed yet)."""
+    found = await pool.fetchval("SELECT change_seq FROM tenants WHERE id = $1", tenant_id)
+    return None if found is None else int(found)
+
+
+async def wal_position(pool: asyncpg.Pool, *, replayed: bool = False) -> int:
+    """The server's WAL position in bytes: written (a primary), or replayed (a replica)."""
+    if replayed:
+        sql = (
+            "SELECT pg_wal_lsn_diff(COALESCE(pg_last_wal_replay_lsn(), pg_current_wal_lsn()),"
+            " '0/0')::bigint"
+        )
+    else:
+        sql = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
+    return int(await pool.fetchval(sql))
+
+
 async def ping(conn: AsyncConnection) -> None:
     await conn.execute(text("SELECT 1"))
 
@@ -61,9 +94,13 @@ async def insert_audit(session: AsyncSession, **values: Any) -> None:
     await session.execute(insert(AuditLog).values(**values))
 
 
-async def append_changes(session: AsyncSession, rows: list[dict[str, Any]]) -> list[int]:
+async def append_changes(
+    session: AsyncSession, rows: list[dict[str, Any]]
+) -> list[tuple[uuid.UUID, int]]:
     """Append change-log rows (a trigger numbers them per tenant and NOTIFYs on commit), stamped
-    with the moment of appending; returns their sequence numbers in the order given."""
+    with the moment of appending; returns (tenant, sequence number) of each."""
     stamped = [{**row, "created_at": func.clock_timestamp()} for row in rows]
-    result = await session.execute(insert(ChangeLog).values(stamped).returning(ChangeLog.seq))
-    return sorted(int(seq) for seq in result.scalars())
+    result = await session.execute(
+        insert(ChangeLog).values(stamped).returning(ChangeLog.tenant_id, ChangeLog.seq)
+    )
+    return sorted(((row.tenant_id, int(row.seq)) for row in result), key=lambda pair: pair[1])

@@ -56,6 +56,7 @@ class ChangeFeed:
         *,
         access_checks: list[Callable[[uuid.UUID], Awaitable[None]]] | None = None,
         session_ends: list[Callable[[uuid.UUID, str], None]] | None = None,
+        sequences: list[Callable[[uuid.UUID, int], None]] | None = None,
         probe_seconds: float = 5.0,
         max_backoff_seconds: float = 5.0,
     ) -> None:
@@ -68,6 +69,8 @@ class ChangeFeed:
         # are checked again; and when a session ended, so that its stream ends on this worker.
         self.access_checks = access_checks or []
         self.session_ends = session_ends or []
+        # Told every change sequence heard (read replicas answer only once they have replayed it).
+        self.sequences = sequences or []
         self._checking: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._recheck: set[uuid.UUID] = set()
         self.probe_seconds = probe_seconds
@@ -165,6 +168,9 @@ class ChangeFeed:
             self.hub.close_tenant(tenant_id)
             return
         seq = event.get("seq")
+        if isinstance(seq, int):
+            for heard in self.sequences:
+                heard(tenant_id, seq)
         if isinstance(seq, int) and event.get("label") is None:
             self.check_access(tenant_id)  # settings (public_read) may have changed
         if isinstance(seq, int) and self.hub.watching(tenant_id):
@@ -267,6 +273,9 @@ class ChangeFeed:
         if not watched:
             return
         current = await self.source.current_sequences(watched)
+        for tenant_id, seq in current.items():
+            for heard in self.sequences:
+                heard(tenant_id, seq)
         for tenant_id in watched:
             if tenant_id not in current:
                 self.hub.close_tenant(tenant_id)

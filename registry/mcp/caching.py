@@ -174,7 +174,7 @@ async def render(
         generation = caches.resolved.generation(tenant.id)
         try:
             prompt_id, number, compiled = await rendering.served_version(
-                await db.reads(), tenant, name, version=version, label=label
+                await db.read_pool(tenant.id), tenant, name, version=version, label=label
             )
         except NotFound as error:
             if enabled:

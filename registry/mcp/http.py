@@ -413,7 +413,7 @@ class McpEndpoint:
             response = self._listen(message, revision, tenant, principal, served, tenant.change_seq)
             response.release_slot = release  # type: ignore[attr-defined]
             return response
-        async with LazyTx(self.db, tenant.id) as tx:
+        async with LazyTx(self.db, tenant.id, read_only=True) as tx:  # stateless calls only read
             answer = await self.core.call(tx, tenant, principal, served, revision, message)
         assert answer is not None
         return _json(answer)

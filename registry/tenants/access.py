@@ -80,7 +80,24 @@ async def tenant_scope(
     *,
     allow_anonymous: bool = False,
     rollback: bool = False,
+    read_only: bool = False,
 ) -> AsyncIterator[TenantScope]:
+    """``read_only``: the caller's block only reads, so a read replica as fresh as this worker's
+    knowledge of the tenant may serve it; who the caller is is always settled on the primary (a
+    revoked key is refused at once, a new one accepted at once)."""
+    if read_only and db.replicas is not None:
+        async with tenant_scope(
+            db,
+            operator_token,
+            slug,
+            credential,
+            role,
+            allow_anonymous=allow_anonymous,
+        ) as checked:  # fmt: skip  (it commits: a rollback would expire the tenant it loaded)
+            settled = checked.tenant, checked.principal
+        async with db.tenant_read_tx(settled[0].id) as session:
+            yield TenantScope(session, *settled)
+        return
     operator = is_operator(operator_token, credential)
     foreign = False
     used: Principal | None = None

@@ -97,7 +97,7 @@ def test_rest_writes_and_reads_through_the_pooler(pooled_server: LiveServer) -> 
         }
 
     for index in range(4):
-        created = httpx.post(base, json={"name": f"p{index}", **body("v0")}, headers=publisher)
+        created = httpx.post(base, json={"name": f"p{index}", **body("initial")}, headers=publisher)
         assert created.status_code == 201, created.text
 
     def new_version(index: int) -> int:

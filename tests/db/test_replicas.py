@@ -1,0 +1,162 @@
+"""Reads from a real streaming replica (REGISTRY_READ_DATABASE_URLS): used while fresh, never
+behind what the worker has seen (replay paused with pg_wal_replay_pause(): the primary answers at
+once), skipped while lagging past the bound or unreachable, used again once it catches up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.conftest import OPERATOR_TOKEN, PgServer, start_server, stop_server
+from tests.replica import Replica
+
+pytestmark = pytest.mark.slow
+WAIT = 60  # seconds: a bound on every wait, never a sleep of its own
+STATELESS = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": STATELESS,
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def prompt(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "labels": ["production"],
+        "messages": [{"role": "user", "content": {"type": "text", "text": f"I am {name}"}}],
+    }
+
+
+async def mcp(
+    client: httpx.AsyncClient, key: str, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "MCP-Protocol-Version": STATELESS,
+        "Mcp-Method": method,
+        **({"Mcp-Name": params["name"]} if "name" in params else {}),
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
+    answer = await client.post("/mcp/acme", json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["result"])
+
+
+async def until(check: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """Wait (bounded) for ``check()`` to return something true; returns it."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while True:
+        found = await check()
+        if found:
+            return found
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await asyncio.sleep(0.05)
+
+
+async def replica_state(client: httpx.AsyncClient) -> dict[str, Any]:
+    ready = (await client.get("/readyz")).json()
+    (state,) = ready["replicas"]
+    return dict(state)
+
+
+async def test_reads_use_a_fresh_replica_and_never_go_behind(
+    pg_server: PgServer, db_name: str, replica: Replica, superuser: asyncpg.Connection
+) -> None:
+    standby = await replica.connect(db_name)
+    server = start_server(
+        {
+            "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+            "REGISTRY_READ_DATABASE_URLS": replica.url(db_name),
+            "REGISTRY_REPLICA_MAX_LAG_SECONDS": "2",
+            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        }
+    )
+    client = httpx.AsyncClient(base_url=server.url, timeout=30)
+    try:
+        keys = await asyncio.to_thread(
+            server.tenant, "acme", roles=("publisher",), prompts=[prompt("one")]
+        )
+        key = keys["publisher"]
+        auth = {"Authorization": f"Bearer {key}"}
+        base = "/api/v1/tenants/acme"
+        seq = await superuser.fetchval("SELECT change_seq FROM tenants WHERE slug = 'acme'")
+
+        async def replayed() -> bool:
+            return bool(
+                await standby.fetchval(
+                    "SELECT change_seq >= $1 FROM tenants WHERE slug = 'acme'", seq
+                )
+            )
+
+        async def usable() -> bool:
+            return bool((await replica_state(client))["usable"])
+
+        async def skipped() -> bool:
+            return not await usable()
+
+        await until(replayed, "the replica replays the writes")
+        await until(usable, "the replica is usable")
+
+        # Fresh: reads go to the replica (the worker opens its connections there).
+        for _ in range(5):
+            assert (await client.get(f"{base}/prompts/one", headers=auth)).status_code == 200
+            listed = (await mcp(client, key, "prompts/list", {}))["prompts"]
+            assert [p["name"] for p in listed] == ["one"]
+        readers = await standby.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = 'registry-replica'"
+        )
+        assert readers >= 1
+
+        # Replay paused: a write made now is answered at once, by the primary.
+        await standby.execute("SELECT pg_wal_replay_pause()")
+        try:
+            created = await client.post(f"{base}/prompts", json=prompt("fresh"), headers=auth)
+            assert created.status_code == 201, created.text
+            assert (await client.get(f"{base}/prompts/fresh", headers=auth)).status_code == 200
+            listed = (await mcp(client, key, "prompts/list", {}))["prompts"]
+            assert [p["name"] for p in listed] == ["fresh", "one"]
+            got = await mcp(client, key, "prompts/get", {"name": "fresh"})
+            assert got["messages"][0]["content"]["text"] == "I am fresh"
+            # ...and the replica indeed does not have it yet.
+            assert await standby.fetchval("SELECT count(*) FROM prompts WHERE name = 'fresh'") == 0
+            # Behind the primary for longer than the bound: skipped.
+            await until(skipped, "the lagging replica is skipped")
+            assert "lagging" in (await replica_state(client))["problem"]
+        finally:
+            await standby.execute("SELECT pg_wal_replay_resume()")
+        await until(usable, "the replica is used again")
+        assert (await client.get(f"{base}/prompts/fresh", headers=auth)).status_code == 200
+    finally:
+        await client.aclose()
+        stop_server(server)
+        await standby.close()
+
+
+async def test_an_unreachable_replica_is_skipped(pg_server: PgServer, db_name: str) -> None:
+    server = start_server(
+        {
+            "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+            "REGISTRY_READ_DATABASE_URLS": "postgresql://nobody:secret@127.0.0.1:1/nowhere",
+            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        }
+    )
+    client = httpx.AsyncClient(base_url=server.url, timeout=30)
+    try:
+        key = (await asyncio.to_thread(server.tenant, "acme", prompts=[prompt("one")]))["publisher"]
+        auth = {"Authorization": f"Bearer {key}"}
+        got = await client.get("/api/v1/tenants/acme/prompts/one", headers=auth)
+        assert got.status_code == 200, got.text
+        assert (await mcp(client, key, "prompts/get", {"name": "one"}))["messages"]
+        state = await replica_state(client)
+        assert state["usable"] is False
+        assert state["replica"] == "127.0.0.1:1/nowhere"  # never its password
+    finally:
+        await client.aclose()
+        stop_server(server)
