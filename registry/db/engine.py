@@ -221,6 +221,9 @@ class LazyTx:
     ``async with LazyTx(db, tenant_id) as tx: session = await tx.session()``; the transaction, if it
     was opened, commits when the block ends (rolls back on an exception). Given an open ``session``,
     it hands that out and leaves its ending to whoever opened it.
+
+    ``reads_on_replica``: reads (``session()``) may go to a fresh read replica, in a transaction of
+    their own; writes (``session(write=True)``) never do.
     """
 
     def __init__(
@@ -229,30 +232,43 @@ class LazyTx:
         tenant_id: uuid.UUID,
         session: AsyncSession | None = None,
         *,
-        read_only: bool = False,
+        reads_on_replica: bool = False,
     ) -> None:
-        """``read_only``: the block only reads, so a fresh replica may serve it."""
         self.db = db
         self.tenant_id = tenant_id
-        self.read_only = read_only
         self._session = session
-        self._opened: AbstractAsyncContextManager[AsyncSession] | None = None
+        self._opened: list[AbstractAsyncContextManager[AsyncSession]] = []
+        self._reads: AsyncSession | None = None
+        self._replica_reads = reads_on_replica and db.replicas is not None
 
-    async def session(self) -> AsyncSession:
+    async def session(self, *, write: bool = False) -> AsyncSession:
+        if self._replica_reads and not write:
+            if self._reads is None:
+                self._reads = await self._open(self.db.tenant_read_tx(self.tenant_id))
+            return self._reads
         if self._session is None:
-            opening = self.db.tenant_read_tx if self.read_only else self.db.tenant_tx
-            self._opened = opening(self.tenant_id)
-            self._session = await self._opened.__aenter__()
+            self._session = await self._open(self.db.tenant_tx(self.tenant_id))
         return self._session
+
+    async def _open(self, opening: AbstractAsyncContextManager[AsyncSession]) -> AsyncSession:
+        session = await opening.__aenter__()
+        self._opened.append(opening)
+        return session
 
     async def __aenter__(self) -> LazyTx:
         return self
 
     async def __aexit__(self, *exc: object) -> bool | None:
-        opened, self._opened = self._opened, None
-        if opened is None:
-            return None
-        return await opened.__aexit__(*exc)  # type: ignore[arg-type]
+        opened, self._opened = self._opened, []
+        failure: BaseException | None = None
+        for opening in reversed(opened):  # each ends, whatever the others did
+            try:
+                await opening.__aexit__(*exc)  # type: ignore[arg-type]
+            except BaseException as error:  # noqa: BLE001 - re-raised below, once all ended
+                failure = failure or error
+        if failure is not None:
+            raise failure
+        return None
 
 
 async def enter_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:

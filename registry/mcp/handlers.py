@@ -351,7 +351,7 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
 async def logging_set_level(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     parsed = SetLevelParams.model_validate(params)
     if call.session is not None:
-        await sessions.set_log_level(await call.tx.session(), call.session, parsed.level)
+        await sessions.set_log_level(await call.tx.session(write=True), call.session, parsed.level)
     return {}
 
 

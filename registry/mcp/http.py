@@ -351,18 +351,18 @@ class McpEndpoint:
                 raise InvalidRequest(
                     f"batches are not part of protocol revision {session.protocol_version}"
                 )
-            tx = LazyTx(self.db, scope.tenant.id, scope.session)
             responses: list[dict[str, Any]] = []
-            for message in parsed.items:
-                if isinstance(message, McpError):
-                    responses.append(core.answer_error(message.request_id, message))
-                    continue
-                answer = await self.core.call(
-                    tx, scope.tenant, scope.principal, served, session.protocol_version, message,
-                    session=session,
-                )  # fmt: skip
-                if answer is not None:
-                    responses.append(answer)
+            async with LazyTx(self.db, scope.tenant.id, scope.session, reads_on_replica=True) as tx:
+                for message in parsed.items:
+                    if isinstance(message, McpError):
+                        responses.append(core.answer_error(message.request_id, message))
+                        continue
+                    answer = await self.core.call(
+                        tx, scope.tenant, scope.principal, served, session.protocol_version,
+                        message, session=session,
+                    )  # fmt: skip
+                    if answer is not None:
+                        responses.append(answer)
         if not responses:
             return Response(status_code=202)
         return _json(responses if parsed.batch else responses[0])
@@ -413,7 +413,7 @@ class McpEndpoint:
             response = self._listen(message, revision, tenant, principal, served, tenant.change_seq)
             response.release_slot = release  # type: ignore[attr-defined]
             return response
-        async with LazyTx(self.db, tenant.id, read_only=True) as tx:  # stateless calls only read
+        async with LazyTx(self.db, tenant.id, reads_on_replica=True) as tx:
             answer = await self.core.call(tx, tenant, principal, served, revision, message)
         assert answer is not None
         return _json(answer)

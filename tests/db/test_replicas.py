@@ -48,6 +48,38 @@ async def mcp(
     return dict(answer.json()["result"])
 
 
+async def in_session(
+    client: httpx.AsyncClient, key: str, calls: list[tuple[str, dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Initialize a 2025-06-18 session, make ``calls``, and return its prompts/list."""
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+    init = await client.post(
+        "/mcp/acme",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        headers=headers,
+    )
+    assert init.status_code == 200, init.text
+    headers |= {
+        "Mcp-Session-Id": init.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    for index, (method, params) in enumerate([*calls, ("prompts/list", {})], start=2):
+        body = {"jsonrpc": "2.0", "id": index, "method": method, "params": params}
+        answer = await client.post("/mcp/acme", json=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        assert "result" in answer.json(), answer.text
+    return list(answer.json()["result"]["prompts"])
+
+
 async def until(check: Callable[[], Awaitable[Any]], what: str) -> Any:
     """Wait (bounded) for ``check()`` to return something true; returns it."""
     deadline = asyncio.get_running_loop().time() + WAIT
@@ -124,6 +156,9 @@ async def test_reads_use_a_fresh_replica_and_never_go_behind(
             assert [p["name"] for p in listed] == ["fresh", "one"]
             got = await mcp(client, key, "prompts/get", {"name": "fresh"})
             assert got["messages"][0]["content"]["text"] == "I am fresh"
+            # A session (2025-06-18): its reads too, and its writes (the log level) on the primary.
+            listed = await in_session(client, key, [("logging/setLevel", {"level": "debug"})])
+            assert [p["name"] for p in listed] == ["fresh", "one"]
             # ...and the replica indeed does not have it yet.
             assert await standby.fetchval("SELECT count(*) FROM prompts WHERE name = 'fresh'") == 0
             # Behind the primary for longer than the bound: skipped.
