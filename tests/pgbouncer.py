@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -18,7 +17,7 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from registry.db.embedded import SYSTEM_USER
+from registry.db.embedded import system_user
 from tests.conftest import PgServer, free_port
 
 BINARY = "pgbouncer"
@@ -45,18 +44,6 @@ def _binary() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return found
-
-
-def _run_as() -> str | None:
-    """PgBouncer refuses to run as root: as root, run it as the embedded server's OS user (which
-    may also reach that server's socket directory)."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        pwd.getpwnam(SYSTEM_USER)
-    except KeyError:
-        return "nobody"
-    return SYSTEM_USER
 
 
 async def _accepting(port: int, user: str, process: subprocess.Popen[bytes]) -> None:
@@ -102,7 +89,9 @@ def pgbouncer(pg_server: PgServer) -> Iterator[Pooler]:
         "max_client_conn = 2000\n"
         f"logfile = {work / 'pgbouncer.log'}\n"
     )
-    run_as = _run_as()
+    # PgBouncer refuses to run as root: then it runs as the embedded server's OS user (which may
+    # also reach that server's socket directory).
+    run_as = system_user()
     command = [binary, str(config)]
     if run_as is not None:
         work.chmod(0o755)

@@ -33,6 +33,28 @@ def write(server: LiveServer, slug: str, key: str, name: str, *, label: str = "p
     assert response.status_code == 201, response.text
 
 
+async def initialize(
+    client: httpx.AsyncClient, path: str, revision: str, headers: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Open an MCP session (a session-era ``revision``) at ``path``; the headers of its calls."""
+    init = await client.post(
+        path,
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": revision,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        headers=headers,
+    )
+    assert init.status_code == 200, init.text
+    return {"Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": revision}
+
+
 class Stream:
     """One MCP session and its GET stream, read in the background into a queue of event ids."""
 
@@ -44,23 +66,8 @@ class Stream:
         self.ready = asyncio.Event()
 
     async def open(self, *, last_event_id: int | None = None) -> None:
-        init = await self.client.post(
-            self.path,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-        )
-        assert init.status_code == 200, init.text
         self.headers = {
-            "Mcp-Session-Id": init.headers["mcp-session-id"],
-            "MCP-Protocol-Version": "2025-11-25",
+            **await initialize(self.client, self.path, "2025-11-25"),
             "Accept": "text/event-stream",
         }
         if last_event_id is not None:

@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -166,16 +166,16 @@ class Replicas:
 
     # --- watching ------------------------------------------------------------------------------
 
-    async def monitor(self, primary: Callable[[], object]) -> None:
+    async def monitor(self, primary: Callable[[], Awaitable[asyncpg.Pool]]) -> None:
         """Check every replica each ``check_seconds`` for as long as the worker runs."""
         while True:
             await self.check(primary)
             await asyncio.sleep(self.check_seconds)
 
-    async def check(self, primary: Callable[[], object]) -> None:
+    async def check(self, primary: Callable[[], Awaitable[asyncpg.Pool]]) -> None:
         now = time.monotonic()
         try:
-            pool = await primary()  # type: ignore[misc]
+            pool = await primary()
             self._samples.append((now, await repo.wal_position(pool)))
         except (asyncpg.PostgresError, *OUTAGES):
             return  # no primary to compare with: keep the last verdicts

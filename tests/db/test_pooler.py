@@ -22,7 +22,7 @@ from tests.conftest import (
     stop_server,
 )
 from tests.pgbouncer import Pooler
-from tests.streams import ACCEPT, listeners, seq_of, streams, write
+from tests.streams import ACCEPT, initialize, listeners, seq_of, streams, write
 
 pytestmark = pytest.mark.slow
 STATELESS = "2026-07-28"
@@ -138,21 +138,7 @@ async def test_mcp_in_both_eras_through_the_pooler(pooled_server: LiveServer) ->
     headers = {"Authorization": f"Bearer {key}", "Accept": ACCEPT}
     async with httpx.AsyncClient(base_url=pooled_server.url, headers=headers) as client:
         # The session era (2025-03-26): initialize, then calls within the session.
-        init = await client.post(
-            "/mcp/acme",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-03-26",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-        )
-        assert init.status_code == 200, init.text
-        session = {"Mcp-Session-Id": init.headers["mcp-session-id"]}
+        session = await initialize(client, "/mcp/acme", "2025-03-26")
         listed = await client.post(
             "/mcp/acme",
             json={"jsonrpc": "2.0", "id": 2, "method": "prompts/list"},

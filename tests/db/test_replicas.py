@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import OPERATOR_TOKEN, PgServer, start_server, stop_server
 from tests.replica import Replica
+from tests.streams import initialize
 
 pytestmark = pytest.mark.slow
 WAIT = 60  # seconds: a bound on every wait, never a sleep of its own
@@ -53,25 +54,7 @@ async def in_session(
 ) -> list[dict[str, Any]]:
     """Initialize a 2025-06-18 session, make ``calls``, and return its prompts/list."""
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
-    init = await client.post(
-        "/mcp/acme",
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-        headers=headers,
-    )
-    assert init.status_code == 200, init.text
-    headers |= {
-        "Mcp-Session-Id": init.headers["mcp-session-id"],
-        "MCP-Protocol-Version": "2025-06-18",
-    }
+    headers |= await initialize(client, "/mcp/acme", "2025-06-18", headers)
     for index, (method, params) in enumerate([*calls, ("prompts/list", {})], start=2):
         body = {"jsonrpc": "2.0", "id": index, "method": method, "params": params}
         answer = await client.post("/mcp/acme", json=body, headers=headers)
