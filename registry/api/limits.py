@@ -5,13 +5,13 @@ No route holds a database connection while a client is still sending."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from registry import inputs
+from registry.bodies import BodyReader
 
 _BLOB_UPLOAD = re.compile(r"^/api/v1/tenants/[^/]+/blobs/?$")
 
@@ -24,6 +24,7 @@ class BodyLimit:
         self.max_bytes = max_bytes
         self.max_blob_bytes = max_blob_bytes
         self.timeout_seconds = timeout_seconds
+        self.bodies = BodyReader(timeout_seconds)
 
     def limit_for(self, scope: Scope) -> int:
         if scope["method"] == "POST" and _BLOB_UPLOAD.match(scope["path"]):
@@ -45,8 +46,7 @@ class BodyLimit:
             )
             return
         try:
-            async with asyncio.timeout(self.timeout_seconds):
-                body, disconnected = await _read(receive, limit)
+            body, disconnected = await self.bodies.read(receive, limit)
         except TimeoutError:
             await _refuse(
                 send, 408, "request_timeout",
@@ -92,23 +92,6 @@ def _json_refusal(scope: Scope, body: bytes) -> str | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return None
-
-
-async def _read(receive: Receive, limit: int) -> tuple[bytes | None, bool]:
-    """The whole body (None past ``limit``), and whether the client went away meanwhile."""
-    chunks: list[bytes] = []
-    seen = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b"".join(chunks), True
-        chunk = message.get("body", b"")
-        seen += len(chunk)
-        if seen > limit:
-            return None, False
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks), False
 
 
 async def _refuse(send: Send, status: int, code: str, detail: str) -> None:

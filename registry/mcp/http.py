@@ -12,7 +12,6 @@ lifecycle they share; split, each half would reach into the other's stream bookk
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -25,6 +24,7 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from registry.bodies import BodyReader
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
@@ -173,6 +173,7 @@ class McpEndpoint:
         self.hub = hub
         self.caches = caches
         self.core = Core(settings, db, caches)
+        self.bodies = BodyReader(settings.body_timeout_seconds)
         self.slots = StreamSlots(settings.streams_per_caller, settings.streams_per_tenant)
         self.session_bounds = sessions.Bounds(
             settings.sessions_per_caller, settings.sessions_per_tenant
@@ -218,28 +219,24 @@ class McpEndpoint:
                 release()
 
     async def _body(self, request: Request) -> bytes:
-        """The request body, refused (413) past ``max_request_bytes``, declared or actual."""
+        """The request body, refused (413) past ``max_request_bytes``, declared or actual, and
+        (408) when it does not arrive within the body timeout."""
         limit = self.settings.max_request_bytes
         declared = request.headers.get("content-length", "")
-        chunks: list[bytes] = []
-        seen = int(declared) if declared.isdigit() else 0
-        if seen <= limit:
-            seen = 0
-            try:
-                async with asyncio.timeout(self.settings.body_timeout_seconds):
-                    async for chunk in request.stream():
-                        seen += len(chunk)
-                        if seen > limit:
-                            break
-                        chunks.append(chunk)
-            except TimeoutError:
-                raise BodyTimeout(
-                    f"the request body did not arrive within "
-                    f"{self.settings.body_timeout_seconds:g} seconds"
-                ) from None
-        if seen > limit:
+        if declared.isdigit() and int(declared) > limit:
             raise BodyTooLarge(f"request body is larger than the limit of {limit} bytes")
-        return b"".join(chunks)
+        try:
+            body = await self.bodies.read(request.receive, limit)
+        except TimeoutError:
+            raise BodyTimeout(
+                f"the request body did not arrive within "
+                f"{self.settings.body_timeout_seconds:g} seconds"
+            ) from None
+        if body.data is None:
+            raise BodyTooLarge(f"request body is larger than the limit of {limit} bytes")
+        if body.disconnected:
+            raise InvalidRequest("the client went away before the request body was complete")
+        return body.data
 
     async def handle(self, request: Request) -> Response:
         try:

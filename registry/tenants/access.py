@@ -146,17 +146,20 @@ def check_anonymous(
     (public_drafts). Callers with a key are not concerned."""
     if not principal.anonymous or tenant.public_drafts:
         return
-    published = ", ".join(tenant.protected_labels) or "none"
     if version is not None:
         raise Forbidden(
-            f"anonymous callers read the published labels of {tenant.slug!r} only ({published}), "
-            "not pinned versions: send an API key"
+            f"anonymous callers read the published labels of {tenant.slug!r} only "
+            f"({_published(tenant)}), not pinned versions: send an API key"
         )
     if label is not None and label not in tenant.protected_labels:
         raise Unauthenticated(
-            f"anonymous callers read the published labels of {tenant.slug!r} only ({published}); "
-            f"send an API key to read {label!r}"
+            f"anonymous callers read the published labels of {tenant.slug!r} only "
+            f"({_published(tenant)}); send an API key to read {label!r}"
         )
+
+
+def _published(tenant: Tenant) -> str:
+    return ", ".join(tenant.protected_labels) or "none"
 
 
 async def _record_use(db: Database, tenant_id: uuid.UUID, principal: Principal) -> None:
