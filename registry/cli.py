@@ -121,10 +121,11 @@ class Registry:
 @contextlib.contextmanager
 def attached_database() -> Iterator[str]:
     """The URL of a database at head, for scripts beside the CLI (bench/): the embedded server
-    attached (and released afterwards), or the external one."""
+    attached (created and migrated when REGISTRY_DATA_DIR holds none yet; released afterwards), or
+    the external one (upgraded to head)."""
     registry = Registry()
     try:
-        yield registry.url()
+        yield registry.url(migrate=True)
     finally:
         registry.close()
 
@@ -433,7 +434,12 @@ _key_option = click.option(
 @_url_option
 @_key_option
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
-def push(folder: Path, slug: str, url: str, key: str, dry_run: bool) -> None:
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Move protected labels even onto versions whose arguments break their callers.",
+)
+def push(folder: Path, slug: str, url: str, key: str, dry_run: bool, force: bool) -> None:
     """Push every prompt file in FOLDER (NAME.yaml, NAME.md) to the tenant.
 
     Unchanged files write nothing; a bad file is reported and the others still go."""
@@ -444,7 +450,40 @@ def push(folder: Path, slug: str, url: str, key: str, dry_run: bool) -> None:
         contextlib.closing(sync.Client(url, key, slug)) as client,
         click.progressbar(length=len(files), label="pushing", file=sys.stderr) as bar,
     ):
-        outcomes = sync.push(client, folder, dry_run=dry_run, progress=lambda _: bar.update(1))
+        outcomes = sync.push(
+            client, folder, dry_run=dry_run, force=force, progress=lambda _: bar.update(1)
+        )
+    _report(outcomes, dry_run=dry_run)
+
+
+@main.command()
+@click.argument("names", nargs=-1, required=True)
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@_url_option
+@_key_option
+@click.option("--label", "labels", multiple=True, help="Move this label to the new version.")
+@click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Move protected labels even onto versions whose arguments break their callers.",
+)
+def refresh(
+    names: tuple[str, ...],
+    slug: str,
+    url: str,
+    key: str,
+    labels: tuple[str, ...],
+    dry_run: bool,
+    force: bool,
+) -> None:
+    """Write new versions of the prompts NAMES whose partials are resolved anew (a prompt whose
+    partials still resolve to the locked versions is left as it is)."""
+    with contextlib.closing(sync.Client(url, key, slug)) as client:
+        outcomes = [
+            sync.refresh_prompt(client, name, list(labels), dry_run=dry_run, force=force)
+            for name in names
+        ]
     _report(outcomes, dry_run=dry_run)
 
 
