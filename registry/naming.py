@@ -17,6 +17,15 @@ LATEST = "latest"  # the label that moves by itself to every new version
 MAX_VERSION = 2**31 - 1  # version numbers and sequence-like ids that a caller may name
 _ASCII_NUMBER = re.compile(r"[0-9]{1,19}")
 
+# The registry's own keys in MCP ``_meta`` objects (a reverse-DNS prefix, as the specification asks).
+META_PREFIX = "dev.prompt-registry/"
+META_CONFIG = META_PREFIX + "config"  # prompts/get: the version's model config
+META_ARGUMENTS = META_PREFIX + "arguments"  # prompts/list: a JSON Schema of the arguments
+# An absolute URI (RFC 3986): a scheme, then only characters a URI may hold, "%" escapes complete.
+ABSOLUTE_URI_RE = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*"
+)
+
 Role = Literal["reader", "editor", "publisher", "admin"]
 ROLE_RANK: dict[str, int] = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}
 

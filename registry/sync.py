@@ -2,7 +2,7 @@
 
 One file per prompt: ``NAME.yaml`` (or ``.yml``), or ``NAME.md`` with YAML front matter whose body is
 the text of one user message. Fields are those of the API's prompt body (title, description, tags,
-labels, arguments, messages), plus two conveniences: a message may be written ``{role, text}``, and an
+labels, arguments, messages, config), plus two conveniences: a message may be written ``{role, text}``, and an
 image, audio or resource may name a local ``file`` instead of inline bytes. Blob bytes pulled from the
 registry live in ``DIR/blobs/<sha256>`` and are uploaded again by push when a file refers to them.
 """
@@ -24,6 +24,7 @@ import yaml
 
 from registry.content.kinds import KINDS
 from registry.naming import PROMPT_NAME_RE
+from registry.templates import mustache
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -197,7 +198,7 @@ def referenced_blobs(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
 # --- push --------------------------------------------------------------------------------------
 
 
-def push_file(client: Client, path: Path, *, dry_run: bool) -> Outcome:
+def push_file(client: Client, path: Path, *, dry_run: bool, force: bool = False) -> Outcome:
     try:
         body = read_prompt_file(path)
         name = body["name"]
@@ -208,6 +209,8 @@ def push_file(client: Client, path: Path, *, dry_run: bool) -> Outcome:
                     "POST", "/blobs", content=local.read_bytes(), headers={"Content-Type": mime}
                 )
         params = {"dry_run": "true"} if dry_run else {}
+        if force:  # protected labels move even onto a version that breaks their callers
+            params["force"] = "true"
         existing = client.get_or_none(f"/prompts/{name}")
         if existing is None:
             result = client.request("POST", "/prompts", json=body, params=params).json()
@@ -237,12 +240,61 @@ def push_file(client: Client, path: Path, *, dry_run: bool) -> Outcome:
         return Outcome(path.name, "error", str(error))
 
 
+def _partial_names(path: Path) -> set[str]:
+    """The prompts a file's templates include as partials (none when it cannot be read: pushing it
+    reports why)."""
+    try:
+        body = read_prompt_file(path)
+    except FileError:
+        return set()
+    names: set[str] = set()
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, dict) or content.get("type") not in KINDS:
+            continue
+        source = KINDS[content["type"]].template(content)
+        if source is None or not isinstance(source[1], str):
+            continue
+        try:
+            names.update(p.name for p in mustache.parse(source[1]).partials())
+        except mustache.TemplateError:
+            continue
+    return names
+
+
+def children_first(files: list[Path]) -> list[Path]:
+    """The files ordered so that a prompt another file includes as a partial is pushed before it
+    (its new version is then what the including prompt locks); otherwise by name."""
+    by_stem = {path.stem: path for path in files}
+    ordered: list[Path] = []
+    state: dict[Path, str] = {}
+
+    def visit(path: Path) -> None:
+        if state.get(path) is not None:  # done, or on the current path (a cycle: pushing says so)
+            return
+        state[path] = "visiting"
+        for name in sorted(_partial_names(path)):
+            if name in by_stem and by_stem[name] != path:
+                visit(by_stem[name])
+        state[path] = "done"
+        ordered.append(path)
+
+    for path in files:
+        visit(path)
+    return ordered
+
+
 def push(
-    client: Client, folder: Path, *, dry_run: bool, progress: Callable[[Path], None] | None = None
+    client: Client,
+    folder: Path,
+    *,
+    dry_run: bool,
+    force: bool = False,
+    progress: Callable[[Path], None] | None = None,
 ) -> list[Outcome]:
     """Every prompt file of ``folder``; two files for one prompt (``greet.md`` and ``greet.yaml``)
     are an error naming both, and neither is pushed: one would silently undo the other."""
-    files = prompt_files(folder)
+    files = children_first(prompt_files(folder))
     by_name: dict[str, list[Path]] = {}
     for path in files:
         by_name.setdefault(path.stem, []).append(path)
@@ -255,7 +307,7 @@ def push(
                 Outcome(path.name, "error", f"{names} both hold prompt {path.stem}: keep one")
             )
         else:
-            outcomes.append(push_file(client, path, dry_run=dry_run))
+            outcomes.append(push_file(client, path, dry_run=dry_run, force=force))
         if progress:
             progress(path)
     return outcomes
@@ -289,6 +341,8 @@ def _file_body(
         body["labels"] = labels
     if version.get("icons"):
         body["icons"] = version["icons"]
+    if version.get("config"):
+        body["config"] = version["config"]
     if version["arguments"]:
         body["arguments"] = [
             {k: v for k, v in a.items() if v is not None and not (k == "required" and v is False)}
@@ -344,3 +398,29 @@ def list_names(client: Client) -> list[str]:
         cursor = page["next_cursor"]
         if not cursor:
             return names
+
+
+# --- refresh -----------------------------------------------------------------------------------
+
+
+def refresh_prompt(
+    client: Client, name: str, labels: list[str], *, dry_run: bool, force: bool
+) -> Outcome:
+    """A new version of ``name`` with its partials resolved anew, through the API."""
+    params = {"dry_run": "true"} if dry_run else {}
+    if force:
+        params["force"] = "true"
+    try:
+        result = client.request(
+            "POST", f"/prompts/{name}/refresh", json={"labels": labels}, params=params
+        ).json()
+    except FileError as error:
+        return Outcome(name, "error", str(error))
+    if not result["created"]:
+        return Outcome(
+            name, "unchanged", f"{name}: its partials are current (version {result['version']})"
+        )
+    verb = "would write" if dry_run else "wrote"
+    return Outcome(
+        name, "version", f"{verb} {name} version {result['version']} with refreshed partials"
+    )

@@ -155,3 +155,74 @@ def test_labels_only_pushes_twins_and_pulls_beside_a_source(
     twins = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme")
     assert twins.returncode == 1
     assert "greet.md and greet.yaml both hold prompt greet" in twins.stderr
+
+
+def test_push_writes_included_prompts_first_then_refresh_and_force(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    keys = live_server.tenant("composed", roles=("reader", "publisher"))
+    folder = tmp_path / "composed"
+    folder.mkdir()
+    # "answer" sorts before "tone", which it includes: push must write "tone" first.
+    (folder / "answer.yaml").write_text(
+        "labels: [production]\narguments:\n  - name: topic\n    required: true\n"
+        "  - name: style\n    default: kind\n"
+        "messages:\n  - role: user\n    text: '{{> tone}} About {{topic}}.'\n"
+    )
+    (folder / "tone.yaml").write_text(
+        "labels: [production]\narguments:\n  - name: style\n"
+        "messages:\n  - role: user\n    text: Be {{style}}.\n"
+    )
+    pushed = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "composed")
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout.index("tone.yaml") < pushed.stdout.index("answer.yaml")
+    base = f"{live_server.url}/api/v1/tenants/composed/prompts"
+    reader = {"Authorization": f"Bearer {keys['reader']}"}
+
+    def rendered() -> str:
+        answer = httpx.post(
+            f"{base}/answer/render", json={"arguments": {"topic": "x"}}, headers=reader
+        )
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["messages"][0]["content"]["text"])
+
+    assert rendered() == "Be kind. About x."
+    # A new tone in production changes no parent until it is refreshed.
+    (folder / "tone.yaml").write_text(
+        "labels: [production]\narguments:\n  - name: style\n"
+        "messages:\n  - role: user\n    text: Be {{style}} and brief.\n"
+    )
+    only_tone = tmp_path / "only-tone"
+    only_tone.mkdir()
+    (only_tone / "tone.yaml").write_text((folder / "tone.yaml").read_text())
+    assert (
+        cli(
+            live_server, keys["publisher"], "push", str(only_tone), "--tenant", "composed"
+        ).returncode
+        == 0
+    )
+    assert rendered() == "Be kind. About x."
+    refreshed = cli(
+        live_server, keys["publisher"], "refresh", "answer", "--tenant", "composed",
+        "--label", "production",
+    )  # fmt: skip
+    assert refreshed.returncode == 0, refreshed.stderr
+    assert "wrote answer version 2 with refreshed partials" in refreshed.stdout
+    assert rendered() == "Be kind and brief. About x."
+    again = cli(live_server, keys["publisher"], "refresh", "answer", "--tenant", "composed")
+    assert "its partials are current" in again.stdout
+    # Dropping an argument breaks production's callers: refused, then forced.
+    (folder / "answer.yaml").write_text(
+        "labels: [production]\narguments:\n  - name: style\n    default: kind\n"
+        "messages:\n  - role: user\n    text: '{{> tone}}'\n"
+    )
+    refused = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "composed")
+    assert (
+        refused.returncode == 1
+        and "409" in refused.stderr
+        and "'topic' was removed" in refused.stderr
+    )
+    forced = cli(
+        live_server, keys["publisher"], "push", str(folder), "--tenant", "composed", "--force"
+    )
+    assert forced.returncode == 0, forced.stderr

@@ -16,10 +16,11 @@ from registry.db.engine import Database
 from registry.db.pagination import Page, PageRequest
 from registry.errors import InvalidInput
 from registry.naming import MAX_VERSION, MIME_RE, ascii_number
-from registry.prompts import blobs, bundles, diff, reading, rendering, writing
+from registry.prompts import blobs, bundles, diff, partials, reading, rendering, writing
 from registry.prompts.schemas import (
     BlobOut,
     Bundle,
+    ImpactEntry,
     ImportResult,
     LabelHistoryOut,
     LabelMove,
@@ -28,6 +29,7 @@ from registry.prompts.schemas import (
     PromptOut,
     PromptPatch,
     PromptSummary,
+    RefreshRequest,
     RenderedPrompt,
     RenderRequest,
     VersionDiff,
@@ -42,6 +44,13 @@ router = APIRouter(
 )
 Pages = Annotated[PageRequest, Depends(pages(50))]
 Version = Annotated[int, Path(ge=1, le=MAX_VERSION, description="a version number")]
+Force = Annotated[
+    bool,
+    Query(
+        description="move protected labels even onto a version whose argument contract breaks "
+        "what callers send (the audit log records it)"
+    ),
+]
 IfMatch = Annotated[
     str | None,
     Header(
@@ -180,6 +189,7 @@ async def create_version(
     response: Response,
     if_match: IfMatch = None,
     dry_run: bool = False,
+    force: Force = False,
 ) -> WriteResult:
     expected = _if_match(if_match)
     async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
@@ -192,6 +202,7 @@ async def create_version(
             if_match=expected,
             max_blob_bytes=_settings(request).max_blob_bytes,
             dry_run=dry_run,
+            force=force,
         )
     if not result.created:
         response.status_code = 200
@@ -236,6 +247,51 @@ async def restore_version(
     return result
 
 
+@router.post(
+    "/prompts/{name}/refresh",
+    status_code=201,
+    response_model=WriteResult,
+    summary="Write a new version whose partials are resolved anew (200, created=false: no lock moved)",
+)
+async def refresh_partials(
+    tenant: str,
+    name: str,
+    body: RefreshRequest,
+    request: Request,
+    response: Response,
+    if_match: IfMatch = None,
+    dry_run: bool = False,
+    force: Force = False,
+) -> WriteResult:
+    expected = _if_match(if_match)
+    async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
+        result = await writing.refresh_partials(
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            name,
+            body.labels,
+            if_match=expected,
+            max_blob_bytes=_settings(request).max_blob_bytes,
+            dry_run=dry_run,
+            force=force,
+        )
+    if not result.created:
+        response.status_code = 200
+    _etag(response, result.version)
+    return result
+
+
+@router.get(
+    "/prompts/{name}/impact",
+    response_model=list[ImpactEntry],
+    summary="Which labelled prompt versions include this one as a partial, and which are stale",
+)
+async def impact(tenant: str, name: str, request: Request) -> list[ImpactEntry]:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
+        return await partials.impact(scope.session, scope.tenant, name)
+
+
 @router.get(
     "/prompts/{name}/diff", response_model=VersionDiff, summary="What changed between two versions"
 )
@@ -262,11 +318,11 @@ async def list_labels(tenant: str, name: str, request: Request) -> dict[str, int
     "/prompts/{name}/labels/{label}", response_model=LabelOut, summary="Set or move a label"
 )
 async def set_label(
-    tenant: str, name: str, label: str, body: LabelMove, request: Request
+    tenant: str, name: str, label: str, body: LabelMove, request: Request, force: Force = False
 ) -> LabelOut:
     async with tenant_scope(request, tenant, "editor") as scope:
         return await writing.set_label(
-            scope.session, scope.tenant, scope.principal, name, label, body.version
+            scope.session, scope.tenant, scope.principal, name, label, body.version, force=force
         )
 
 
@@ -389,7 +445,7 @@ async def export_bundle(
 
 @router.post("/import", response_model=ImportResult, summary="Import a bundle (idempotent)")
 async def import_bundle(
-    tenant: str, body: Bundle, request: Request, dry_run: bool = False
+    tenant: str, body: Bundle, request: Request, dry_run: bool = False, force: Force = False
 ) -> ImportResult:
     async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
         result = await bundles.import_bundle(
@@ -398,5 +454,6 @@ async def import_bundle(
             scope.principal,
             body,
             max_blob_bytes=_settings(request).max_blob_bytes,
+            force=force,
         )
     return result

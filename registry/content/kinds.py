@@ -69,6 +69,15 @@ class Kind:
         """(field path, source) of the Mustache template the block carries, if any."""
         return None
 
+    def uri(self, block: Block) -> tuple[str, str] | None:
+        """(field path, value) of the URI the block names, if it names one: a literal, or a
+        Mustache template over the prompt's arguments."""
+        return None
+
+    def with_uri(self, block: Block, uri: str) -> Block:
+        """A rendered block with its URI replaced by ``uri``."""
+        raise NotImplementedError
+
     def blob(self, block: Block) -> str | None:
         """The sha256 (hex) of the blob a stored block refers to, if any."""
         return None
@@ -207,6 +216,12 @@ class Resource(Kind):
         resource = block["resource"]
         return ("resource.text", resource["text"]) if "text" in resource else None
 
+    def uri(self, block: Block) -> tuple[str, str] | None:
+        return "resource.uri", block["resource"]["uri"]
+
+    def with_uri(self, block: Block, uri: str) -> Block:
+        return {**block, "resource": {**block["resource"], "uri": uri}}
+
     def blob(self, block: Block) -> str | None:
         resource = block["resource"]
         return None if "text" in resource else str(resource["blob"])
@@ -245,6 +260,12 @@ class Resource(Kind):
 
 class ResourceLink(Kind):
     type = "resource_link"
+
+    def uri(self, block: Block) -> tuple[str, str] | None:
+        return "uri", block["uri"]
+
+    def with_uri(self, block: Block, uri: str) -> Block:
+        return {**block, "uri": uri}
 
     def wire(self, revision: str, block: Block, tenant_slug: str) -> Block:
         if since(revision, LINKS_SINCE):

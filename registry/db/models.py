@@ -44,6 +44,7 @@ TENANT_OWNED_TABLES = (
     "prompt_versions",
     "prompt_arguments",
     "prompt_messages",
+    "prompt_partials",
     "labels",
     "label_history",
     "change_log",
@@ -182,6 +183,7 @@ class PromptVersion(Base):
     title: Mapped[str | None] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text)
     icons: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    config: Mapped[dict[str, Any] | None] = mapped_column(JSONB)  # model settings (ModelConfig)
     commit_message: Mapped[str | None] = mapped_column(Text)
     author: Mapped[str] = mapped_column(Text)
     content_hash: Mapped[bytes] = mapped_column(LargeBinary)
@@ -238,6 +240,39 @@ class PromptMessage(Base):
     # One MCP content block; blob bytes are referenced by sha256, never inlined here.
     content: Mapped[dict[str, Any]] = mapped_column(JSONB)
     blob_sha256: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+
+class PromptPartial(Base):
+    """A partial lock: the child version a partial tag (``ref``, as written) of a version was resolved
+    to when that version was written. Immutable; a locked child version cannot be deleted."""
+
+    __tablename__ = "prompt_partials"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "prompt_id", "version"],
+            ["prompt_versions.tenant_id", "prompt_versions.prompt_id", "prompt_versions.version"],
+            ondelete="CASCADE",
+        ),
+        ForeignKeyConstraint(
+            ["tenant_id", "child_prompt_id", "child_version"],
+            ["prompt_versions.tenant_id", "prompt_versions.prompt_id", "prompt_versions.version"],
+            ondelete="RESTRICT",
+        ),
+        Index(
+            "ix_prompt_partials_tenant_id_child_prompt_id_child_version",
+            "tenant_id",
+            "child_prompt_id",
+            "child_version",
+        ),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    prompt_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ref: Mapped[str] = mapped_column(Text, primary_key=True)
+    child_name: Mapped[str] = mapped_column(Text)
+    child_prompt_id: Mapped[uuid.UUID] = mapped_column(UUID)
+    child_version: Mapped[int] = mapped_column(Integer)
 
 
 class Label(Base):

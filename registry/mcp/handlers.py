@@ -32,6 +32,7 @@ from registry.mcp.protocol import (
     result_message,
 )
 from registry.metrics import REQUESTS, tally, timings
+from registry.naming import META_CONFIG
 from registry.principal import Principal
 from registry.prompts import completion, reading, rendering
 from registry.sessions import service as sessions
@@ -228,6 +229,8 @@ async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     }
     if rendered.description:
         result["description"] = rendered.description
+    if rendered.config:  # the prompt's own model settings, for agents that use them
+        result["_meta"] = {META_CONFIG: rendered.config}
     return result
 
 
@@ -247,27 +250,8 @@ async def _ask_for_arguments(
     specs, description = await reading.argument_declarations(
         await call.tx.session(), call.tenant, name, version=version, label=label or call.label
     )
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for spec in specs:
-        if spec.name in given:
-            continue
-        field: dict[str, Any] = {"type": "string"}
-        if spec.title:
-            field["title"] = spec.title
-        if spec.description:
-            field["description"] = spec.description
-        if spec.enum:
-            field["enum"] = list(spec.enum)
-        if spec.max_length is not None:
-            field["maxLength"] = spec.max_length
-        if spec.pattern is not None:
-            field["pattern"] = spec.pattern
-        if spec.default is not None:
-            field["default"] = spec.default
-        properties[spec.name] = field
-        if spec.required:
-            required.append(spec.name)
+    schema = shaping.argument_schema(specs, leave_out=given)
+    required = schema["required"]
     message = description or f"The prompt {name!r} needs: {', '.join(required)}"
     state = request_state.issue(
         call.tokens,
@@ -285,11 +269,7 @@ async def _ask_for_arguments(
                 "params": {
                     "mode": "form",
                     "message": message,
-                    "requestedSchema": {
-                        "type": "object",
-                        "properties": properties,
-                        "required": required,
-                    },
+                    "requestedSchema": schema,
                 },
             }
         },

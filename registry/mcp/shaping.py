@@ -4,13 +4,16 @@ shaped by their kind (registry.content.kinds), which converts what a revision ca
 from __future__ import annotations
 
 import base64
+from collections.abc import Container, Iterable
 from typing import Any
 
 import registry
 from registry.content.kinds import kind_of
 from registry.db.models import Tenant
 from registry.mcp.protocol import since
+from registry.naming import META_ARGUMENTS
 from registry.prompts.reading import ServedPrompt
+from registry.prompts.schemas import DeclaredArgument
 
 _ICON = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><rect width="64" height="64" rx="12" '
@@ -56,7 +59,38 @@ def prompt_entry(revision: str, prompt: ServedPrompt) -> dict[str, Any]:
         entry["arguments"] = [_argument(revision, a) for a in prompt.arguments]
     if prompt.icons and since(revision, "2025-11-25"):
         entry["icons"] = prompt.icons
+    if prompt.arguments and since(revision, "2025-06-18"):  # Prompt has _meta from 2025-06-18
+        entry["_meta"] = {META_ARGUMENTS: argument_schema(prompt.arguments)}
     return entry
+
+
+def argument_schema(
+    arguments: Iterable[DeclaredArgument], *, leave_out: Container[str] = ()
+) -> dict[str, Any]:
+    """A JSON Schema of a prompt's arguments (every value a string, with its constraints): what
+    prompts/list carries in ``_meta`` and what the elicitation form asks for."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for argument in arguments:
+        if argument.name in leave_out:
+            continue
+        field: dict[str, Any] = {"type": "string"}
+        if argument.title:
+            field["title"] = argument.title
+        if argument.description:
+            field["description"] = argument.description
+        if argument.enum:
+            field["enum"] = list(argument.enum)
+        if argument.max_length is not None:
+            field["maxLength"] = argument.max_length
+        if argument.pattern is not None:
+            field["pattern"] = argument.pattern
+        if argument.default is not None:
+            field["default"] = argument.default
+        properties[argument.name] = field
+        if argument.required:
+            required.append(argument.name)
+    return {"type": "object", "properties": properties, "required": required}
 
 
 def _argument(revision: str, argument: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.content.kinds import kind_of
 from registry.db.audit import record_audit
-from registry.db.models import Tenant
+from registry.db.models import Prompt, Tenant
 from registry.errors import InvalidInput
 from registry.naming import LATEST
 from registry.principal import Principal
@@ -27,6 +27,7 @@ from registry.prompts.schemas import (
     BundlePrompt,
     BundleVersion,
     ImportResult,
+    PartialLock,
     VersionIn,
 )
 from registry.prompts.writing import (
@@ -44,7 +45,9 @@ async def _exported_prompts(
     session: AsyncSession, tenant: Tenant, *, only_labelled: bool, shas: set[bytes]
 ) -> AsyncIterator[BundlePrompt]:
     """The tenant's prompts one at a time, by name (pages of EXPORT_PAGE rows); the blobs their
-    versions use are added to ``shas``."""
+    versions use are added to ``shas``. Labelled only: the labelled versions and every version a
+    partial lock names, so that what is exported imports with its locks."""
+    locked = await repo.locked_versions(session, tenant.id) if only_labelled else {}
     after: str | None = None
     while True:
         rows = await repo.list_prompts(
@@ -62,7 +65,11 @@ async def _exported_prompts(
             return
         labels = await repo.labels_of(session, [p for p, _ in rows])
         for prompt, _ in rows:
-            wanted = set(labels[prompt.id].values()) if only_labelled else None
+            wanted = (
+                set(labels[prompt.id].values()) | locked.get(prompt.id, set())
+                if only_labelled
+                else None
+            )
             versions = await versions_out(
                 session,
                 prompt,
@@ -123,7 +130,13 @@ async def export_stream(
 
 
 async def import_bundle(
-    session: AsyncSession, tenant: Tenant, caller: Principal, bundle: Bundle, *, max_blob_bytes: int
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    bundle: Bundle,
+    *,
+    max_blob_bytes: int,
+    force: bool = False,
 ) -> ImportResult:
     """Idempotent: versions already present (same content hash) are reused, labels already in place
     stay, so importing the same bundle twice writes nothing the second time."""
@@ -143,35 +156,39 @@ async def import_bundle(
         if sha != sha_hex:
             raise InvalidInput(f"blobs[{sha_hex}]: the data hashes to {sha}", field="blobs")
         result.blobs_stored += created
-    for index, item in enumerate(bundle.prompts):
+    prompts: list[Prompt] = []
+    for item in bundle.prompts:
         for label in item.labels:
             check_label_name(label)
         prompt, created = await find_or_create_prompt(session, tenant, caller, item.name, item.tags)
+        prompts.append(prompt)
         result.prompts_created += created
-        mapping: dict[int, int] = {}
-        for version in sorted(item.versions, key=lambda v: v.version):
-            body = VersionIn.model_validate(
-                version.model_dump(by_alias=True, exclude={"version", "content_hash"})
+    # Versions go in once the child versions their partials lock are in (children first), and in
+    # order within a prompt; mappings take the bundle's version numbers to this tenant's.
+    mappings: dict[str, dict[int, int]] = {item.name: {} for item in bundle.prompts}
+    queues = [sorted(item.versions, key=lambda v: v.version) for item in bundle.prompts]
+    while any(queues):
+        progressed = False
+        for index, item in enumerate(bundle.prompts):
+            while queues[index] and _locked_are_in(queues[index][0], mappings):
+                version = queues[index].pop(0)
+                mappings[item.name][version.version] = await _import_version(
+                    session, tenant, caller, prompts[index], index, item.name, version, mappings,
+                    result, max_blob_bytes=max_blob_bytes,
+                )  # fmt: skip
+                progressed = True
+        if not progressed:
+            index = next(i for i, queue in enumerate(queues) if queue)
+            stuck = queues[index][0]
+            wanted = ", ".join(f"{p.ref} = version {p.version}" for p in stuck.partials or [])
+            raise InvalidInput(
+                f"prompts[{index}] ({bundle.prompts[index].name}) version {stuck.version}: its "
+                f"partials lock child versions the bundle does not hold ({wanted}); export with "
+                "versions=all",
+                field="prompts",
             )
-            try:
-                prepared = await prepare_version(
-                    session, tenant.id, body, max_blob_bytes=max_blob_bytes
-                )
-            except InvalidInput as error:
-                raise InvalidInput(
-                    f"prompts[{index}] ({item.name}) version {version.version}: {error.message}",
-                    **error.detail,
-                ) from None
-            existing = await repo.version_by_hash(session, prompt, prepared.content_hash)
-            if existing is not None:
-                mapping[version.version] = existing
-                result.unchanged_versions += 1
-                continue
-            written = await write_version(
-                session, tenant, caller, prompt, prepared, [], if_match=None
-            )
-            mapping[version.version] = written.version.version
-            result.versions_created += 1
+    for index, item in enumerate(bundle.prompts):
+        mapping = mappings[item.name]
         for label, source_version in sorted(item.labels.items()):
             if source_version not in mapping:
                 raise InvalidInput(
@@ -180,8 +197,9 @@ async def import_bundle(
                     field="labels",
                 )
             moved = await move_label(
-                session, tenant, prompt, label, mapping[source_version], caller
-            )
+                session, tenant, prompts[index], label, mapping[source_version], caller,
+                force=force,
+            )  # fmt: skip
             result.labels_moved += moved is not None
     if result.prompts_created or result.versions_created or result.labels_moved:
         await record_audit(
@@ -193,3 +211,49 @@ async def import_bundle(
             after=result.model_dump(),
         )
     return result
+
+
+def _child_name(ref: str) -> str:
+    return ref.partition("@")[0]
+
+
+def _locked_are_in(version: BundleVersion, mappings: dict[str, dict[int, int]]) -> bool:
+    return all(p.version in mappings.get(_child_name(p.ref), {}) for p in version.partials or [])
+
+
+async def _import_version(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    prompt: Prompt,
+    index: int,
+    name: str,
+    version: BundleVersion,
+    mappings: dict[str, dict[int, int]],
+    result: ImportResult,
+    *,
+    max_blob_bytes: int,
+) -> int:
+    """One bundle version written (or found: same content), its locks taken to this tenant's
+    version numbers; returns its number here."""
+    body = VersionIn.model_validate(
+        version.model_dump(by_alias=True, exclude={"version", "content_hash", "partials"})
+    )
+    body.partials = [
+        PartialLock(ref=p.ref, version=mappings[_child_name(p.ref)][p.version])
+        for p in version.partials or []
+    ]
+    try:
+        prepared = await prepare_version(session, tenant, name, body, max_blob_bytes=max_blob_bytes)
+    except InvalidInput as error:
+        raise InvalidInput(
+            f"prompts[{index}] ({name}) version {version.version}: {error.message}",
+            **error.detail,
+        ) from None
+    existing = await repo.version_by_hash(session, prompt, prepared.content_hash)
+    if existing is not None:
+        result.unchanged_versions += 1
+        return existing
+    written = await write_version(session, tenant, caller, prompt, prepared, [], if_match=None)
+    result.versions_created += 1
+    return written.version.version

@@ -15,8 +15,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.content.kinds import kind_of
 from registry.db.models import Tenant
 from registry.errors import NotFound
+from registry.prompts import contracts
 from registry.prompts.reading import find_prompt, versions_out
-from registry.prompts.schemas import ArgumentDiff, FieldChange, MessageDiff, MessageOut, VersionDiff
+from registry.prompts.schemas import (
+    ArgumentDiff,
+    FieldChange,
+    MessageDiff,
+    MessageOut,
+    PartialChange,
+    VersionDiff,
+)
 
 MAX_DIFF_LINES = 5_000
 DIFF_BUDGET = 20_000
@@ -71,7 +79,7 @@ async def diff_versions(
     old, new = found[a], found[b]
     metadata = {
         key: FieldChange(before=getattr(old, key), after=getattr(new, key))
-        for key in ("title", "description", "icons")
+        for key in ("title", "description", "icons", "config")
         if getattr(old, key) != getattr(new, key)
     }
     old_args = {x.name: x.model_dump() for x in old.arguments}
@@ -86,6 +94,14 @@ async def diff_versions(
         if old_args[arg] != new_args[arg]
     }
     messages = await asyncio.to_thread(_message_diffs, old.messages, new.messages, a, b)
+    contract = contracts.compare(old.arguments, new.arguments)
+    locks_before = {p.ref: p.version for p in old.partials}
+    locks_after = {p.ref: p.version for p in new.partials}
+    partials = [
+        PartialChange(ref=ref, before=locks_before.get(ref), after=locks_after.get(ref))
+        for ref in sorted(locks_before.keys() | locks_after.keys())
+        if locks_before.get(ref) != locks_after.get(ref)
+    ]
     return VersionDiff(
         prompt=name,
         from_version=a,
@@ -96,5 +112,7 @@ async def diff_versions(
             removed=sorted(old_args.keys() - new_args.keys()),
             changed=changed,
         ),
+        contract=contract,
+        partials=partials,
         messages=messages,
     )

@@ -8,18 +8,22 @@ import binascii
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.content.kinds import kind_of
 from registry.content.media import check_media
+from registry.db.models import Tenant
 from registry.errors import InvalidInput, PayloadTooLarge
+from registry.naming import ABSOLUTE_URI_RE
+from registry.prompts import partials
 from registry.prompts import repository as repo
+from registry.prompts.partials import Lock
 from registry.prompts.schemas import ArgumentIn, MessageIn, VersionIn
 from registry.templates.arguments import ArgumentSpec, check_value, compile_pattern
-from registry.templates.mustache import Template, TemplateError, compiled
+from registry.templates.mustache import Template, TemplateError, compiled, is_uri_template
 
 
 @dataclass
@@ -28,10 +32,21 @@ class PreparedVersion:
     arguments: list[dict[str, Any]]
     messages: list[dict[str, Any]]  # {"role", "content", "blob_sha256"} as stored
     content_hash: bytes
+    locks: list[Lock] = field(default_factory=list)  # what its partial tags were resolved to
+
+    def lock_rows(self) -> list[dict[str, Any]]:
+        return [
+            {"ref": lock.ref, "child_name": lock.child_name,
+             "child_prompt_id": lock.child_prompt_id, "child_version": lock.child_version}
+            for lock in self.locks
+        ]  # fmt: skip
 
 
 def canonical_hash(
-    meta: dict[str, Any], arguments: list[dict[str, Any]], messages: list[dict[str, Any]]
+    meta: dict[str, Any],
+    arguments: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    locks: list[Lock] | None = None,
 ) -> bytes:
     """sha256 over the version's defining content (not its commit message), in a canonical JSON."""
     body = {
@@ -41,6 +56,10 @@ def canonical_hash(
         "arguments": [{k: v for k, v in a.items() if v is not None} for a in arguments],
         "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
     }
+    if meta.get("config") is not None:  # absent before versions had one: their hashes stay
+        body["config"] = meta["config"]
+    if locks:  # the same template locked to other child versions is other content
+        body["partials"] = sorted([lock.ref, lock.child_version] for lock in locks)
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).digest()
 
 
@@ -134,7 +153,7 @@ class _BlobStore:
 
 
 def _message(
-    index: int, message: MessageIn, blobs: _BlobStore, templates: list[Template]
+    index: int, message: MessageIn, blobs: _BlobStore, templates: list[tuple[int, Template]]
 ) -> dict[str, Any]:
     where = f"messages[{index}].content"
     content = message.content.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -142,7 +161,18 @@ def _message(
     blob_hex = kind.store(content, where, blobs)
     source = kind.template(content)
     if source is not None:
-        templates.append(_parse_template(source[1], f"{where}.{source[0]}"))
+        templates.append((index, _parse_template(source[1], f"{where}.{source[0]}")))
+    uri = kind.uri(content)
+    if uri is not None:
+        if is_uri_template(uri[1]):  # checked again, rendered, for every request
+            templates.append((index, _parse_template(uri[1], f"{where}.{uri[0]}")))
+        elif not ABSOLUTE_URI_RE.fullmatch(uri[1]):
+            raise InvalidInput(
+                f"{where}.{uri[0]}: {uri[1]!r} is not a valid absolute URI (RFC 3986: a scheme, "
+                "then no spaces or other characters a URI cannot hold, '%' followed by two hex "
+                "digits)",
+                field=f"{where}.{uri[0]}",
+            )
     return {
         "role": message.role,
         "content": content,
@@ -151,18 +181,19 @@ def _message(
 
 
 async def prepare_version(
-    session: AsyncSession, tenant_id: uuid.UUID, body: VersionIn, *, max_blob_bytes: int
+    session: AsyncSession, tenant: Tenant, name: str, body: VersionIn, *, max_blob_bytes: int
 ) -> PreparedVersion:
-    """Validate and normalise ``body``; raise InvalidInput (422) naming the field and position."""
+    """Validate and normalise ``body`` (a version of prompt ``name``); raise InvalidInput (422)
+    naming the field and position."""
     arguments = [_check_argument(i, a) for i, a in enumerate(body.arguments)]
     declared = {a["name"] for a in arguments}
-    blobs = _BlobStore(session, tenant_id, max_blob_bytes)
-    templates: list[Template] = []
+    blobs = _BlobStore(session, tenant.id, max_blob_bytes)
+    templates: list[tuple[int, Template]] = []
     messages = []
     for i, message in enumerate(body.messages):
         before = len(templates)
         messages.append(_message(i, message, blobs, templates))
-        for template in templates[before:]:
+        for _, template in templates[before:]:
             for tag in template.variables():
                 if tag.name not in declared:
                     raise TemplateError(
@@ -170,6 +201,7 @@ async def prepare_version(
                         line=tag.line,
                         column=tag.column,
                     )
+    locks = await _resolve_partials(session, tenant, name, body, templates, declared)
     await blobs.flush()
     meta = {
         "title": body.title,
@@ -178,10 +210,34 @@ async def prepare_version(
         if body.icons
         else None,
         "commit_message": body.commit_message,
+        "config": body.config.model_dump(mode="json", exclude_none=True) if body.config else None,
     }
     return PreparedVersion(
         meta=meta,
         arguments=arguments,
         messages=messages,
-        content_hash=canonical_hash(meta, arguments, messages),
+        content_hash=canonical_hash(meta, arguments, messages, locks),
+        locks=locks,
     )
+
+
+async def _resolve_partials(
+    session: AsyncSession,
+    tenant: Tenant,
+    name: str,
+    body: VersionIn,
+    templates: list[tuple[int, Template]],
+    declared: set[str],
+) -> list[Lock]:
+    """The locks of the version's partial tags, once the children can be included (one text
+    message each, no cycle, not too deep, their variables the parent's arguments)."""
+    tags = partials.refs(t for _, t in templates)
+    if not tags and not body.partials:
+        return []
+    pinned = {p.ref: p.version for p in body.partials} if body.partials is not None else None
+    locks = await partials.resolve(session, tenant, tags, pinned=pinned, where="messages")
+    nodes = await partials.load(session, tenant.id, [lock.key for lock in locks])
+    children = partials.Expander(nodes, check=True).children(name, locks)
+    for index, template in templates:
+        partials.check_expanded(template, children, declared, f"messages[{index}]")
+    return locks

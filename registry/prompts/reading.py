@@ -18,6 +18,7 @@ from registry.prompts.schemas import (
     ArgumentOut,
     LabelHistoryOut,
     MessageOut,
+    PartialLock,
     PromptFields,
     PromptOut,
     PromptSummary,
@@ -40,6 +41,7 @@ def version_out(
     row: PromptVersion,
     arguments: Iterable[PromptArgument | dict[str, Any]],
     messages: Iterable[PromptMessage | dict[str, Any]],
+    partials: Iterable[PartialLock] = (),
 ) -> VersionOut:
     return VersionOut.model_validate(
         {
@@ -47,6 +49,8 @@ def version_out(
             "prompt": prompt.name,
             "description": row.description,
             "icons": row.icons,
+            "config": row.config,
+            "partials": list(partials),
             "arguments": [ArgumentOut.model_validate(a) for a in arguments],
             "messages": [MessageOut.model_validate(m) for m in messages],
         }
@@ -57,15 +61,20 @@ async def versions_out(
     session: AsyncSession, prompt: Prompt, versions: Iterable[int]
 ) -> list[VersionOut]:
     rows = await repo.version_rows(session, prompt, versions)
-    arguments, messages = await repo.version_children(
-        session, prompt.tenant_id, prompt.id, [r.version for r in rows]
-    )
+    numbers = [r.version for r in rows]
+    arguments, messages = await repo.version_children(session, prompt.tenant_id, prompt.id, numbers)
+    locks = await repo.partial_locks(session, prompt.tenant_id, prompt.id, numbers)
     return [
         version_out(
             prompt,
             row,
             [a for a in arguments if a.version == row.version],
             [m for m in messages if m.version == row.version],
+            [
+                PartialLock(ref=lock.ref, version=lock.child_version)
+                for lock in locks
+                if lock.version == row.version
+            ],
         )
         for row in rows
     ]
@@ -232,6 +241,10 @@ class ServedArgument:
     title: str | None
     description: str | None
     required: bool
+    default: str | None = None
+    enum: list[str] | None = None
+    pattern: str | None = None
+    max_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -261,7 +274,16 @@ async def served_page(
             description=row.description,
             icons=row.icons,
             arguments=[
-                ServedArgument(a.name, a.title, a.description, a.required)
+                ServedArgument(
+                    a.name,
+                    a.title,
+                    a.description,
+                    a.required,
+                    a.default,
+                    a.enum,
+                    a.pattern,
+                    a.max_length,
+                )
                 for a in arguments[(prompt_id, number)]
             ],
         )

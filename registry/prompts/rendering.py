@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,12 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.content.kinds import Block, Kind, kind_of
 from registry.db.models import Tenant
 from registry.errors import InvalidInput
-from registry.naming import LABEL_RE, PROMPT_NAME_RE, ascii_number
+from registry.naming import ABSOLUTE_URI_RE, LABEL_RE, PROMPT_NAME_RE, ascii_number
+from registry.prompts import partials
 from registry.prompts import repository as repo
 from registry.prompts.reading import not_served
 from registry.prompts.schemas import RenderedPrompt
 from registry.templates import mustache
-from registry.templates.arguments import ArgumentSpec, resolve_arguments
+from registry.templates.arguments import ArgumentSpec, InvalidArgument, resolve_arguments
 from registry.templates.mustache import Template
 
 
@@ -45,6 +46,7 @@ class CompiledMessage:
     content: Block  # as stored: blob references by sha256
     kind: Kind
     template: Template | None  # the block's template, parsed
+    uri: Template | None = None  # its URI, when that is a template over the arguments
 
 
 @dataclass(frozen=True)
@@ -52,16 +54,49 @@ class CompiledVersion:
     """Everything needed to render a version; versions are immutable, so this may be kept forever."""
 
     description: str | None
+    config: dict[str, Any] | None  # the model config, as stored
     specs: tuple[ArgumentSpec, ...]
     messages: tuple[CompiledMessage, ...]
     blobs: tuple[bytes, ...]
 
 
-def _compile_message(role: str, content: Block) -> CompiledMessage:
+def _compile_message(
+    role: str, content: Block, children: Mapping[str, Template]
+) -> CompiledMessage:
     kind = kind_of(content)
     source = kind.template(content)
-    template = mustache.compiled(source[1]) if source is not None else None
-    return CompiledMessage(role, content, kind, template)
+    template = mustache.compiled(source[1]).expand(children) if source is not None else None
+    uri = kind.uri(content)
+    uri_template = (
+        mustache.compiled(uri[1]).expand(children)
+        if uri is not None and mustache.is_uri_template(uri[1])
+        else None
+    )
+    return CompiledMessage(role, content, kind, template, uri_template)
+
+
+def _partials(found: dict[str, Any]) -> dict[str, Template]:
+    """ref -> expanded child template, for the locks of the served version (checked when it was
+    written; here only put together)."""
+    if not found.get("locks"):
+        return {}
+    sources = {(s["prompt"], s["version"]): s["text"] for s in found.get("sources") or []}
+    locks: dict[tuple[str, int], list[partials.Lock]] = {}
+    for lock in found["locks"]:
+        locks.setdefault((lock["prompt"], lock["version"]), []).append(
+            partials.Lock(
+                lock["ref"], lock["ref"].partition("@")[0], uuid.UUID(lock["child_prompt"]),
+                lock["child_version"],
+            )
+        )  # fmt: skip
+    nodes = {
+        (uuid.UUID(prompt), version): partials.Node(
+            "", text, None, tuple(locks.get((prompt, version), ()))
+        )
+        for (prompt, version), text in sources.items()
+    }
+    expander = partials.Expander(nodes, check=False)
+    return expander.children("", locks.get((found["prompt"], found["version"]), []))
 
 
 async def served_version(
@@ -80,7 +115,8 @@ async def served_version(
     found = await repo.served_version(reads, tenant.id, name, label, version)
     if "missing" in found:
         raise not_served(name, label, version, found["missing"])
-    messages = tuple(_compile_message(m["role"], m["content"]) for m in found["messages"])
+    children = _partials(found)
+    messages = tuple(_compile_message(m["role"], m["content"], children) for m in found["messages"])
     blobs = tuple(bytes.fromhex(m["blob"]) for m in found["messages"] if m["blob"] is not None)
     specs = tuple(
         ArgumentSpec(
@@ -93,7 +129,7 @@ async def served_version(
         )
         for a in found["arguments"]
     )
-    compiled = CompiledVersion(found["description"], specs, messages, blobs)
+    compiled = CompiledVersion(found["description"], found.get("config"), specs, messages, blobs)
     return uuid.UUID(found["prompt"]), found["version"], compiled
 
 
@@ -114,12 +150,29 @@ def render_compiled(
 ) -> RenderedPrompt:
     """The one renderer: MCP prompts/get, the REST preview and the CLI all end here."""
     values = resolve_arguments(compiled.specs, arguments, max_value_length=max_value_length)
+    messages = []
+    for position, m in enumerate(compiled.messages):
+        content = m.kind.render(m.content, m.template, values, blobs)
+        if m.uri is not None:
+            content = m.kind.with_uri(content, _rendered_uri(m.uri, values, position))
+        messages.append({"role": m.role, "content": content})
     return RenderedPrompt(
-        description=compiled.description,
-        messages=[
-            {"role": m.role, "content": m.kind.render(m.content, m.template, values, blobs)}
-            for m in compiled.messages
-        ],
+        description=compiled.description, config=compiled.config, messages=messages
+    )
+
+
+def _rendered_uri(template: Template, values: dict[str, str], position: int) -> str:
+    """A templated URI with the caller's values in it: an absolute URI, or the request fails
+    naming the arguments that made it."""
+    uri = template.render(values)
+    if ABSOLUTE_URI_RE.fullmatch(uri):
+        return uri
+    names = sorted({tag.name for tag in template.variables()})
+    shown = ", ".join(repr(n) for n in names) or "none"
+    raise InvalidArgument(
+        f"messages[{position}]: the resource URI made from argument {shown} is not a valid "
+        f"absolute URI: {uri[:200]!r}",
+        argument=names[0] if names else None,
     )
 
 

@@ -5,14 +5,26 @@ Message content is a content block of ``registry.content`` (its input models and
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+import jsonschema
+import orjson
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from registry.content.schemas import SHA256_PATTERN, Content, Icon
-from registry.inputs import StrictInput
+from registry.inputs import StrictInput, bounded_value
 from registry.naming import LABEL_PATTERN, MAX_VERSION, MIME_PATTERN, PROMPT_NAME_PATTERN
 
 ARGUMENT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
@@ -67,6 +79,70 @@ class ArgumentIn(StrictInput):
         return self
 
 
+class PartialLock(StrictInput):
+    """A partial tag of a version (``ref``, as written in the template) and the child version it
+    was resolved to when the version was written."""
+
+    ref: str = Field(max_length=200)
+    version: VersionNumber
+
+
+MAX_CONFIG_BYTES = 65_536  # a version's model config, as compact JSON
+MAX_CONFIG_EXTRA_KEYS = 64
+_EXTRA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+FreeJson = Annotated[Any, AfterValidator(bounded_value)]
+
+
+class ModelConfig(StrictInput):
+    """The model settings a version is written for: part of the version's content (its hash, diff,
+    export, prompt files), handed to MCP clients in the ``_meta`` of prompts/get. Keys beyond the
+    named ones are kept as given (a provider's own settings), within the size limit."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    stop: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None, max_length=16
+    )
+    tools: list[dict[str, FreeJson]] | None = Field(
+        default=None, max_length=128, description="tool definitions, as the model's API takes them"
+    )
+    response_format: dict[str, FreeJson] | None = Field(
+        default=None, description="a JSON Schema the model's answer must follow"
+    )
+
+    @field_validator("response_format")
+    @classmethod
+    def _a_json_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                jsonschema.validators.validator_for(value).check_schema(value)
+            except jsonschema.SchemaError as error:
+                where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+                raise ValueError(f"not a valid JSON Schema (at {where}): {error.message}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ModelConfig:
+        extra = self.model_extra or {}
+        if len(extra) > MAX_CONFIG_EXTRA_KEYS:
+            raise ValueError(f"at most {MAX_CONFIG_EXTRA_KEYS} keys besides the named ones")
+        for key, value in extra.items():
+            if not _EXTRA_KEY.fullmatch(key):
+                raise ValueError(f"invalid key {key!r}: letters, digits, '_', '.', '-'")
+            bounded_value(value)
+        size = len(orjson.dumps(self.model_dump(mode="json", exclude_none=True)))
+        if size > MAX_CONFIG_BYTES:
+            raise ValueError(
+                f"the config is {size:,} bytes as JSON; the most is {MAX_CONFIG_BYTES:,}"
+            )
+        return self
+
+
 class VersionIn(StrictInput):
     """A new version of a prompt: everything a version holds."""
 
@@ -79,6 +155,13 @@ class VersionIn(StrictInput):
     )
     arguments: list[ArgumentIn] = Field(default_factory=list, max_length=100)
     messages: list[MessageIn] = Field(min_length=1, max_length=200)
+    config: ModelConfig | None = Field(default=None, description="the model settings")
+    partials: list[PartialLock] | None = Field(
+        default=None,
+        max_length=100,
+        description="the child version of each partial tag; by default each tag is resolved now "
+        "(its label, or the tenant's default label); a restore or an import gives them",
+    )
 
     @model_validator(mode="after")
     def _unique_arguments(self) -> VersionIn:
@@ -100,6 +183,10 @@ class PromptPatch(StrictInput):
 
 class LabelMove(StrictInput):
     version: VersionNumber
+
+
+class RefreshRequest(StrictInput):
+    labels: list[Label] = Field(default_factory=list, max_length=32, description="labels to move")
 
 
 class RenderRequest(StrictInput):
@@ -159,6 +246,8 @@ class VersionOut(VersionSummary):
     prompt: str
     description: str | None
     icons: list[dict[str, Any]] | None
+    config: dict[str, Any] | None = None
+    partials: list[PartialLock] = Field(default_factory=list)
     arguments: list[ArgumentOut]
     messages: list[MessageOut]
 
@@ -231,6 +320,7 @@ class RenderedPrompt(BaseModel):
 
     description: str | None = None
     messages: list[dict[str, Any]]
+    config: dict[str, Any] | None = Field(default=None, description="the version's model config")
 
 
 class FieldChange(BaseModel):
@@ -254,12 +344,67 @@ class MessageDiff(BaseModel):
     )
 
 
+class PartialChange(BaseModel):
+    ref: str
+    before: int | None = Field(description="the locked child version before (None: no such tag)")
+    after: int | None
+
+
+class ImpactEntry(BaseModel):
+    """A labelled parent version that embeds a prompt."""
+
+    prompt: str
+    version: int
+    labels: list[str] = Field(description="the parent's labels that serve this version")
+    ref: str = Field(description="the partial tag, as written")
+    locked_version: int
+    current_version: int | None = Field(description="what the tag resolves to now")
+    stale: bool = Field(description="a refresh would lock another child version")
+
+
+class DeclaredArgument(Protocol):
+    """An argument as declared: a stored row, a served argument or an output model (what the
+    argument JSON Schema and the contract comparison read)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def description(self) -> str | None: ...
+    @property
+    def required(self) -> bool: ...
+    @property
+    def default(self) -> str | None: ...
+    @property
+    def enum(self) -> list[str] | None: ...
+    @property
+    def pattern(self) -> str | None: ...
+    @property
+    def max_length(self) -> int | None: ...
+
+
+class ContractChange(BaseModel):
+    """One change to what callers may send (registry.prompts.contracts)."""
+
+    argument: str
+    change: Literal["removed", "added", "required", "enum", "pattern", "max_length", "default"]
+    breaking: bool
+    detail: str
+
+
 class VersionDiff(BaseModel):
     prompt: str
     from_version: int
     to_version: int
     metadata: dict[str, FieldChange]
     arguments: ArgumentDiff
+    contract: list[ContractChange] = Field(
+        default_factory=list, description="argument contract changes, breaking ones first"
+    )
+    partials: list[PartialChange] = Field(
+        default_factory=list, description="partial locks added, removed or moved"
+    )
     messages: list[MessageDiff]
 
 

@@ -19,6 +19,7 @@ from registry.db.models import Label, Prompt, PromptVersion, Tenant
 from registry.errors import Conflict, Forbidden, InvalidInput, NotFound, PreconditionFailed
 from registry.naming import LABEL_RE, LATEST
 from registry.principal import Principal
+from registry.prompts import contracts
 from registry.prompts import repository as repo
 from registry.prompts.preparing import PreparedVersion, prepare_version
 from registry.prompts.reading import (
@@ -29,7 +30,9 @@ from registry.prompts.reading import (
     versions_out,
 )
 from registry.prompts.schemas import (
+    ContractChange,
     LabelOut,
+    PartialLock,
     PromptCreate,
     PromptOut,
     VersionIn,
@@ -63,17 +66,23 @@ async def move_label(
     label: str,
     version: int,
     caller: Principal,
+    *,
+    force: bool = False,
 ) -> Label | None:
     """Point ``label`` at ``version``; history, change log and audit included. Returns the label
     row when it moved, None when it was already there.
 
-    A protected label needs the publisher role only when it actually moves."""
+    A protected label needs the publisher role only when it actually moves, and moves onto a version
+    whose argument contract breaks the one it serves now only with ``force`` (recorded)."""
     current = await repo.label_row(session, prompt, label, lock=True)
     before = current.version if current else None
     if before == version:
         return None
+    broken: list[ContractChange] = []
     if label != LATEST:
         _check_label_permission(tenant, caller, label)
+        if label in tenant.protected_labels and before is not None:
+            broken = await _breaking_move(session, prompt, label, before, version, force=force)
     row = await repo.upsert_label(session, prompt, label, version, caller.actor)
     await repo.insert_label_history(session, prompt, label, before, version, caller.actor)
     record_change(
@@ -87,9 +96,33 @@ async def move_label(
             action="label.move",
             target=f"prompt:{prompt.name}@{label}",
             before={"version": before} if before else None,
-            after={"version": version},
+            after={"version": version, "force": True, "breaking": [c.detail for c in broken]}
+            if broken
+            else {"version": version},
         )
     return row
+
+
+async def _breaking_move(
+    session: AsyncSession, prompt: Prompt, label: str, before: int, after: int, *, force: bool
+) -> list[ContractChange]:
+    """The breaking contract changes of moving ``label`` from ``before`` to ``after``: refused
+    (409, listing them) unless ``force``; returned so that the audit records a forced move."""
+    declared = await repo.arguments_of(
+        session, prompt.tenant_id, [(prompt.id, before), (prompt.id, after)]
+    )
+    broken = contracts.breaking(
+        contracts.compare(declared[(prompt.id, before)], declared[(prompt.id, after)])
+    )
+    if broken and not force:
+        raise Conflict(
+            f"moving {label!r} of {prompt.name!r} from version {before} to {after} breaks the "
+            "arguments its callers send: " + "; ".join(c.detail for c in broken)
+            + ". Send force to move it anyway (the audit log records it).",
+            field="label",
+            breaking=[c.model_dump() for c in broken],
+        )  # fmt: skip
+    return broken
 
 
 @dataclass(frozen=True)
@@ -111,6 +144,7 @@ async def write_version(
     labels: Sequence[str],
     *,
     if_match: int | None,
+    force: bool = False,
 ) -> VersionWrite:
     """The one path every version write takes. ``prompt`` must be locked FOR UPDATE; it is kept
     current (its latest version) as the write goes."""
@@ -140,6 +174,7 @@ async def write_version(
             content_hash=prepared.content_hash,
             arguments=prepared.arguments,
             messages=prepared.messages,
+            partials=prepared.lock_rows(),
         )
         await record_audit(
             session,
@@ -155,11 +190,19 @@ async def write_version(
             },
         )
         await move_label(session, tenant, prompt, LATEST, number, caller)
-        written = version_out(prompt, row, prepared.arguments, prepared.messages)
+        written = version_out(
+            prompt,
+            row,
+            prepared.arguments,
+            prepared.messages,
+            [PartialLock(ref=lock.ref, version=lock.child_version) for lock in prepared.locks],
+        )
         outcome = VersionWrite(True, written, f"version {number} written")
     moved = []
     for label in labels:
-        if await move_label(session, tenant, prompt, label, outcome.version.version, caller):
+        if await move_label(
+            session, tenant, prompt, label, outcome.version.version, caller, force=force
+        ):
             moved.append(label)
     return dataclasses.replace(outcome, labels_moved=tuple(moved))
 
@@ -190,7 +233,9 @@ async def create_prompt(
     dry_run: bool = False,
 ) -> WriteResult:
     """A new prompt with its first version (``dry_run``: the caller rolls the transaction back)."""
-    prepared = await prepare_version(session, tenant.id, body, max_blob_bytes=max_blob_bytes)
+    prepared = await prepare_version(
+        session, tenant, body.name, body, max_blob_bytes=max_blob_bytes
+    )
     for label in body.labels:
         check_label_name(label)
         _check_label_permission(tenant, caller, label)  # a new prompt's labels always move
@@ -260,28 +305,57 @@ async def create_version(
     if_match: int | None,
     max_blob_bytes: int,
     dry_run: bool = False,
+    force: bool = False,
 ) -> WriteResult:
     prompt = await find_prompt(session, tenant, name, lock=True)
-    prepared = await prepare_version(session, tenant.id, body, max_blob_bytes=max_blob_bytes)
+    prepared = await prepare_version(session, tenant, name, body, max_blob_bytes=max_blob_bytes)
     outcome = await write_version(
-        session, tenant, caller, prompt, prepared, body.labels, if_match=if_match
+        session, tenant, caller, prompt, prepared, body.labels, if_match=if_match, force=force
     )
     return await _result(session, prompt, outcome, dry_run)
 
 
 def as_version_in(version: VersionOut, labels: Sequence[str] = ()) -> VersionIn:
-    """A stored version as a write body (blob references stay references)."""
+    """A stored version as a write body (blob references stay references, partial locks stay as
+    they were)."""
     return VersionIn.model_validate(
         {
             "title": version.title,
             "description": version.description,
             "icons": version.icons,
+            "config": version.config,
+            "partials": [p.model_dump() for p in version.partials] or None,
             "commit_message": version.commit_message,
             "labels": list(labels),
             "arguments": [a.model_dump(exclude_none=True) for a in version.arguments],
             "messages": [m.model_dump() for m in version.messages],
         }
     )
+
+
+async def refresh_partials(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    labels: Sequence[str],
+    *,
+    if_match: int | None,
+    max_blob_bytes: int,
+    dry_run: bool = False,
+    force: bool = False,
+) -> WriteResult:
+    """A new version with the latest version's content and its partial tags resolved anew (written
+    only when a lock changes; ``labels`` then move to it)."""
+    prompt = await find_prompt(session, tenant, name)
+    latest = await get_version(session, tenant, name, prompt.latest_version)
+    body = as_version_in(latest, labels)
+    body.partials = None  # resolve every tag again
+    body.commit_message = "refresh partials"
+    return await create_version(
+        session, tenant, caller, name, body, if_match=if_match, max_blob_bytes=max_blob_bytes,
+        dry_run=dry_run, force=force,
+    )  # fmt: skip
 
 
 async def restore_version(
@@ -306,14 +380,21 @@ async def restore_version(
 
 
 async def set_label(
-    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str, version: int
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    label: str,
+    version: int,
+    *,
+    force: bool = False,
 ) -> LabelOut:
     check_label_name(label)
     _check_label_permission(tenant, caller, label)
     prompt = await find_prompt(session, tenant, name, lock=True)
     if not 1 <= version <= prompt.latest_version:
         raise NotFound(f"prompt {name!r} has no version {version}", field="version")
-    row = await move_label(session, tenant, prompt, label, version, caller)
+    row = await move_label(session, tenant, prompt, label, version, caller, force=force)
     if row is None:  # already there
         row = await repo.label_row(session, prompt, label)
     return LabelOut.model_validate(row)
@@ -402,6 +483,14 @@ async def delete_prompt(
     if prompt.archived_at is None:
         raise Conflict(
             f"prompt {name!r} is not archived: archive it before deleting it", field="name"
+        )
+    embedders = await repo.embedders(session, tenant.id, prompt.id, limit=10)
+    if embedders:
+        raise Conflict(
+            f"prompt {name!r} is included (as a partial) by versions of "
+            + ", ".join(repr(e) for e in embedders)
+            + ", which render it forever: delete those first",
+            field="name",
         )
     await repo.delete_prompt(session, prompt)
     record_change(session, tenant_id=tenant.id, kind="prompt.delete")

@@ -4,7 +4,10 @@ Supported: variables ``{{name}}`` (also ``{{{name}}}`` and ``{{&name}}``; nothin
 sections ``{{#name}}…{{/name}}`` (rendered when the value is non-empty), inverted sections
 ``{{^name}}…{{/name}}`` (rendered when it is empty), comments ``{{! … }}`` and set-delimiter
 ``{{=<% %>=}}``. Section, comment and delimiter tags alone on a line take the line with them, as the
-Mustache spec says. Partials are reserved for prompt composition and refused for now.
+Mustache spec says. Partials ``{{> name}}``, ``{{> name@label}}`` and ``{{> name@3}}`` name another
+prompt of the tenant; the prompts domain resolves them to locked versions and ``Template.expand``
+puts the child templates in their place (inline, with the parent's values), so what renders is again
+one template.
 
 A value is inserted verbatim and never parsed again, so arguments cannot inject template syntax.
 Parsing and rendering are linear in the template (no step rescans a line) and iterative (no
@@ -21,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from registry.errors import InvalidInput
+from registry.naming import LABEL_RE, PROMPT_NAME_RE, ascii_number
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 MAX_TEMPLATE_CHARS = 1_000_000
@@ -56,7 +60,22 @@ class Section:
     children: list[Node] = field(default_factory=list)
 
 
-Node = str | Variable | Section
+@dataclass(frozen=True)
+class Partial:
+    """``{{> name}}`` (selector None: the tenant's default label), ``{{> name@staging}}`` (a label)
+    or ``{{> name@3}}`` (a version)."""
+
+    name: str
+    selector: str | None
+    line: int
+    column: int
+
+    @property
+    def ref(self) -> str:
+        return self.name if self.selector is None else f"{self.name}@{self.selector}"
+
+
+Node = str | Variable | Section | Partial
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,51 @@ class Template:
                 yield node
                 stack.extend(reversed(node.children))
 
+    def partials(self) -> Iterator[Partial]:
+        """Every partial tag, in source order."""
+        stack = list(reversed(self.nodes))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Partial):
+                yield node
+            elif isinstance(node, Section):
+                stack.extend(reversed(node.children))
+
+    def expand(self, children: Mapping[str, Template]) -> Template:
+        """This template with each partial replaced by the (already expanded) template of its
+        ``ref`` in ``children``: one template again, rendered in one pass. Recurses only as deep as
+        sections nest (at most MAX_DEPTH)."""
+
+        def nodes(of: list[Node]) -> list[Node]:
+            out: list[Node] = []
+            for node in of:
+                if isinstance(node, Partial):
+                    out.extend(children[node.ref].nodes)
+                elif isinstance(node, Section):
+                    out.append(
+                        Section(node.name, node.inverted, node.line, node.column,
+                                nodes(node.children))
+                    )  # fmt: skip
+                else:
+                    out.append(node)
+            return out
+
+        if next(self.partials(), None) is None:
+            return self
+        return Template(self.source, nodes(self.nodes))
+
+    def size(self) -> int:
+        """Characters of literal text, counted through every section (what an expansion adds)."""
+        total = 0
+        stack = list(self.nodes)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, str):
+                total += len(node)
+            elif isinstance(node, Section):
+                stack.extend(node.children)
+        return total
+
     def render(self, values: Mapping[str, str]) -> str:
         out: list[str] = []
         pending = [iter(self.nodes)]  # the sections being rendered, innermost last
@@ -84,6 +148,10 @@ class Template:
                     out.append(node)
                 elif isinstance(node, Variable):
                     out.append(values.get(node.name, ""))
+                elif isinstance(node, Partial):  # never: what renders was expanded first
+                    raise TemplateError(
+                        f"partial {node.ref!r} was not resolved", line=node.line, column=node.column
+                    )
                 elif bool(values.get(node.name)) != node.inverted:
                     pending.append(iter(node.children))
                     break
@@ -184,7 +252,8 @@ def parse(source: str) -> Template:
             open_tag, close_tag = parts
             continue
         if sigil == ">":
-            raise scanner.fail("partials ({{> name}}) are not supported", start)
+            current.append(_partial(body.strip(), scanner, start))
+            continue
 
         name = body.strip()
         if name == ".":
@@ -222,6 +291,21 @@ def parse(source: str) -> Template:
     return Template(source, root)
 
 
+def _partial(ref: str, scanner: _Scanner, start: int) -> Partial:
+    name, at, selector = ref.partition("@")
+    if not PROMPT_NAME_RE.fullmatch(name):
+        raise scanner.fail(f"invalid prompt name {name!r} in partial tag", start)
+    if at and not (
+        ascii_number(selector) is not None
+        or (LABEL_RE.fullmatch(selector) and not selector.isdigit())
+    ):
+        raise scanner.fail(
+            f"invalid version or label {selector!r} after '@' in partial {ref!r}", start
+        )
+    line, column = scanner.position(start)
+    return Partial(name, selector if at else None, line, column)
+
+
 class _Compiled:
     """Parsed templates by source, kept while they fit in a budget of characters (templates are
     immutable values: a version's, once parsed, serves every render of it)."""
@@ -247,6 +331,11 @@ class _Compiled:
 
 
 _COMPILED = _Compiled(budget=32 * MAX_TEMPLATE_CHARS)
+
+
+def is_uri_template(uri: str) -> bool:
+    """Whether a content block's URI is a template over the arguments (else a literal URI)."""
+    return "{{" in uri
 
 
 def compiled(source: str) -> Template:

@@ -315,7 +315,7 @@ async def test_render_rules_match_the_design(api: Api, keys: dict[str, str]) -> 
         "messages": [
             {"role": "user", "content": {"type": "text", "text": "Ticket AB-1 (formal)"}},
             {"role": "assistant", "content": {"type": "resource", "resource": {
-                "uri": "ticket://{{id}}", "mimeType": "text/plain", "text": "Body of AB-1"}}},
+                "uri": "ticket://AB-1", "mimeType": "text/plain", "text": "Body of AB-1"}}},
         ],
     }  # fmt: skip
     cases = [

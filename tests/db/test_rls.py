@@ -38,6 +38,8 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
         ("INSERT INTO prompt_messages (tenant_id, prompt_id, version, position, role, content, blob_sha256) "
          "VALUES ($1, $2, 1, 0, 'user', '{\"type\": \"text\", \"text\": \"hi\"}', $3)",
          (tenant_id, prompt_id, sha)),
+        ("INSERT INTO prompt_partials (tenant_id, prompt_id, version, ref, child_name, child_prompt_id, "
+         "child_version) VALUES ($1, $2, 1, 'p@1', 'p', $2, 1)", (tenant_id, prompt_id)),
         ("INSERT INTO labels (tenant_id, prompt_id, label, prompt_name, version, updated_by) "
          "VALUES ($1, $2, 'production', 'p', 1, 'test')", (tenant_id, prompt_id)),
         ("INSERT INTO label_history (tenant_id, prompt_id, label, to_version, actor) "

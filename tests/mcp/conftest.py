@@ -31,7 +31,7 @@ CONFORMANCE_PROMPTS = [
      "arguments": [{"name": "resourceUri", "description": "URI of the resource to embed", "required": True}],
      "messages": [
          {"role": "user", "content": {"type": "resource", "resource": {
-             "uri": "test://example-resource", "mimeType": "text/plain",
+             "uri": "{{resourceUri}}", "mimeType": "text/plain",
              "text": "Embedded resource content for {{resourceUri}}."}}},
          {"role": "user", "content": {"type": "text", "text": "Please process the embedded resource above."}}]},
     {"name": "test_prompt_with_image", "description": "A prompt that includes image content",

@@ -50,7 +50,8 @@ def test_variables_are_listed_with_positions() -> None:
         ("{{#a}}\n  {{/b}}", "does not match open section 'a'", 2, 3),
         ("x {{bad name}}", "invalid name 'bad name'", 1, 3),
         ("x\ny {{who", "unclosed tag", 2, 3),
-        ("{{> other}}", "partials", 1, 1),
+        ("{{> bad name}}", "invalid prompt name", 1, 1),
+        ("x {{> a@B!}}", "invalid version or label", 1, 3),
         ("{{.}}", "implicit iterator", 1, 1),
         ("{{=<% %>}}", "set-delimiter", 1, 1),
         ("{{{x}}", "unclosed tag", 1, 1),
@@ -68,3 +69,30 @@ def test_large_template_renders_in_one_pass() -> None:
     source = "{{a}} {{#b}}{{b}}{{/b}}\n" * 10_000
     out = parse(source).render({"a": "x" * 50, "b": "y" * 50})
     assert len(out) == 10_000 * 102
+
+
+def test_partial_tags_parse_with_their_selector_and_position() -> None:
+    template = parse("a {{> intro}}\n{{#x}}{{> tone@staging}}{{/x}} {{>  sig@3 }}")
+    found = [(p.name, p.selector, p.line, p.column, p.ref) for p in template.partials()]
+    assert found == [
+        ("intro", None, 1, 3, "intro"),
+        ("tone", "staging", 2, 7, "tone@staging"),
+        ("sig", "3", 2, 32, "sig@3"),
+    ]
+
+
+def test_expand_puts_children_in_place_inline_and_inside_sections() -> None:
+    parent = parse("[{{> a}}]{{#on}}<{{> b}}>{{/on}}")
+    children = {"a": parse("A={{x}}"), "b": parse("B{{^x}}!{{/x}}")}
+    expanded = parent.expand(children)
+    assert expanded.render({"x": "1", "on": "y"}) == "[A=1]<B>"
+    assert expanded.render({"x": "", "on": "y"}) == "[A=]<B!>"
+    assert sorted({v.name for v in expanded.variables()}) == ["on", "x"]
+    assert next(expanded.partials(), None) is None
+    plain = parse("no partials")
+    assert plain.expand({}) is plain
+
+
+def test_an_unexpanded_partial_never_renders_silently() -> None:
+    with pytest.raises(TemplateError, match="partial 'a' was not resolved"):
+        parse("{{> a}}").render({})
