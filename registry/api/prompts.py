@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from registry.api import conditional
 from registry.api.auth import require_credential, tenant_scope
 from registry.api.paging import pages
 from registry.config import Settings
@@ -67,7 +68,8 @@ def _settings(request: Request) -> Settings:
 def _if_match(value: str | None) -> int | None:
     if value is None:
         return None
-    number = ascii_number(value.strip().removeprefix("W/").strip('"'))
+    # "3", or the ETag of GET /prompts/{name} ("3.<digest>"): the version number is what counts.
+    number = ascii_number(value.strip().removeprefix("W/").strip('"').split(".", 1)[0])
     if number is None:
         raise InvalidInput(
             f'If-Match must be a version number such as "3", not {value!r}', field="If-Match"
@@ -127,11 +129,10 @@ async def create_prompt(
     response_model=PromptOut,
     summary="A prompt with its labels and latest version",
 )
-async def get_prompt(tenant: str, name: str, request: Request, response: Response) -> PromptOut:
+async def get_prompt(tenant: str, name: str, request: Request) -> Response:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         found = await reading.get_prompt(scope.session, scope.tenant, name)
-    _etag(response, found.latest_version)
-    return found
+    return conditional.answer(request, found, prefix=f"{found.latest_version}.")
 
 
 @router.patch("/prompts/{name}", response_model=PromptOut, summary="Update a prompt's tags")
@@ -211,9 +212,10 @@ async def create_version(
 
 
 @router.get("/prompts/{name}/versions/{version}", response_model=VersionOut, summary="One version")
-async def get_version(tenant: str, name: str, version: Version, request: Request) -> VersionOut:
+async def get_version(tenant: str, name: str, version: Version, request: Request) -> Response:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        return await reading.get_version(scope.session, scope.tenant, name, version)
+        found = await reading.get_version(scope.session, scope.tenant, name, version)
+    return conditional.answer(request, found)
 
 
 @router.post(
@@ -367,11 +369,9 @@ async def prompt_label_history(
     response_model_exclude_none=True,
     summary="Render a version exactly as MCP prompts/get would",
 )
-async def render_prompt(
-    tenant: str, name: str, body: RenderRequest, request: Request
-) -> RenderedPrompt:
+async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Request) -> Response:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        return await rendering.render(
+        rendered = await rendering.render(
             scope.session,
             scope.tenant,
             name,
@@ -380,6 +380,7 @@ async def render_prompt(
             label=body.label,
             max_value_length=_settings(request).max_argument_length,
         )
+    return conditional.answer(request, rendered, exclude_none=True)
 
 
 @router.post("/blobs", status_code=201, response_model=BlobOut, summary="Upload bytes (raw body)")
