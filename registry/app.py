@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import registry
 from registry import metrics
-from registry.api import docs, health, problems, prompts, tenants
+from registry.api import changes, docs, health, problems, prompts, tenants
 from registry.api.headers import SecurityHeaders
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
@@ -187,7 +187,9 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.mount(docs.ASSETS, docs.assets, name="docs-assets")
     app.include_router(tenants.router)
     app.include_router(prompts.router)
+    app.include_router(changes.router)
     app.mcp = endpoint
+    app.state.slots = endpoint.slots  # one bound on streams, MCP's and the change stream's
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.max_request_bytes,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
@@ -18,6 +19,7 @@ class RegistryError(Exception):
     http_status: ClassVar[int] = 400
     jsonrpc_code: ClassVar[int] = INVALID_PARAMS
     title: ClassVar[str] = "Bad request"
+    retry_after_seconds: ClassVar[int | None] = None  # told to clients (Retry-After) when set
 
     def __init__(self, message: str, **detail: Any) -> None:
         super().__init__(message)
@@ -61,6 +63,16 @@ class Unauthenticated(RegistryError):
     title = "Unauthenticated"
 
 
+class TooManyStreams(RegistryError):
+    """A worker's bound on open streams (per caller, per tenant) is reached."""
+
+    code = "too_many_streams"
+    http_status = 429
+    jsonrpc_code = INVALID_REQUEST
+    title = "Too many streams"
+    retry_after_seconds = 5
+
+
 class Forbidden(RegistryError):
     code = "forbidden"
     http_status = 403
@@ -72,7 +84,7 @@ class Unavailable(RegistryError):
     http_status = 503
     jsonrpc_code = INTERNAL_ERROR
     title = "Service unavailable"
-    retry_after_seconds: ClassVar[int] = 5  # told to clients (Retry-After)
+    retry_after_seconds: ClassVar[int | None] = 5
 
 
 class SchemaNotAtHead(Unavailable):

@@ -15,6 +15,7 @@ MIME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#
 MIME_RE = re.compile(MIME_PATTERN)
 LATEST = "latest"  # the label that moves by itself to every new version
 MAX_VERSION = 2**31 - 1  # version numbers and sequence-like ids that a caller may name
+MAX_SEQUENCE = 2**63 - 1  # change sequence numbers (bigint)
 _ASCII_NUMBER = re.compile(r"[0-9]{1,19}")
 
 # The registry's own keys in MCP ``_meta`` objects (a reverse-DNS prefix, as the specification asks).

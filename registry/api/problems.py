@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from registry.db.errors import outage
-from registry.errors import RegistryError, Unavailable
+from registry.errors import RegistryError
 
 logger = logging.getLogger("registry.api")
 PROBLEM = "application/problem+json"
@@ -41,7 +41,7 @@ async def registry_error_handler(request: Request, exc: Exception) -> JSONRespon
     response = problem(exc.http_status, exc.code, exc.title, exc.message, **extra)
     if exc.http_status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="registry"'
-    if isinstance(exc, Unavailable):
+    if exc.retry_after_seconds is not None:
         response.headers["Retry-After"] = str(exc.retry_after_seconds)
     return response
 

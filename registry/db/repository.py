@@ -104,3 +104,33 @@ async def append_changes(
         insert(ChangeLog).values(stamped).returning(ChangeLog.tenant_id, ChangeLog.seq)
     )
     return sorted(((row.tenant_id, int(row.seq)) for row in result), key=lambda pair: pair[1])
+
+
+async def changes_after(
+    session: AsyncSession, tenant_id: uuid.UUID, after: int, limit: int
+) -> list[dict[str, Any]]:
+    """The tenant's change-log rows past ``after``, oldest first: seq, kind, the prompt's name (None
+    for changes of the whole tenant, and for a prompt deleted since), label, created_at."""
+    result = await session.execute(
+        text(
+            """
+            SELECT c.seq, c.kind, p.name AS prompt, c.label, c.created_at
+              FROM change_log c
+              LEFT JOIN prompts p ON p.tenant_id = c.tenant_id AND p.id = c.prompt_id
+             WHERE c.tenant_id = :tenant AND c.seq > :after
+             ORDER BY c.seq
+             LIMIT :limit
+            """
+        ),
+        {"tenant": tenant_id, "after": after, "limit": limit},
+    )
+    return [dict(row) for row in result.mappings().all()]
+
+
+async def oldest_change(session: AsyncSession, tenant_id: uuid.UUID) -> int | None:
+    """The first sequence number the tenant's change log still holds."""
+    result = await session.execute(
+        select(func.min(ChangeLog.seq)).where(ChangeLog.tenant_id == tenant_id)
+    )
+    value = result.scalar_one_or_none()
+    return int(value) if value is not None else None

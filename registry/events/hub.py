@@ -19,11 +19,11 @@ from registry.metrics import OPEN_STREAMS
 
 class Subscription:
     def __init__(
-        self, hub: Hub, tenant_id: uuid.UUID, label: str, seen: int, owner: Any = None
+        self, hub: Hub, tenant_id: uuid.UUID, label: str | None, seen: int, owner: Any = None
     ) -> None:
         self.hub = hub
         self.tenant_id = tenant_id
-        self.label = label
+        self.label = label  # None: every change of the tenant (the REST change stream)
         self.seen = seen  # the change sequence this subscriber is up to date with
         self.owner = owner  # who opened it (the transport's principal), checked again on changes
         self._pending: int | None = None
@@ -64,7 +64,7 @@ class Hub:
 
     @contextmanager
     def subscribe(
-        self, tenant_id: uuid.UUID, label: str, seen: int, owner: Any = None
+        self, tenant_id: uuid.UUID, label: str | None, seen: int, owner: Any = None
     ) -> Iterator[Subscription]:
         subscription = Subscription(self, tenant_id, label, seen, owner)
         if self.closed:
@@ -96,7 +96,7 @@ class Hub:
             self._published[tenant_id] = seq
         told = 0
         for subscription in self._subscribers.get(tenant_id, ()):
-            if labels is None or subscription.label in labels:
+            if labels is None or subscription.label is None or subscription.label in labels:
                 subscription.offer(seq)
                 told += 1
         return told

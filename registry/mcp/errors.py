@@ -82,10 +82,6 @@ class MethodNotAllowed(InvalidRequest):
     status = 405
 
 
-class TooManyStreams(InvalidRequest):
-    status = 429
-
-
 class MethodNotFound(McpError):
     code = METHOD_NOT_FOUND
     status = 404
@@ -165,7 +161,7 @@ def refusal(error: McpError | RegistryError | SessionGone) -> Answer:
     if isinstance(error, SessionGone):
         return Answer(NOT_FOUND, "session not found or ended: initialize a new one", status=404)
     headers = {"WWW-Authenticate": 'Bearer realm="registry"'} if error.http_status == 401 else {}
-    if isinstance(error, Unavailable):
+    if error.retry_after_seconds is not None:
         headers["Retry-After"] = str(error.retry_after_seconds)
     return Answer(_registry_code(error), error.message, None, error.http_status, headers)
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +30,7 @@ from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
 from registry.errors import NotFound, RegistryError, Unauthenticated
 from registry.events.hub import Hub, Subscription
+from registry.events.streams import StreamSlots, caller_of, wait_seconds
 from registry.mcp import core, errors, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.core import Core
@@ -41,7 +41,6 @@ from registry.mcp.errors import (
     McpError,
     MethodNotAllowed,
     NotAcceptable,
-    TooManyStreams,
 )
 from registry.mcp.protocol import (
     ALL_REVISIONS,
@@ -122,49 +121,8 @@ def origin_allowed(origin: str, allowed: list[str]) -> bool:
     return bare in allowed
 
 
-class StreamSlots:
-    """Open streams of this worker per caller (a key, or an anonymous client's address) and per
-    tenant, bounded: one caller cannot hold every connection a worker has."""
-
-    def __init__(self, per_caller: int, per_tenant: int) -> None:
-        self.per_caller = per_caller
-        self.per_tenant = per_tenant
-        self.callers: Counter[Any] = Counter()
-        self.tenants: Counter[uuid.UUID] = Counter()
-
-    def take(self, tenant_id: uuid.UUID, caller: Any) -> Callable[[], None]:
-        """A slot for a new stream, or TooManyStreams; call what it returns once the stream ends."""
-        if self.callers[caller] >= self.per_caller:
-            raise TooManyStreams(
-                f"this caller already holds {self.per_caller} open streams here: close one first",
-                headers={"Retry-After": "5"},
-            )
-        if self.tenants[tenant_id] >= self.per_tenant:
-            raise TooManyStreams(
-                f"this tenant already holds {self.per_tenant} open streams here: try again later",
-                headers={"Retry-After": "5"},
-            )
-        self.callers[caller] += 1
-        self.tenants[tenant_id] += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if released:
-                return
-            released = True
-            for counter, key in ((self.callers, caller), (self.tenants, tenant_id)):
-                counter[key] -= 1
-                if counter[key] <= 0:
-                    del counter[key]
-
-        return release
-
-
 def _caller(principal: Principal, request: Request) -> Any:
-    if principal.key_id is not None:
-        return principal.key_id
-    return ("address", request.client.host if request.client else None)
+    return caller_of(principal, request.client.host if request.client else None)
 
 
 class _Headers(Headers):
@@ -541,19 +499,6 @@ class McpEndpoint:
 
     # --- who may keep a stream open ------------------------------------------------------------
 
-    def _wait(self, subscription: Subscription) -> float:
-        """How long a stream may wait for its next event: the keep-alive interval, or less when
-        its key expires sooner (then it is closed: the key no longer reads)."""
-        wait = self.settings.sse_keepalive_seconds
-        owner = subscription.owner
-        if isinstance(owner, Principal) and owner.expires_at is not None:
-            left = (owner.expires_at - datetime.now(UTC)).total_seconds()
-            if left <= 0:
-                subscription.close("the API key has expired")
-                return 0
-            wait = min(wait, left)
-        return wait
-
     async def revalidate(self, tenant_id: uuid.UUID) -> None:
         """Who may read the tenant may have changed (a key revoked, public_read switched off):
         end the open streams of this worker whose caller no longer may, saying why."""
@@ -578,6 +523,9 @@ class McpEndpoint:
                     access.check_anonymous(tenant, owner, subscription.label)
                 except Unauthenticated as refused:
                     subscription.close(refused.message)
+
+    def _wait(self, subscription: Subscription) -> float:
+        return wait_seconds(subscription, self.settings.sse_keepalive_seconds)
 
     def session_ended(self, tenant_id: uuid.UUID, session_id: str) -> None:
         """A session ended through any worker: its stream, if this worker holds it, ends too."""

@@ -8,8 +8,9 @@ import uuid
 
 import pytest
 
-from registry.mcp.errors import TooManyStreams
-from registry.mcp.http import StreamSlots, _last_event_id
+from registry.errors import TooManyStreams
+from registry.events.streams import StreamSlots
+from registry.mcp.http import _last_event_id
 from tests.conftest import Api, auth
 from tests.mcp.conftest import ACCEPT, CONFORMANCE_PROMPTS, RawMcp, add_prompts
 from tests.mcp.test_stateless import Stateless, meta
@@ -173,7 +174,7 @@ def test_stream_slots_bound_each_caller_and_tenant() -> None:
     slots.take(acme, "key-a")
     with pytest.raises(TooManyStreams) as refused:
         slots.take(acme, "key-a")
-    assert refused.value.status == 429 and refused.value.headers["Retry-After"]
+    assert refused.value.http_status == 429 and refused.value.retry_after_seconds
     slots.take(acme, "key-b")
     with pytest.raises(TooManyStreams):  # the tenant is full
         slots.take(acme, "key-c")

@@ -1,0 +1,109 @@
+"""The change stream an application follows (``GET /api/v1/tenants/{tenant}/changes``): every change
+of what the tenant serves, read from the change log in sequence order, replayed from where the client
+left off, then live, woken by the same LISTEN hub as MCP streams.
+
+Events (server-sent events, the sequence number as their id):
+  ``ready``   the sequence the stream starts after (sent first; a client with no position starts here)
+  ``change``  ``{"seq", "kind", "prompt", "label", "at"}``: ``prompt`` None means the whole tenant (a
+              setting) or a deleted prompt, ``label`` None means every label of the prompt
+  ``gap``     the log cannot replay what the client missed (it asked for a position the log does not
+              hold): re-read what you cache, then carry on from this event's id
+  ``closed``  the server is shutting down (reconnect elsewhere); ``denied`` the caller may no longer read
+
+A filter by label or prompt keeps the changes that may concern it (a change of the whole tenant, or of
+a prompt under every label, always passes).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from registry.db import repository as repo
+from registry.db.engine import Database
+from registry.events.hub import Hub
+
+PAGE = 500  # change-log rows read at a time
+
+
+@dataclass(frozen=True)
+class Change:
+    seq: int
+    kind: str
+    prompt: str | None
+    label: str | None
+    at: datetime
+
+    def concerns(self, label: str | None, prompt: str | None) -> bool:
+        return (label is None or self.label is None or self.label == label) and (
+            prompt is None or self.prompt is None or self.prompt == prompt
+        )
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "prompt": self.prompt,
+            "label": self.label,
+            "at": self.at.isoformat(),
+        }
+
+
+def sse(event: str, seq: int, data: dict[str, Any]) -> bytes:
+    return f"id: {seq}\nevent: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def _read(db: Database, tenant_id: uuid.UUID, after: int) -> list[Change]:
+    async with db.tenant_tx(tenant_id) as session:
+        rows = await repo.changes_after(session, tenant_id, after, PAGE)
+    return [Change(r["seq"], r["kind"], r["prompt"], r["label"], r["created_at"]) for r in rows]
+
+
+async def _start(db: Database, tenant_id: uuid.UUID, after: int, current: int) -> tuple[int, bool]:
+    """Where replay starts, and whether the client's position is one the log cannot replay from."""
+    if after > current:  # ahead of the log (a restored database): nothing to replay from
+        return current, True
+    if after < current:
+        async with db.tenant_tx(tenant_id) as session:
+            oldest = await repo.oldest_change(session, tenant_id)
+        if oldest is not None and oldest > after + 1:
+            return oldest - 1, True
+    return after, False
+
+
+async def stream(
+    db: Database,
+    hub: Hub,
+    tenant_id: uuid.UUID,
+    owner: Any,
+    *,
+    after: int,
+    current: int,
+    label: str | None,
+    prompt: str | None,
+    wait: Callable[[Any], float],
+) -> AsyncIterator[bytes]:
+    """The events of one change stream, until the server or the caller's access ends it."""
+    with hub.subscribe(tenant_id, None, seen=current, owner=owner) as subscription:
+        sent, gap = await _start(db, tenant_id, after, current)
+        if gap:
+            yield sse("gap", sent, {"after": after, "resume_after": sent})
+        yield sse("ready", sent, {"seq": sent})
+        while not subscription.closed:
+            changes = await _read(db, tenant_id, sent)
+            for change in changes:
+                if change.concerns(label, prompt):
+                    yield sse("change", change.seq, change.data())
+                sent = change.seq
+            if len(changes) == PAGE:
+                continue  # more to replay
+            if await subscription.next(wait(subscription)) is None and not subscription.closed:
+                yield b": keep-alive\n\n"
+        if subscription.reason is not None:
+            yield sse("denied", sent, {"reason": subscription.reason})
+        else:
+            yield sse("closed", sent, {})
