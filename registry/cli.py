@@ -19,9 +19,10 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 import httpx
+import orjson
 from sqlalchemy.exc import SQLAlchemyError
 
-from registry import sync
+from registry import signing, sync
 from registry.config import Settings, SettingsError, load_settings
 from registry.db import backup as backups
 from registry.db import migrate as migrations
@@ -29,6 +30,7 @@ from registry.db.embedded import EmbeddedError, EmbeddedPostgres
 from registry.db.engine import Database, enter_tenant
 from registry.errors import RegistryError
 from registry.naming import ROLE_RANK
+from registry.prompts import snapshots
 from registry.tenants import service as tenants
 
 T = TypeVar("T")
@@ -312,6 +314,51 @@ def tenant_list(registry: Registry) -> None:
             ]
 
     _table(("SLUG", "ID", "READ", "TITLE"), registry.run(work))
+
+
+# --- snapshots -------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.option(
+    "--label", default=None, help="The label to snapshot (default: the tenant's default)."
+)
+@pass_registry
+def snapshot(registry: Registry, file: Path, slug: str, label: str | None) -> None:
+    """Write every prompt LABEL serves to FILE, signed with REGISTRY_SNAPSHOT_KEY_FILE: what a
+    PromptClient starts from when the registry cannot be reached."""
+    key_file = registry.settings.snapshot_key_file
+    if key_file is None:
+        raise CommandError(
+            "set REGISTRY_SNAPSHOT_KEY_FILE to an Ed25519 private key (PEM), e.g. one made by "
+            "`openssl genpkey -algorithm ed25519 -out snapshot.pem`"
+        )
+    try:
+        key = signing.private_key(key_file.read_bytes())
+    except OSError as error:
+        raise CommandError(f"cannot read the snapshot key {key_file}: {error.strerror}") from None
+    except signing.SignatureRefused as error:
+        raise CommandError(f"{key_file}: {error}") from None
+    tenants.check_slug(slug)
+
+    async def work(db: Database) -> dict[str, Any]:
+        async with db.app_tx() as session:
+            found = await tenants.get_tenant(session, slug)
+            await enter_tenant(session, found.id)
+            return await snapshots.snapshot(session, found, label or found.default_label)
+
+    document = registry.run(work)
+    signed = signing.sign(document, key)
+    partial = file.with_name(file.name + ".partial")
+    partial.write_bytes(orjson.dumps(signed))
+    partial.replace(file)  # whole or not at all
+    click.echo(
+        f"wrote {len(document['prompts'])} prompt(s) of {slug}@{document['label']} "
+        f"(change {document['seq']}) to {file}, signed by key {signed['key_id']}",
+        err=True,
+    )
 
 
 # --- keys -------------------------------------------------------------------------------------

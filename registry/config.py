@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     # Bearer token for the operator routes (tenant management over REST). Unset: those routes are off.
     operator_token: SecretStr | None = None
 
+    # The Ed25519 private key (PEM) that signs prompt snapshots (`registry snapshot`).
+    snapshot_key_file: Path | None = None
+
     # MCP prompts/list page size: the default for tenants without their own, and the hard cap.
     page_size: int = Field(default=100, ge=1, le=1000)
     page_size_max: int = Field(default=1000, ge=1, le=10000)

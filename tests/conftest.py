@@ -201,13 +201,15 @@ class LiveServer:
         return keys
 
 
-def start_server(env: dict[str, str], *, workers: int = 1, timeout: float = 60) -> LiveServer:
+def start_server(
+    env: dict[str, str], *, workers: int = 1, timeout: float = 60, port: int | None = None
+) -> LiveServer:
     """uvicorn serving the registry app in a child process, ready when /readyz answers 200."""
     import time
 
     import httpx
 
-    port = free_port()
+    port = port or free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "registry.app:create_app", "--factory",
          "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],

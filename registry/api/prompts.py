@@ -15,9 +15,24 @@ from registry.config import Settings
 from registry.content.media import inline_disposition
 from registry.db.engine import Database
 from registry.db.pagination import Page, PageRequest
-from registry.errors import InvalidInput
-from registry.naming import MAX_VERSION, MIME_RE, ascii_number
-from registry.prompts import blobs, bundles, diff, partials, reading, rendering, writing
+from registry.errors import InvalidInput, NotFound
+from registry.naming import (
+    LABEL_PATTERN,
+    MAX_VERSION,
+    MIME_RE,
+    PROMPT_NAME_PATTERN,
+    ascii_number,
+)
+from registry.prompts import (
+    blobs,
+    bundles,
+    diff,
+    partials,
+    reading,
+    rendering,
+    snapshots,
+    writing,
+)
 from registry.prompts.schemas import (
     BlobOut,
     Bundle,
@@ -33,6 +48,8 @@ from registry.prompts.schemas import (
     RefreshRequest,
     RenderedPrompt,
     RenderRequest,
+    ServedOne,
+    ServedPage,
     VersionDiff,
     VersionIn,
     VersionOut,
@@ -381,6 +398,54 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
             max_value_length=_settings(request).max_argument_length,
         )
     return conditional.answer(request, rendered, exclude_none=True)
+
+
+@router.get(
+    "/served",
+    response_model=ServedPage,
+    summary="What a label serves, as records an application renders locally (registry.client)",
+)
+async def served(
+    tenant: str,
+    request: Request,
+    label: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+    after: Annotated[str | None, Query(pattern=PROMPT_NAME_PATTERN)] = None,
+    limit: Annotated[int, Query(ge=1, le=snapshots.PAGE)] = snapshots.PAGE,
+) -> ServedPage:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
+        served_label = label or scope.tenant.default_label
+        records, more = await snapshots.served_page(
+            scope.session, scope.tenant, served_label, after=after, limit=limit
+        )
+        return ServedPage(
+            tenant=scope.tenant.slug,
+            label=served_label,
+            seq=scope.tenant.change_seq,
+            prompts=records,
+            blobs=await snapshots.blobs_of(scope.session, scope.tenant, records),
+            next=records[-1]["name"] if more and records else None,
+        )
+
+
+@router.get(
+    "/served/{name}",
+    response_model=ServedOne,
+    summary="One prompt as a label serves it, as a record an application renders locally",
+)
+async def served_one(
+    tenant: str,
+    name: str,
+    request: Request,
+    label: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+) -> ServedOne:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
+        served_label = label or scope.tenant.default_label
+        record = await snapshots.served_record(scope.session, scope.tenant, served_label, name)
+        if record is None:
+            raise NotFound(f"label {served_label!r} serves no prompt {name!r}", field="name")
+        return ServedOne(
+            prompt=record, blobs=await snapshots.blobs_of(scope.session, scope.tenant, [record])
+        )
 
 
 @router.post("/blobs", status_code=201, response_model=BlobOut, summary="Upload bytes (raw body)")

@@ -115,6 +115,12 @@ async def served_version(
     found = await repo.served_version(reads, tenant.id, name, label, version)
     if "missing" in found:
         raise not_served(name, label, version, found["missing"])
+    return compile_found(found)
+
+
+def compile_found(found: dict[str, Any]) -> tuple[uuid.UUID, int, CompiledVersion]:
+    """A served-version record (as the database returns it, and as snapshots and the client carry
+    it) compiled: the prompt id, the version number and what renders it."""
     children = _partials(found)
     messages = tuple(_compile_message(m["role"], m["content"], children) for m in found["messages"])
     blobs = tuple(bytes.fromhex(m["blob"]) for m in found["messages"] if m["blob"] is not None)

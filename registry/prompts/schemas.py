@@ -445,3 +445,20 @@ class ImportResult(BaseModel):
     labels_moved: int = 0
     blobs_stored: int = 0
     unchanged_versions: int = 0
+
+
+# --- what a label serves, for local rendering (registry.client) ----------------------------------
+
+
+class ServedPage(BaseModel):
+    tenant: str
+    label: str
+    seq: int = Field(description="the tenant's change sequence this page is current with")
+    prompts: list[dict[str, Any]] = Field(description="served-version records, by name")
+    blobs: dict[str, dict[str, str]] = Field(description="sha256 -> {mime_type, data (base64)}")
+    next: str | None = Field(description="pass as ?after= for the next page; None at the end")
+
+
+class ServedOne(BaseModel):
+    prompt: dict[str, Any]
+    blobs: dict[str, dict[str, str]]
