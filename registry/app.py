@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import registry
 from registry import metrics
-from registry.api import changes, docs, health, problems, prompts, tenants
+from registry.api import changes, docs, health, problems, prompts, tenants, webhooks
 from registry.api.headers import SecurityHeaders
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
@@ -33,6 +33,7 @@ from registry.mcp.feed import DatabaseChanges
 from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
 from registry.sessions import service as sessions
+from registry.webhooks.delivery import Dispatcher
 
 logger = logging.getLogger("registry.app")
 
@@ -120,6 +121,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
             max_lag_seconds=settings.replica_max_lag_seconds,
         )
     hub = Hub()
+    dispatcher = Dispatcher(db, settings)
     caches = McpCaches()
     listen_dsn = settings.listen_dsn() or dsn
     endpoint = McpEndpoint(settings, db, hub, caches)
@@ -131,7 +133,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         auth_caches=[caches.directory.principals],
         access_checks=[endpoint.revalidate],  # streams end with their key or the public access
         session_ends=[endpoint.session_ended],
-        sequences=[db.saw],
+        sequences=[db.saw, dispatcher.poke],  # a committed change may have filled the outbox
     )
     caches.live = feed.connected.is_set
     if db.replicas is not None:
@@ -144,6 +146,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         listener = asyncio.create_task(feed.run())
         purger = asyncio.create_task(purge_sessions(db, settings))
         flusher = asyncio.create_task(flush_metrics())
+        delivering = asyncio.create_task(dispatcher.run())
         watcher = (
             asyncio.create_task(db.replicas.monitor(db.reads)) if db.replicas is not None else None
         )
@@ -159,6 +162,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         finally:
             purger.cancel()
             flusher.cancel()
+            delivering.cancel()  # a delivery cut off stays pending: its transaction rolls back
             if watcher is not None:
                 watcher.cancel()
             metrics.flush()
@@ -188,6 +192,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.include_router(tenants.router)
     app.include_router(prompts.router)
     app.include_router(changes.router)
+    app.include_router(webhooks.router)
     app.mcp = endpoint
     app.state.slots = endpoint.slots  # one bound on streams, MCP's and the change stream's
     app.add_middleware(

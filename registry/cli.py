@@ -30,8 +30,11 @@ from registry.db.embedded import EmbeddedError, EmbeddedPostgres
 from registry.db.engine import Database, enter_tenant
 from registry.errors import RegistryError
 from registry.naming import ROLE_RANK
+from registry.principal import OPERATOR
 from registry.prompts import snapshots
 from registry.tenants import service as tenants
+from registry.webhooks import service as webhooks
+from registry.webhooks.schemas import EVENT_TYPES, EndpointIn
 
 T = TypeVar("T")
 
@@ -359,6 +362,78 @@ def snapshot(registry: Registry, file: Path, slug: str, label: str | None) -> No
         f"(change {document['seq']}) to {file}, signed by key {signed['key_id']}",
         err=True,
     )
+
+
+# --- webhooks -----------------------------------------------------------------------------------
+
+
+@main.group()
+def webhook() -> None:
+    """Register, list and remove webhook endpoints."""
+
+
+def _in_tenant(registry: Registry, slug: str, work: Callable[[Any, Any], Awaitable[T]]) -> T:
+    """``work(session, tenant)`` in one transaction scoped to the tenant ``slug``."""
+    tenants.check_slug(slug)
+
+    async def run(db: Database) -> T:
+        async with db.app_tx() as session:
+            found = await tenants.get_tenant(session, slug)
+            await enter_tenant(session, found.id)
+            return await work(session, found)
+
+    return registry.run(run)
+
+
+@webhook.command("create")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.option("--url", required=True, help="Where deliveries go (http or https).")
+@click.option("--event", "events", multiple=True, type=click.Choice(EVENT_TYPES),
+              help="An event type to send (repeat; none: every event).")  # fmt: skip
+@click.option("--description", default=None)
+@pass_registry
+def webhook_create(
+    registry: Registry, slug: str, url: str, events: tuple[str, ...], description: str | None
+) -> None:
+    """Register an endpoint; its signing secret is printed once, alone on stdout."""
+    body = EndpointIn.model_validate(
+        {"url": url, "events": list(events), "description": description}
+    )
+    allow = registry.settings.webhook_allow_private
+    created = _in_tenant(
+        registry, slug,
+        lambda session, found: webhooks.create(session, found, OPERATOR, body, allow_private=allow),
+    )  # fmt: skip
+    click.echo(f"created webhook {created.id} for tenant {slug} -> {created.url}", err=True)
+    click.echo(created.secret)
+
+
+@webhook.command("list")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@pass_registry
+def webhook_list(registry: Registry, slug: str) -> None:
+    """List a tenant's endpoints (never their secrets)."""
+    rows = _in_tenant(
+        registry, slug, lambda session, found: webhooks.list_endpoints(session, found)
+    )
+    _table(
+        ("ID", "URL", "EVENTS", "FAILING SINCE", "DISABLED"),
+        [(str(e.id), e.url, ",".join(e.events) or "all", _when(e.failing_since), _when(e.disabled_at))
+         for e in rows],
+    )  # fmt: skip
+
+
+@webhook.command("delete")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.argument("endpoint_id", type=click.UUID)
+@pass_registry
+def webhook_delete(registry: Registry, slug: str, endpoint_id: uuid.UUID) -> None:
+    """Remove an endpoint and its delivery log."""
+    _in_tenant(
+        registry, slug,
+        lambda session, found: webhooks.remove(session, found, OPERATOR, endpoint_id),
+    )  # fmt: skip
+    click.echo(f"deleted webhook {endpoint_id}", err=True)
 
 
 # --- keys -------------------------------------------------------------------------------------

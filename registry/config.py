@@ -76,6 +76,16 @@ class Settings(BaseSettings):
     # Seconds between keep-alive comments on open SSE streams.
     sse_keepalive_seconds: float = Field(default=15, gt=0, le=300)
 
+    # Webhooks: deliveries to private, loopback or link-local addresses are refused unless allowed;
+    # each delivery must be answered within the timeout; a failed one is tried again after
+    # retry_seconds times 1, 6, 24, 120, ... (about 40 hours in all); an endpoint failing for
+    # disable_after_hours is disabled; workers look for due retries every poll_seconds.
+    webhook_allow_private: bool = False
+    webhook_timeout_seconds: float = Field(default=10, gt=0, le=120)
+    webhook_retry_seconds: float = Field(default=5, gt=0, le=3600)
+    webhook_disable_after_hours: float = Field(default=72, gt=0)
+    webhook_poll_seconds: float = Field(default=5, gt=0, le=3600)
+
     # MCP sessions (session-era protocol revisions) expire after this much idle time.
     session_idle_seconds: int = Field(default=3600, ge=10)
     # Live sessions one key (or one anonymous client address) and one tenant may hold; the least

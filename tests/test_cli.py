@@ -125,3 +125,22 @@ def test_short_commands_never_create_a_database(tmp_path: Path) -> None:
     line = _fails("tenant", "list", env={"REGISTRY_DATA_DIR": str(elsewhere)})
     assert f"no registry database in {elsewhere}" in line
     assert not elsewhere.exists()
+
+
+def test_webhooks_from_the_command_line(env: dict[str, str]) -> None:
+    _ok("tenant", "create", "acme", env=env)
+    secret = _ok(
+        "webhook", "create", "--tenant", "acme", "--url", "https://hooks.example/in",
+        "--event", "label.move", "--description", "ci", env=env,
+    ).strip()  # fmt: skip
+    assert secret.startswith("whsec_") and len(secret.splitlines()) == 1
+    listing = _ok("webhook", "list", "--tenant", "acme", env=env)
+    assert "https://hooks.example/in" in listing and "label.move" in listing
+    assert secret not in listing
+    endpoint_id = listing.splitlines()[1].split()[0]
+    refused = _fails(
+        "webhook", "create", "--tenant", "acme", "--url", "http://127.0.0.1/x", env=env
+    )
+    assert "loopback" in refused
+    _ok("webhook", "delete", "--tenant", "acme", endpoint_id, env=env)
+    assert "hooks.example" not in _ok("webhook", "list", "--tenant", "acme", env=env)

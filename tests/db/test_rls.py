@@ -47,6 +47,12 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
         ("INSERT INTO change_log (tenant_id, seq, kind) VALUES ($1, 0, 'test')", (tenant_id,)),
         ("INSERT INTO audit_log (tenant_id, actor, action, target) VALUES ($1, 'test', 'seed', 'x')",
          (tenant_id,)),
+        ("INSERT INTO webhook_endpoints (tenant_id, id, url, secret, created_by) "
+         "VALUES ($1, $1, 'https://hooks.example/' || $2, 'whsec_x', 'test')", (tenant_id, slug)),
+        ("WITH d AS (INSERT INTO webhook_deliveries (tenant_id, endpoint_id, message_id, event_type, "
+         "payload) VALUES ($1, $1, 'msg_' || $2, 'test', '{}') RETURNING id) "
+         "INSERT INTO webhook_attempts (tenant_id, delivery_id, attempt, latency_ms) "
+         "SELECT $1, id, 1, 5 FROM d", (tenant_id, slug)),
         ("INSERT INTO mcp_sessions (tenant_id, id, label, protocol_version) "
          "VALUES ($1, $2, 'production', '2025-11-25')", (tenant_id, f"s-{slug}")),
     ]  # fmt: skip

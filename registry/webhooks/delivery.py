@@ -1,0 +1,147 @@
+"""The dispatcher: each worker delivers what the outbox holds, signed as Standard Webhooks say
+(``webhook-id``, ``webhook-timestamp``, ``webhook-signature``; the ``standardwebhooks`` package
+signs), at least once, in order per endpoint, and never the same attempt from two workers: a
+delivery is claimed with ``FOR UPDATE SKIP LOCKED`` and only the oldest pending delivery of an
+endpoint may be claimed. A failed delivery is tried again after growing, jittered delays for about
+40 hours, then given up; an endpoint that has failed for ``webhook_disable_after_hours`` is disabled
+and the audit log says so. Woken by each committed change, and every ``webhook_poll_seconds`` for
+retries; a worker stopped mid-delivery leaves it pending for the next (its transaction rolls back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy.exc import SQLAlchemyError
+from standardwebhooks.webhooks import Webhook
+
+import registry
+from registry.config import Settings
+from registry.db.audit import record_audit
+from registry.db.engine import Database
+from registry.webhooks import outbound
+from registry.webhooks import repository as repo
+
+logger = logging.getLogger(__name__)
+
+# Delays before the 2nd, 3rd, ... attempt, in units of webhook_retry_seconds (5 s: 5 s, 30 s, 2 min,
+# 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 12 h, 12 h: twelve attempts over about 40 hours).
+RETRY_FACTORS = (1, 6, 24, 120, 360, 720, 1440, 2880, 5760, 8640, 8640)
+BATCH = 4  # deliveries sent at once by one worker (each holds its row lock while it is sent)
+USER_AGENT = f"prompt-registry/{registry.__version__} (webhooks)"
+
+
+def signature_headers(row: dict[str, Any], body: str, now: datetime) -> dict[str, str]:
+    """The Standard Webhooks headers: signed with the endpoint's secret, and with the previous one
+    too while a rotation's overlap lasts."""
+    secrets = [row["secret"]]
+    if row["previous_secret"] and row["previous_until"] and row["previous_until"] > now:
+        secrets.append(row["previous_secret"])
+    signatures = [Webhook(s).sign(row["message_id"], now, body) for s in secrets]
+    return {
+        "webhook-id": row["message_id"],
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": " ".join(signatures),
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+    }
+
+
+class Dispatcher:
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.allow_private = settings.webhook_allow_private
+        self.timeout = settings.webhook_timeout_seconds
+        self.retry = settings.webhook_retry_seconds
+        self.disable_after = timedelta(hours=settings.webhook_disable_after_hours)
+        self.poll = settings.webhook_poll_seconds
+        self._wake = asyncio.Event()
+
+    def poke(self, tenant_id: uuid.UUID | None = None, seq: int | None = None) -> None:
+        """A change committed (its deliveries are in the outbox): look now."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                busy = await self.deliver_due()
+            except (SQLAlchemyError, OSError) as error:
+                logger.warning(
+                    "webhook_dispatch_failed", extra={"fields": {"error": type(error).__name__}}
+                )
+                busy = False
+            if not busy:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll)
+
+    async def deliver_due(self) -> bool:
+        """One batch of due deliveries sent and settled; whether there was any."""
+        async with self.db.operator_tx() as session:
+            rows = await repo.claim_due(session, BATCH)
+            if not rows:
+                return False
+            outcomes = await asyncio.gather(*(self._send(row) for row in rows))
+            now = datetime.now(UTC)
+            for row, outcome in zip(rows, outcomes, strict=True):
+                await self._settle(session, row, outcome, now)
+        return True
+
+    async def _send(self, row: dict[str, Any]) -> outbound.Outcome:
+        payload = row["payload"]
+        body = payload if isinstance(payload, str) else orjson.dumps(payload).decode()
+        headers = signature_headers(row, body, datetime.now(UTC))
+        return await outbound.post(
+            row["url"], body.encode(), headers, seconds=self.timeout,
+            allow_private=self.allow_private,
+        )  # fmt: skip
+
+    async def _settle(
+        self, session: Any, row: dict[str, Any], outcome: outbound.Outcome, now: datetime
+    ) -> None:
+        tenant_id, endpoint_id = row["tenant_id"], row["endpoint_id"]
+        attempt = row["attempts"] + 1
+        await repo.record_attempt(
+            session, tenant_id=tenant_id, delivery_id=row["id"], attempt=attempt,
+            status_code=outcome.status_code, error=outcome.error, latency_ms=outcome.latency_ms,
+            response_body=outcome.body,
+        )  # fmt: skip
+        if outcome.ok:
+            await repo.settle_delivery(
+                session, tenant_id, row["id"], attempts=attempt, status="delivered",
+                next_attempt_at=None, delivered_at=now,
+            )  # fmt: skip
+            if row["failing_since"] is not None:
+                await repo.mark_endpoint(session, tenant_id, endpoint_id, failing_since=None)
+            return
+        if attempt > len(RETRY_FACTORS):
+            status, next_at = "failed", None  # given up: kept in the log, redeliverable by id
+        else:
+            delay = self.retry * RETRY_FACTORS[attempt - 1] * random.uniform(0.8, 1.2)  # noqa: S311
+            status, next_at = "pending", now + timedelta(seconds=delay)
+        await repo.settle_delivery(
+            session, tenant_id, row["id"], attempts=attempt, status=status,
+            next_attempt_at=next_at, delivered_at=None,
+        )  # fmt: skip
+        failing_since = row["failing_since"] or now
+        if row["failing_since"] is None:
+            await repo.mark_endpoint(session, tenant_id, endpoint_id, failing_since=now)
+        if now - failing_since >= self.disable_after:
+            reason = (
+                f"disabled after failing since {failing_since.isoformat()}: "
+                f"{outcome.error or f'HTTP {outcome.status_code}'}"
+            )
+            await repo.mark_endpoint(
+                session, tenant_id, endpoint_id, disabled_at=now, disabled_reason=reason
+            )
+            await record_audit(
+                session, tenant_id=tenant_id, actor="registry", action="webhook.disabled",
+                target=f"webhook:{endpoint_id}", after={"reason": reason},
+            )  # fmt: skip

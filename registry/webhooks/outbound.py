@@ -1,0 +1,138 @@
+"""Outbound HTTP for webhook deliveries, made safe to point at the internet: only http(s) URLs
+without credentials; the host resolved first and refused when any address is private, loopback,
+link-local, multicast, reserved or unspecified (unless the operator allows it), then the request sent
+to the address that was checked (so a name that resolves differently a moment later cannot reach the
+inside); a timeout on the whole exchange, no redirects followed, no proxy or netrc from the
+environment, and only the headers given (never the registry's own credentials)."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+MAX_BODY_LOGGED = 1024  # bytes of an answer kept in the delivery log
+
+
+class Refused(ValueError):
+    """A URL or address the registry does not call; the message says why."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status_code: int | None
+    error: str | None
+    latency_ms: int
+    body: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def check_url(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of an acceptable webhook URL; Refused naming what is wrong."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        raise Refused(f"not a valid URL: {error}") from None
+    if parts.scheme not in ("http", "https"):
+        raise Refused(f"the URL must be http or https, not {parts.scheme or 'none'}")
+    if parts.username is not None or parts.password is not None:
+        raise Refused("the URL must not carry credentials")
+    if not parts.hostname:
+        raise Refused("the URL has no host")
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def _why_private(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    for reason, test in (
+        ("a loopback", address.is_loopback),
+        ("a link-local", address.is_link_local),
+        ("a private", address.is_private),
+        ("a multicast", address.is_multicast),
+        ("a reserved", address.is_reserved),
+        ("an unspecified", address.is_unspecified),
+        ("a non-public", not address.is_global),
+    ):
+        if test:
+            return reason
+    return None
+
+
+def check_literal(host: str, *, allow_private: bool) -> None:
+    """Refuse a URL whose host is a literal private address (checked when it is registered)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return  # a name: checked when it is resolved, at each delivery
+    reason = _why_private(address)
+    if reason is not None and not allow_private:
+        raise Refused(f"{host} is {reason} address; webhooks go to public addresses only")
+
+
+async def resolve(host: str, port: int, *, allow_private: bool) -> str:
+    """The address to connect to: every address the name has is checked, the first is used."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+        )
+    except socket.gaierror as error:
+        raise Refused(f"cannot resolve {host}: {error.strerror}") from None
+    addresses = [str(info[4][0]) for info in infos]
+    if not addresses:
+        raise Refused(f"{host} has no address")
+    for text in addresses:
+        reason = _why_private(ipaddress.ip_address(text.split("%", 1)[0]))
+        if reason is not None and not allow_private:
+            raise Refused(
+                f"{host} resolves to {text}, {reason} address; webhooks go to public addresses only"
+            )
+    return addresses[0]
+
+
+async def post(
+    url: str, body: bytes, headers: dict[str, str], *, seconds: float, allow_private: bool
+) -> Outcome:
+    """POST ``body`` to ``url``, safely; never raises for what the receiver or the network does."""
+    started = time.monotonic()
+
+    def done(status: int | None, error: str | None, text: str | None = None) -> Outcome:
+        return Outcome(status, error, int((time.monotonic() - started) * 1000), text)
+
+    try:
+        scheme, host, port = check_url(url)
+        address = await resolve(host, port, allow_private=allow_private)
+    except Refused as refused:
+        return done(None, str(refused))
+    parts = urlsplit(url)
+    netloc = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    target = urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    sent = {**headers, "Host": parts.netloc}
+    extensions = {"sni_hostname": host} if scheme == "https" else {}
+    try:
+        async with (
+            asyncio.timeout(seconds),
+            httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=seconds) as client,
+            client.stream(
+                "POST", target, content=body, headers=sent, extensions=extensions
+            ) as answer,
+        ):
+            kept = bytearray()
+            async for chunk in answer.aiter_bytes():
+                kept += chunk[: MAX_BODY_LOGGED - len(kept)]
+                if len(kept) >= MAX_BODY_LOGGED:
+                    break
+            return done(answer.status_code, None, kept.decode("utf-8", "replace"))
+    except TimeoutError:
+        return done(None, f"no answer within {seconds:g} seconds")
+    except httpx.HTTPError as error:
+        return done(None, f"{type(error).__name__}: {error}"[:500])

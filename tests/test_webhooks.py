@@ -1,0 +1,342 @@
+"""Webhooks against live servers and a real receiver that verifies every delivery with the
+`standardwebhooks` library: signed, in order, filtered by event type, secrets rotated with both
+signatures during the overlap, retried after failures with a log of each attempt, redelivered by id,
+nothing committed lost and nothing rolled back sent across a SIGKILL, and outbound calls to private
+addresses refused. Every wait is woken by the receiver or bounded by a deadline, never a sleep."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from registry.webhooks import outbound
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    Api,
+    LiveServer,
+    PgServer,
+    auth,
+    free_port,
+    start_server,
+    stop_server,
+)
+
+pytestmark = pytest.mark.slow
+WAIT = 60
+
+
+class Receiver:
+    """An HTTP endpoint that records what it is sent; it answers the statuses queued in
+    ``answers`` (then 200), or holds each request while ``hold`` is set."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.answers: list[int] = []
+        self.hold = threading.Event()
+        self.release = threading.Event()
+        self.changed = threading.Condition()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                with receiver.changed:
+                    receiver.requests.append((dict(self.headers.items()), body))
+                    status = receiver.answers.pop(0) if receiver.answers else 200
+                    receiver.changed.notify_all()
+                if receiver.hold.is_set():
+                    receiver.release.wait(WAIT)
+                    return  # never answered
+                self.send_response(status)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def wait_for(self, count: int) -> list[tuple[dict[str, str], bytes]]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.requests) >= count, WAIT), self.requests
+            return list(self.requests)
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    made = Receiver()
+    yield made
+    made.close()
+
+
+ENV = {
+    "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+    "REGISTRY_WEBHOOK_ALLOW_PRIVATE": "true",  # the receiver is on this machine
+    "REGISTRY_WEBHOOK_RETRY_SECONDS": "0.1",
+    "REGISTRY_WEBHOOK_POLL_SECONDS": "0.1",
+}
+
+
+@pytest.fixture
+def server(pg_server: PgServer, db_name: str) -> Iterator[LiveServer]:
+    made = start_server({**ENV, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)})
+    yield made
+    stop_server(made)
+
+
+def register(server: LiveServer, key: str, url: str, **body: Any) -> dict[str, Any]:
+    created = httpx.post(
+        f"{server.url}/api/v1/tenants/acme/webhooks",
+        json={"url": url, **body},
+        headers=auth(f"Bearer {key}"),
+    )
+    assert created.status_code == 201, created.text
+    return dict(created.json())
+
+
+def publish(server: LiveServer, key: str, name: str, text: str = "Hi") -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/api/v1/tenants/acme/prompts",
+        json={"name": name, "labels": ["production"], "messages": [{"role": "user", "text": text}]},
+        headers=auth(f"Bearer {key}"),
+    )
+
+
+def verified(secret: str, request: tuple[dict[str, str], bytes]) -> dict[str, Any]:
+    headers, body = request
+    return dict(Webhook(secret).verify(body, headers))
+
+
+def test_signed_in_order_filtered_and_rotated(server: LiveServer, receiver: Receiver) -> None:
+    keys = server.tenant("acme", roles=("publisher", "admin"))
+    endpoint = register(server, keys["admin"], receiver.url, description="all events")
+    assert endpoint["secret"].startswith("whsec_")
+    only_archive = Receiver()
+    try:
+        register(server, keys["admin"], only_archive.url, events=["prompt.archive"])
+        assert publish(server, keys["publisher"], "one").status_code == 201
+        assert publish(server, keys["publisher"], "two").status_code == 201
+        got = [verified(endpoint["secret"], r) for r in receiver.wait_for(4)]
+        assert [(g["type"], g["data"]["prompt"], g["data"]["label"]) for g in got] == [
+            ("label.move", "one", "latest"), ("label.move", "one", "production"),
+            ("label.move", "two", "latest"), ("label.move", "two", "production"),
+        ]  # fmt: skip
+        seqs = [g["data"]["seq"] for g in got]
+        assert seqs == sorted(seqs) and got[0]["data"]["tenant"] == "acme"
+        ids = {headers["webhook-id"] for headers, _ in receiver.requests}
+        assert len(ids) == 4
+        with pytest.raises(WebhookVerificationError):
+            Webhook("whsec_" + "A" * 44).verify(receiver.requests[0][1], receiver.requests[0][0])
+
+        archived = httpx.post(
+            f"{server.url}/api/v1/tenants/acme/prompts/one/archive",
+            headers=auth(f"Bearer {keys['publisher']}"),
+        )
+        assert archived.status_code == 200, archived.text
+        assert verified_type(only_archive.wait_for(1)[0]) == "prompt.archive"
+        assert len(only_archive.requests) == 1  # the label moves were not for it
+
+        rotated = httpx.post(
+            f"{server.url}/api/v1/tenants/acme/webhooks/{endpoint['id']}/rotate",
+            headers=auth(f"Bearer {keys['admin']}"),
+        ).json()
+        assert publish(server, keys["publisher"], "three").status_code == 201
+        after = receiver.wait_for(7)[-1]  # 4 moves, the archive, two moves of 'three'
+        assert len(after[0]["webhook-signature"].split(" ")) == 2
+        assert verified(rotated["secret"], after) == verified(endpoint["secret"], after)
+    finally:
+        only_archive.close()
+
+
+def verified_type(request: tuple[dict[str, str], bytes]) -> str:
+    return str(json.loads(request[1])["type"])
+
+
+def test_retries_in_order_with_a_log_and_redelivery(server: LiveServer, receiver: Receiver) -> None:
+    keys = server.tenant("acme", roles=("publisher", "admin"))
+    endpoint = register(server, keys["admin"], receiver.url)
+    receiver.answers = [500, 503]  # the first message fails twice
+    assert publish(server, keys["publisher"], "one").status_code == 201
+    got = receiver.wait_for(4)  # 3 tries of the first message, then the second
+    first, second = got[0][0]["webhook-id"], got[3][0]["webhook-id"]
+    assert [h["webhook-id"] for h, _ in got] == [first, first, first, second]  # in order
+    headers = auth(f"Bearer {keys['admin']}")
+    base = f"{server.url}/api/v1/tenants/acme/webhooks/{endpoint['id']}/deliveries"
+    # The second message went only once the first was settled: its log is complete.
+    log = httpx.get(base, headers=headers).json()
+    oldest = log[-1]
+    assert oldest["message_id"] == first
+    assert oldest["status"] == "delivered"
+    assert [a["status_code"] for a in oldest["log"]] == [500, 503, 200]
+    assert oldest["log"][0]["response_body"] == "ok"
+    assert all(a["latency_ms"] >= 0 for a in oldest["log"])
+    again = httpx.post(f"{base}/{oldest['id']}/redeliver", headers=headers)
+    assert again.status_code == 202, again.text
+    assert receiver.wait_for(5)[4][0]["webhook-id"] == first  # the same message, again
+
+
+def test_sigkill_loses_nothing_committed_and_sends_nothing_rolled_back(
+    pg_server: PgServer, db_name: str, receiver: Receiver
+) -> None:
+    env = {**ENV, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    server = start_server(env)
+    try:
+        keys = server.tenant("acme", roles=("publisher", "admin"))
+        endpoint = register(server, keys["admin"], receiver.url)
+        receiver.hold.set()  # the first delivery is taken and never answered
+        assert publish(server, keys["publisher"], "one").status_code == 201
+        refused = httpx.post(  # a write that rolls back: it would break production's callers
+            f"{server.url}/api/v1/tenants/acme/prompts/one/versions",
+            json={"labels": ["production"], "arguments": [{"name": "x", "required": True}],
+                  "messages": [{"role": "user", "text": "{{x}}"}]},
+            headers=auth(f"Bearer {keys['publisher']}"),
+        )  # fmt: skip
+        assert refused.status_code == 409, refused.text
+        assert publish(server, keys["publisher"], "two").status_code == 201
+        receiver.wait_for(1)  # a delivery is in flight
+    finally:
+        server.process.kill()  # SIGKILL: no shutdown, the in-flight transaction is cut off
+        server.process.wait()
+        if server.process.stderr is not None:
+            server.process.stderr.close()
+    receiver.hold.clear()
+    receiver.release.set()
+    restarted = start_server(env)
+    try:
+        committed = asyncio.run(outbox(pg_server.plain_url(db_name)))
+        assert len(committed) == 4  # two prompts, two label moves each; the 409 wrote none
+        while True:
+            got = {h["webhook-id"] for h, _ in receiver.wait_for(len(receiver.requests) + 1)}
+            if committed <= got:
+                break
+        assert got == committed
+        for request in receiver.requests:
+            verified(endpoint["secret"], request)
+    finally:
+        stop_server(restarted)
+
+
+async def outbox(url: str) -> set[str]:
+    """The message ids the outbox holds (read as the superuser: every tenant)."""
+    conn = await asyncpg.connect(url)
+    try:
+        return {
+            r["message_id"] for r in await conn.fetch("SELECT message_id FROM webhook_deliveries")
+        }
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("http://127.0.0.1:9/hook", "loopback"),
+        ("http://169.254.169.254/latest/meta-data", "link-local"),
+        ("http://10.1.2.3/x", "private"),
+        ("http://[::1]/x", "loopback"),
+        ("http://user:secret@hooks.example/x", "credentials"),
+        ("ftp://hooks.example/x", "http or https"),
+    ],
+)
+async def test_private_and_odd_urls_are_refused_when_registered(
+    api: Api, url: str, named: str
+) -> None:
+    keys = await api.tenant("acme")
+    refused = await api.client.post(
+        "/api/v1/tenants/acme/webhooks", json={"url": url}, headers=auth(keys["admin"])
+    )
+    assert refused.status_code == 422, refused.text
+    assert named in refused.json()["detail"]
+    assert "secret" not in refused.text
+
+
+async def test_a_name_that_resolves_to_a_private_address_is_not_called(receiver: Receiver) -> None:
+    port = receiver.server.server_address[1]
+    outcome = await outbound.post(
+        f"http://localhost:{port}/hook", b"{}", {}, seconds=5, allow_private=False
+    )
+    assert outcome.status_code is None
+    assert outcome.error is not None and "loopback address" in outcome.error
+    assert receiver.requests == []
+    allowed = await outbound.post(
+        f"http://localhost:{port}/hook", b"{}", {}, seconds=5, allow_private=True
+    )
+    assert allowed.status_code == 200 and allowed.body == "ok"
+    closed = await outbound.post(
+        f"http://127.0.0.1:{free_port()}/", b"{}", {}, seconds=5, allow_private=True
+    )
+    assert closed.status_code is None and closed.error
+
+
+def test_an_endpoint_failing_too_long_is_disabled_and_the_log_says_so(
+    pg_server: PgServer, db_name: str, receiver: Receiver
+) -> None:
+    env = {
+        **ENV,
+        "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+        "REGISTRY_WEBHOOK_DISABLE_AFTER_HOURS": "0.0002",  # 0.72 s, for the test
+    }
+    server = start_server(env)
+    try:
+        keys = server.tenant("acme", roles=("publisher", "admin"))
+        endpoint = register(server, keys["admin"], receiver.url)
+        receiver.answers = [500] * 1000
+        assert publish(server, keys["publisher"], "one").status_code == 201
+        headers = auth(f"Bearer {keys['admin']}")
+        deadline = WAIT
+        state: dict[str, Any] = {}
+        while deadline > 0 and not state.get("disabled_at"):
+            receiver.wait_for(len(receiver.requests) + 1)  # woken by each new try
+            listed = httpx.get(f"{server.url}/api/v1/tenants/acme/webhooks", headers=headers).json()
+            state = next(e for e in listed if e["id"] == endpoint["id"])
+            deadline -= 1
+        assert state["disabled_at"] and "HTTP 500" in state["disabled_reason"]
+        audit = httpx.get(
+            f"{server.url}/api/v1/tenants/acme/audit?action=webhook.disabled", headers=headers
+        ).json()
+        assert audit["items"][0]["actor"] == "registry"
+        enabled = httpx.patch(
+            f"{server.url}/api/v1/tenants/acme/webhooks/{endpoint['id']}",
+            json={"enabled": True},
+            headers=headers,
+        )
+        assert enabled.status_code == 200 and enabled.json()["disabled_at"] is None
+    finally:
+        stop_server(server)
+
+
+def test_two_workers_never_send_the_same_attempt(
+    pg_server: PgServer, db_name: str, receiver: Receiver
+) -> None:
+    env = {**ENV, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    server = start_server(env, workers=2)
+    try:
+        keys = server.tenant("acme", roles=("publisher", "admin"))
+        register(server, keys["admin"], receiver.url)
+        for index in range(6):
+            assert publish(server, keys["publisher"], f"p{index}").status_code == 201
+        got = receiver.wait_for(12)
+        ids = [headers["webhook-id"] for headers, _ in got]
+        assert len(ids) == len(set(ids)) == 12  # each message once: no attempt sent twice
+        seqs = [json.loads(body)["data"]["seq"] for _, body in got]
+        assert seqs == sorted(seqs)  # in order for the endpoint, whichever worker sent it
+    finally:
+        stop_server(server)
