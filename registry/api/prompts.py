@@ -98,6 +98,14 @@ def _etag(response: Response, version: int) -> None:
     response.headers["ETag"] = f'"{version}"'
 
 
+def _written(response: Response, result: WriteResult) -> WriteResult:
+    """A version write's answer: 201 when it wrote a version, 200 when it found one identical."""
+    if not result.created:
+        response.status_code = 200
+    _etag(response, result.version)
+    return result
+
+
 @router.get("/prompts", response_model=Page[PromptSummary], summary="List prompts by name")
 async def list_prompts(
     tenant: str,
@@ -222,10 +230,7 @@ async def create_version(
             dry_run=dry_run,
             force=force,
         )
-    if not result.created:
-        response.status_code = 200
-    _etag(response, result.version)
-    return result
+    return _written(response, result)
 
 
 @router.get("/prompts/{name}/versions/{version}", response_model=VersionOut, summary="One version")
@@ -260,10 +265,7 @@ async def restore_version(
             if_match=expected,
             max_blob_bytes=_settings(request).max_blob_bytes,
         )
-    if not result.created:
-        response.status_code = 200
-    _etag(response, result.version)
-    return result
+    return _written(response, result)
 
 
 @router.post(
@@ -295,10 +297,7 @@ async def refresh_partials(
             dry_run=dry_run,
             force=force,
         )
-    if not result.created:
-        response.status_code = 200
-    _etag(response, result.version)
-    return result
+    return _written(response, result)
 
 
 @router.get(
