@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import registry
 from registry import metrics
-from registry.api import changes, docs, health, problems, prompts, tenants, webhooks
+from registry.api import changes, docs, health, oauth, problems, prompts, tenants, webhooks
 from registry.api.headers import SecurityHeaders
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
@@ -33,6 +33,7 @@ from registry.mcp.feed import DatabaseChanges
 from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
 from registry.sessions import service as sessions
+from registry.tenants.oauth import TokenVerifier
 from registry.webhooks.delivery import Dispatcher
 
 logger = logging.getLogger("registry.app")
@@ -121,10 +122,16 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
             max_lag_seconds=settings.replica_max_lag_seconds,
         )
     hub = Hub()
+    tokens = TokenVerifier(
+        settings.public_url,
+        skew_seconds=settings.oauth_clock_skew_seconds,
+        allow_private=settings.oauth_allow_private_issuers,
+        refresh_seconds=settings.oauth_keys_refresh_seconds,
+    )
     dispatcher = Dispatcher(db, settings)
     caches = McpCaches()
     listen_dsn = settings.listen_dsn() or dsn
-    endpoint = McpEndpoint(settings, db, hub, caches)
+    endpoint = McpEndpoint(settings, db, hub, caches, tokens)
     feed = ChangeFeed(
         lambda: listen_connection(listen_dsn),
         hub,
@@ -184,9 +191,11 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.state.db = db
     app.state.settings = settings
     app.state.hub = hub
+    app.state.tokens = tokens
     app.state.feed = feed
     problems.install(app)
     app.include_router(health.router)
+    app.include_router(oauth.router)
     app.include_router(docs.router)
     app.mount(docs.ASSETS, docs.assets, name="docs-assets")
     app.include_router(tenants.router)

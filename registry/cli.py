@@ -22,7 +22,7 @@ import httpx
 import orjson
 from sqlalchemy.exc import SQLAlchemyError
 
-from registry import signing, sync
+from registry import login, signing, sync
 from registry.config import Settings, SettingsError, load_settings
 from registry.db import backup as backups
 from registry.db import migrate as migrations
@@ -33,6 +33,7 @@ from registry.naming import ROLE_RANK
 from registry.principal import OPERATOR
 from registry.prompts import snapshots
 from registry.tenants import service as tenants
+from registry.tenants.schemas import IssuersIn, TenantPatch
 from registry.webhooks import service as webhooks
 from registry.webhooks.schemas import EVENT_TYPES, EndpointIn
 
@@ -158,7 +159,7 @@ class RegistryGroup(click.Group):
             return super().invoke(ctx)
         except (
             CommandError, RegistryError, EmbeddedError, SettingsError, SQLAlchemyError, OSError,
-            httpx.TransportError, sync.FileError,
+            httpx.TransportError, sync.FileError, login.LoginError,
         ) as error:  # fmt: skip
             fail(_one_line(error))
         finally:
@@ -317,6 +318,114 @@ def tenant_list(registry: Registry) -> None:
             ]
 
     _table(("SLUG", "ID", "READ", "TITLE"), registry.run(work))
+
+
+@tenant.command("api-keys")
+@click.argument("slug")
+@click.argument("state", type=click.Choice(["on", "off"]))
+@pass_registry
+def tenant_api_keys(registry: Registry, slug: str, state: str) -> None:
+    """Accept API keys for SLUG, or not (off: OAuth access tokens only)."""
+    patch = TenantPatch(api_keys=state == "on")
+    _in_tenant(
+        registry, slug,
+        lambda session, found: tenants.update_tenant(session, found, patch, actor=tenants.OPERATOR),
+    )  # fmt: skip
+    click.echo(f"API keys of tenant {slug}: {state}", err=True)
+
+
+# --- OAuth issuers ------------------------------------------------------------------------------
+
+
+@main.group()
+def issuer() -> None:
+    """Which OAuth issuers a tenant trusts, and how their tokens' claims map to roles."""
+
+
+def _rule(text: str) -> dict[str, str]:
+    """CLAIM=VALUE:ROLE (the claim equals or holds VALUE) or CLAIM@DOMAIN:ROLE (an e-mail address
+    in DOMAIN)."""
+    test, _, role = text.rpartition(":")
+    for mark, kind in (("=", "equals"), ("@", "email_domain")):
+        claim, found, value = test.partition(mark)
+        if found and claim and value:
+            return {"claim": claim, kind: value, "role": role}
+    raise CommandError(f"a rule is CLAIM=VALUE:ROLE or CLAIM@DOMAIN:ROLE, not {text!r}")
+
+
+def _replace_issuer(
+    registry: Registry, slug: str, issuer_url: str, entry: dict[str, Any] | None
+) -> None:
+    """The tenant's issuers with ``issuer_url`` replaced by ``entry`` (or removed), in one
+    transaction through the same service as the REST API."""
+
+    async def work(session: Any, found: Any) -> None:
+        kept = [
+            {"issuer": i.issuer, "rules": i.rules,
+             "introspection_client_id": i.introspection_client_id,
+             "introspection_secret": i.introspection_secret}
+            for i in await tenants.issuers(session, found.id) if i.issuer != issuer_url
+        ]  # fmt: skip
+        body = IssuersIn.model_validate({"issuers": kept + ([entry] if entry else [])})
+        await tenants.set_issuers(session, found, tenants.OPERATOR, body)
+
+    _in_tenant(registry, slug, work)
+
+
+@issuer.command("add")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.argument("issuer_url")
+@click.option("--rule", "rules", multiple=True, required=True,
+              help="CLAIM=VALUE:ROLE or CLAIM@DOMAIN:ROLE (repeat).")  # fmt: skip
+@click.option("--introspection-client-id", default=None, help="For opaque tokens (RFC 7662).")
+@click.option("--introspection-secret", envvar="REGISTRY_INTROSPECTION_SECRET", default=None,
+              help="That client's secret [REGISTRY_INTROSPECTION_SECRET].")  # fmt: skip
+@pass_registry
+def issuer_add(
+    registry: Registry,
+    slug: str,
+    issuer_url: str,
+    rules: tuple[str, ...],
+    introspection_client_id: str | None,
+    introspection_secret: str | None,
+) -> None:
+    """Trust ISSUER_URL for the tenant (replacing its rules if it is trusted already)."""
+    entry = {
+        "issuer": issuer_url, "rules": [_rule(r) for r in rules],
+        "introspection_client_id": introspection_client_id,
+        "introspection_secret": introspection_secret,
+    }  # fmt: skip
+    _replace_issuer(registry, slug, issuer_url, entry)
+    click.echo(f"tenant {slug} trusts {issuer_url}", err=True)
+
+
+@issuer.command("remove")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.argument("issuer_url")
+@pass_registry
+def issuer_remove(registry: Registry, slug: str, issuer_url: str) -> None:
+    """Stop trusting ISSUER_URL for the tenant."""
+    _replace_issuer(registry, slug, issuer_url, None)
+    click.echo(f"tenant {slug} no longer trusts {issuer_url}", err=True)
+
+
+@issuer.command("list")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@pass_registry
+def issuer_list(registry: Registry, slug: str) -> None:
+    """The issuers a tenant trusts and their rules (never an introspection secret)."""
+    rows = _in_tenant(registry, slug, lambda session, found: tenants.list_issuers(session, found))
+    _table(
+        ("ISSUER", "RULES", "INTROSPECTION"),
+        [(i.issuer, "; ".join(_rule_text(r) for r in i.rules), i.introspection_client_id or "")
+         for i in rows],
+    )  # fmt: skip
+
+
+def _rule_text(rule: dict[str, Any]) -> str:
+    if "equals" in rule:
+        return f"{rule['claim']}={rule['equals']}:{rule['role']}"
+    return f"{rule['claim']}@{rule['email_domain']}:{rule['role']}"
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -545,9 +654,22 @@ _url_option = click.option(
 _key_option = click.option(
     "--key",
     envvar="REGISTRY_API_KEY",
-    required=True,
-    help="An API key of the tenant [REGISTRY_API_KEY].",
+    default=None,
+    help="An API key of the tenant [REGISTRY_API_KEY]; without one, the token of 'registry login'.",
 )
+
+
+def _credential(url: str, slug: str, key: str | None) -> str:
+    """The API key given, else the tenant's login token (refreshed when due)."""
+    if key:
+        return key
+    token = login.access_token(url, slug)
+    if token is None:
+        raise CommandError(
+            f"no credential for tenant {slug!r}: give --key (REGISTRY_API_KEY) "
+            f"or run 'registry login --tenant {slug}'"
+        )
+    return token
 
 
 @main.command()
@@ -561,7 +683,7 @@ _key_option = click.option(
     is_flag=True,
     help="Move protected labels even onto versions whose arguments break their callers.",
 )
-def push(folder: Path, slug: str, url: str, key: str, dry_run: bool, force: bool) -> None:
+def push(folder: Path, slug: str, url: str, key: str | None, dry_run: bool, force: bool) -> None:
     """Push every prompt file in FOLDER (NAME.yaml, NAME.md) to the tenant.
 
     Unchanged files write nothing; a bad file is reported and the others still go."""
@@ -569,7 +691,7 @@ def push(folder: Path, slug: str, url: str, key: str, dry_run: bool, force: bool
     if not files:
         raise CommandError(f"no prompt files (*.yaml, *.yml, *.md) in {folder}")
     with (
-        contextlib.closing(sync.Client(url, key, slug)) as client,
+        contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client,
         click.progressbar(length=len(files), label="pushing", file=sys.stderr) as bar,
     ):
         outcomes = sync.push(
@@ -594,14 +716,14 @@ def refresh(
     names: tuple[str, ...],
     slug: str,
     url: str,
-    key: str,
+    key: str | None,
     labels: tuple[str, ...],
     dry_run: bool,
     force: bool,
 ) -> None:
     """Write new versions of the prompts NAMES whose partials are resolved anew (a prompt whose
     partials still resolve to the locked versions is left as it is)."""
-    with contextlib.closing(sync.Client(url, key, slug)) as client:
+    with contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client:
         outcomes = [
             sync.refresh_prompt(client, name, list(labels), dry_run=dry_run, force=force)
             for name in names
@@ -615,14 +737,32 @@ def refresh(
 @_url_option
 @_key_option
 @click.option("--label", default=None, help="Pull the version under this label (default: latest).")
-def pull(folder: Path, slug: str, url: str, key: str, label: str | None) -> None:
+def pull(folder: Path, slug: str, url: str, key: str | None, label: str | None) -> None:
     """Write the tenant's prompts into FOLDER, one NAME.yaml per prompt (blobs under FOLDER/blobs)."""
     folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(sync.Client(url, key, slug)) as client:
+    with contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client:
         names = sync.list_names(client)
         with click.progressbar(names, label="pulling", file=sys.stderr) as bar:
             outcomes = [sync.pull_prompt(client, name, folder, label=label) for name in bar]
     _report(outcomes, dry_run=False)
+
+
+@main.command("login")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@_url_option
+@click.option(
+    "--client-id", envvar="REGISTRY_OAUTH_CLIENT_ID", default=login.DEFAULT_CLIENT_ID,
+    show_default=True, help="The CLI's client at the tenant's issuer [REGISTRY_OAUTH_CLIENT_ID].",
+)  # fmt: skip
+def login_command(slug: str, url: str, client_id: str) -> None:
+    """Sign in at the tenant's identity provider (device flow) and keep the token for push, pull
+    and refresh, which use it when no API key is given."""
+    tenants.check_slug(slug)
+    credential = login.device_login(
+        url, slug, client_id=client_id, tell=lambda line: click.echo(line, err=True)
+    )
+    where = login.save(credential)
+    click.echo(f"logged in to {slug} through {credential.issuer}; token kept in {where}", err=True)
 
 
 def _report(outcomes: list[Any], *, dry_run: bool) -> None:

@@ -76,6 +76,14 @@ class Settings(BaseSettings):
     # Seconds between keep-alive comments on open SSE streams.
     sse_keepalive_seconds: float = Field(default=15, gt=0, le=300)
 
+    # OAuth (needs public_url, the canonical URI tokens are minted for): tokens' exp and nbf hold
+    # within this many seconds of skew; the issuers' discovery documents, keys and introspection
+    # endpoints may be reached at private addresses only when allowed.
+    oauth_clock_skew_seconds: float = Field(default=60, ge=0, le=600)
+    oauth_allow_private_issuers: bool = False
+    # An issuer's keys are fetched again for an unknown kid at most this often.
+    oauth_keys_refresh_seconds: float = Field(default=30, ge=0, le=86400)
+
     # Webhooks: deliveries to private, loopback or link-local addresses are refused unless allowed;
     # each delivery must be answered within the timeout; a failed one is tried again after
     # retry_seconds times 1, 6, 24, 120, ... (about 40 hours in all); an endpoint failing for

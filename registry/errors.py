@@ -63,6 +63,16 @@ class Unauthenticated(RegistryError):
     title = "Unauthenticated"
 
 
+class KeyRefused(RegistryError):
+    """An API key that was presented and refused (unknown, revoked, expired, or keys turned off for
+    the tenant). 403 rather than 401: the caller sent a credential that no OAuth flow can replace,
+    and an OAuth-aware client answers a 401 by starting a flow that hides this message."""
+
+    code = "api_key_refused"
+    http_status = 403
+    title = "API key refused"
+
+
 class TooManyStreams(RegistryError):
     """A worker's bound on open streams (per caller, per tenant) is reached."""
 

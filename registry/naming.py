@@ -55,3 +55,7 @@ def ascii_number(text: str, maximum: int = MAX_VERSION) -> int | None:
         return None
     value = int(text)
     return value if value <= maximum else None
+
+
+# Every API key starts with this (the tenant id follows), so a credential is told from a token.
+API_KEY_PREFIX = "prk_"

@@ -1,4 +1,4 @@
-"""Who is acting: an operator, or an API key of one tenant with a role."""
+"""Who is acting: an operator, or an API key or OAuth token of one tenant with a role."""
 
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ class Principal:
     key_id: uuid.UUID | None = None
     operator: bool = False
     anonymous: bool = False  # public-read access without a key
-    expires_at: datetime | None = None  # the key's expiry, for those who keep a principal a while
+    expires_at: datetime | None = None  # the key's or token's expiry, for those who keep it
+    subject: str | None = (
+        None  # an OAuth token's subject and issuer ("sub from iss"), for the audit
+    )
+    narrowed_from: str | None = None  # the role a token's rules gave before its scopes narrowed it
     # The key's last use is due to be recorded (in a transaction of its own, after the request's).
     use_due: bool = field(default=False, compare=False)
 
@@ -27,6 +31,8 @@ class Principal:
             return "operator"
         if self.key_id is not None:
             return f"key:{self.key_id}"
+        if self.subject is not None:
+            return f"token:{self.subject}"
         return "anonymous"
 
     def has(self, role: str) -> bool:

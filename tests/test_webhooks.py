@@ -18,7 +18,7 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from registry.webhooks import outbound
+from registry import outbound
 from tests.conftest import (
     OPERATOR_TOKEN,
     Api,

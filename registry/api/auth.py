@@ -20,7 +20,9 @@ def bearer(request: Request) -> str | None:
 def require_credential(request: Request) -> None:
     """Router-level: a missing or malformed credential is 401 before any body is even parsed."""
     if bearer(request) is None:
-        raise Unauthenticated("missing 'Authorization: Bearer <api key>'")
+        raise Unauthenticated(
+            "missing 'Authorization: Bearer <api key or access token>'", missing=True
+        )
 
 
 def require_operator(request: Request) -> Principal:
@@ -45,5 +47,6 @@ async def tenant_scope(
         role,
         rollback=rollback,
         read_only=read_only,
+        tokens=request.app.state.tokens,
     ) as scope:
         yield scope

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from registry.db.errors import outage
 from registry.errors import RegistryError
+from registry.tenants import oauth
 
 logger = logging.getLogger("registry.api")
 PROBLEM = "application/problem+json"
@@ -39,8 +40,11 @@ async def registry_error_handler(request: Request, exc: Exception) -> JSONRespon
     assert isinstance(exc, RegistryError)
     extra = {k: v for k, v in exc.detail.items() if isinstance(v, str | int | float | bool | list)}
     response = problem(exc.http_status, exc.code, exc.title, exc.message, **extra)
-    if exc.http_status == 401:
-        response.headers["WWW-Authenticate"] = 'Bearer realm="registry"'
+    if oauth.challenged(exc):
+        settings = request.app.state.settings
+        base = settings.public_url or str(request.base_url)
+        metadata = oauth.metadata_url(base, request.url.path)
+        response.headers["WWW-Authenticate"] = oauth.bearer_challenge(exc, metadata)
     if exc.retry_after_seconds is not None:
         response.headers["Retry-After"] = str(exc.retry_after_seconds)
     return response

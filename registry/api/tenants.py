@@ -16,6 +16,8 @@ from registry.principal import Principal
 from registry.tenants import service
 from registry.tenants.schemas import (
     AuditOut,
+    IssuerOut,
+    IssuersIn,
     KeyCreate,
     KeyCreated,
     KeyOut,
@@ -105,6 +107,24 @@ async def revoke_key(tenant: str, key_id: uuid.UUID, request: Request) -> Respon
             scope.session, tenant_id=scope.tenant.id, key_id=key_id, actor=scope.principal.actor
         )
     return Response(status_code=204)
+
+
+@router.get(
+    "/{tenant}/issuers", response_model=list[IssuerOut], summary="The OAuth issuers it trusts"
+)
+async def list_issuers(tenant: str, request: Request) -> list[IssuerOut]:
+    async with tenant_scope(request, tenant, "admin") as scope:
+        return await service.list_issuers(scope.session, scope.tenant)
+
+
+@router.put(
+    "/{tenant}/issuers",
+    response_model=list[IssuerOut],
+    summary="Set the OAuth issuers it trusts and how their claims map to roles (admin)",
+)
+async def set_issuers(tenant: str, body: IssuersIn, request: Request) -> list[IssuerOut]:
+    async with tenant_scope(request, tenant, "admin") as scope:
+        return await service.set_issuers(scope.session, scope.tenant, scope.principal.actor, body)
 
 
 @router.get("/{tenant}/audit", response_model=Page[AuditOut], summary="The audit log, newest first")

@@ -53,6 +53,7 @@ TENANT_OWNED_TABLES = (
     "webhook_endpoints",
     "webhook_deliveries",
     "webhook_attempts",
+    "tenant_issuers",
 )
 
 
@@ -92,6 +93,8 @@ class Tenant(Base):
     # How long clients may cache the prompt list (2026-07-28 ttlMs); NULL: the server's default.
     list_ttl_ms: Mapped[int | None] = mapped_column(Integer)
     instructions: Mapped[str | None] = mapped_column(Text)
+    # API keys are accepted (an operator may turn them off, leaving OAuth tokens only).
+    api_keys: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
     # Bumped by the change_log trigger: the tenant's change sequence, gap-free and ordered.
     change_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
@@ -477,3 +480,21 @@ class WebhookAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
     latency_ms: Mapped[int] = mapped_column(Integer)
     response_body: Mapped[str | None] = mapped_column(Text)
+
+
+class TenantIssuer(Base):
+    """An OAuth authorization server the tenant trusts, and how its tokens' claims map to roles:
+    ``rules`` is a list of ``{"claim", "equals" | "email_domain", "role"}``."""
+
+    __tablename__ = "tenant_issuers"
+    __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    issuer: Mapped[str] = mapped_column(Text, primary_key=True)
+    rules: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    # For opaque tokens: the client the registry introspects them as (RFC 7662); the secret is
+    # never shown again once set.
+    introspection_client_id: Mapped[str | None] = mapped_column(Text)
+    introspection_secret: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())

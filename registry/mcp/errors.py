@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from registry.db.errors import outage
 from registry.errors import RegistryError, Unavailable
 from registry.sessions.service import SessionGone
+from registry.tenants import oauth
 
 logger = logging.getLogger("registry.mcp")
 
@@ -154,13 +155,18 @@ def in_result(error: Exception, method: str | None) -> Answer:
     return Answer(found.code, found.message, found.data)
 
 
-def refusal(error: McpError | RegistryError | SessionGone) -> Answer:
-    """The answer refusing a whole request (HTTP status included)."""
+def refusal(
+    error: McpError | RegistryError | SessionGone, resource_metadata: str | None = None
+) -> Answer:
+    """The answer refusing a whole request (HTTP status included); a refused credential is told
+    why and where the resource's metadata is (``WWW-Authenticate``)."""
     if isinstance(error, McpError):
         return Answer(error.code, error.message, error.data, error.status, error.headers)
     if isinstance(error, SessionGone):
         return Answer(NOT_FOUND, "session not found or ended: initialize a new one", status=404)
-    headers = {"WWW-Authenticate": 'Bearer realm="registry"'} if error.http_status == 401 else {}
+    headers = {}
+    if oauth.challenged(error):
+        headers["WWW-Authenticate"] = oauth.bearer_challenge(error, resource_metadata)
     if error.retry_after_seconds is not None:
         headers["Retry-After"] = str(error.retry_after_seconds)
     return Answer(_registry_code(error), error.message, None, error.http_status, headers)

@@ -54,9 +54,10 @@ from registry.naming import LABEL_RE, ascii_number
 from registry.principal import Principal
 from registry.prompts import reading
 from registry.sessions import service as sessions
-from registry.tenants import access
+from registry.tenants import access, oauth
 from registry.tenants import service as tenants
 from registry.tenants.access import TenantScope
+from registry.tenants.oauth import TokenVerifier
 
 logger = logging.getLogger("registry.mcp")
 SESSION_HEADER = "mcp-session-id"
@@ -73,9 +74,12 @@ def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None =
     )
 
 
-def _refuse(error: McpError | RegistryError | sessions.SessionGone) -> Response:
-    """The whole request refused: status, code and headers from the one table."""
-    answer = errors.refusal(error)
+def _refuse(
+    error: McpError | RegistryError | sessions.SessionGone, metadata: str | None = None
+) -> Response:
+    """The whole request refused: status, code and headers from the one table; a refused caller
+    is told where the resource's metadata is and why (``WWW-Authenticate``)."""
+    answer = errors.refusal(error, metadata)
     request_id = error.request_id if isinstance(error, McpError) else None
     message = error_message(request_id, answer.code, answer.message, answer.data)
     return _json(message, answer.status, answer.headers or None)
@@ -155,11 +159,19 @@ class _Request(Request):
 
 
 class McpEndpoint:
-    def __init__(self, settings: Settings, db: Database, hub: Hub, caches: McpCaches) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        hub: Hub,
+        caches: McpCaches,
+        tokens: TokenVerifier | None = None,
+    ) -> None:
         self.settings = settings
         self.db = db
         self.hub = hub
         self.caches = caches
+        self.tokens = tokens
         self.core = Core(settings, db, caches)
         self.bodies = BodyReader(settings.body_timeout_seconds)
         self.slots = StreamSlots(settings.streams_per_caller, settings.streams_per_tenant)
@@ -248,7 +260,7 @@ class McpEndpoint:
                 return await self.get(request, label)
             return await self.delete(request, label)
         except (McpError, RegistryError, sessions.SessionGone) as error:
-            return _refuse(error)
+            return _refuse(error, self.metadata_url(request))
         except Exception as error:  # noqa: BLE001 - the transport's last word is still JSON-RPC
             down = errors.unavailable(error)
             if down is not None:
@@ -256,6 +268,11 @@ class McpEndpoint:
             answer = errors.internal(error, request.method)
             tally(REQUESTS, "mcp", "transport", "error").inc()
             return _json(error_message(None, answer.code, answer.message, answer.data), 500)
+
+    def metadata_url(self, request: Request) -> str | None:
+        """The protected resource metadata (RFC 9728) of the endpoint this request came to."""
+        base = self.settings.public_url or f"{request.url.scheme}://{request.url.netloc}"
+        return oauth.metadata_url(base, request.url.path)
 
     def _scope(self, request: Request) -> Any:
         return access.tenant_scope(
@@ -265,6 +282,7 @@ class McpEndpoint:
             access.parse_bearer(request.headers.get("authorization")),
             "reader",
             allow_anonymous=True,
+            tokens=self.tokens,
         )
 
     async def _who(self, request: Request) -> tuple[Tenant, Principal]:

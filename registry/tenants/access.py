@@ -22,9 +22,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.engine import Database, enter_tenant
 from registry.db.models import Tenant
-from registry.errors import Forbidden, NotFound, RegistryError, Unauthenticated
+from registry.errors import Forbidden, KeyRefused, NotFound, RegistryError, Unauthenticated
 from registry.principal import OPERATOR, Principal
+from registry.tenants import oauth
 from registry.tenants import service as tenants
+from registry.tenants.oauth import TokenVerifier
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,32 @@ async def _foreign_key_is_valid(db: Database, key_tenant: uuid.UUID | None, secr
     try:
         async with db.tenant_tx(key_tenant) as session:
             await tenants.authenticate(session, key_tenant, secret)
-    except Unauthenticated:
+    except KeyRefused:
         return False
     return True
+
+
+async def _token_principal(
+    session: AsyncSession,
+    tenant: Tenant | None,
+    slug: str,
+    credential: str,
+    tokens: TokenVerifier | None,
+) -> Principal | None:
+    """The principal of an OAuth access token; None when ``credential`` is to be checked as an
+    API key (it is one, or an opaque string that no trusted issuer can introspect)."""
+    if tokens is None or oauth.kind_of(credential) == "api_key":
+        return None
+    if tenant is None:
+        if oauth.kind_of(credential) == "jwt":
+            # the same words as for an untrusted issuer: a token cannot probe which tenants exist
+            raise oauth.InvalidToken(f"tenant {slug!r} does not trust the issuer of this token")
+        return None
+    await enter_tenant(session, tenant.id)
+    trusted = await tenants.issuers(session, tenant.id)
+    if not tokens.accepts(credential, trusted):
+        return None
+    return await tokens.principal(credential, tenant, trusted)
 
 
 @asynccontextmanager
@@ -81,6 +106,7 @@ async def tenant_scope(
     allow_anonymous: bool = False,
     rollback: bool = False,
     read_only: bool = False,
+    tokens: TokenVerifier | None = None,
 ) -> AsyncIterator[TenantScope]:
     """``read_only``: the caller's block only reads, so a read replica as fresh as this worker's
     knowledge of the tenant may serve it; who the caller is is always settled on the primary (a
@@ -93,6 +119,7 @@ async def tenant_scope(
             credential,
             role,
             allow_anonymous=allow_anonymous,
+            tokens=tokens,
         ) as checked:  # fmt: skip  (it commits: a rollback would expire the tenant it loaded)
             settled = checked.tenant, checked.principal
         async with db.tenant_read_tx(settled[0].id) as session:
@@ -111,25 +138,39 @@ async def tenant_scope(
                 await enter_tenant(session, tenant.id)
             elif credential is None:
                 if not (allow_anonymous and tenant is not None and tenant.public_read):
-                    raise Unauthenticated("missing 'Authorization: Bearer <api key>'")
+                    raise Unauthenticated(
+                        "missing 'Authorization: Bearer <api key or access token>'", missing=True
+                    )
                 principal = Principal(role="reader", tenant_id=tenant.id, anonymous=True)
                 await enter_tenant(session, tenant.id)
+            elif token := await _token_principal(session, tenant, slug, credential, tokens):
+                principal = token
             else:
                 if tenant is None or tenants.tenant_of_secret(credential) != tenant.id:
                     foreign = True
-                    raise Unauthenticated("invalid API key")
+                    raise KeyRefused("invalid API key")
+                if not tenant.api_keys:
+                    raise KeyRefused(
+                        f"tenant {slug!r} accepts OAuth access tokens only: its API keys are off"
+                    )
                 await enter_tenant(session, tenant.id)
                 principal = await tenants.authenticate(session, tenant.id, credential)
                 used = principal if principal.use_due else None
             if not principal.has(role):
-                raise Forbidden(f"this needs the {role} role; the caller has {principal.role}")
+                scope = oauth.insufficient_scope(principal, role)
+                extra = {"insufficient_scope": scope} if scope else {}
+                raise Forbidden(
+                    f"this needs the {role} role; the caller has {principal.role}", **extra
+                )
+            assert tenant is not None  # every branch above refused a tenant that does not exist
             yield TenantScope(session, tenant, principal)
             if rollback:
                 raise Rollback
     except Rollback:
         pass
-    except Unauthenticated:
-        # The key is not for this path: 403 if it is a valid key of some other tenant, else 401.
+    except KeyRefused:
+        # The key is not for this path: "another tenant" if it is a valid key of some other
+        # tenant, else "invalid" (the same status: a key cannot probe which tenants exist).
         key_tenant = tenants.tenant_of_secret(credential) if foreign and credential else None
         if credential and await _foreign_key_is_valid(db, key_tenant, credential):
             raise Forbidden("this API key belongs to another tenant") from None

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.errors import translate_db_error
-from registry.db.models import ApiKey, AuditLog, Prompt, Tenant
+from registry.db.models import ApiKey, AuditLog, Prompt, Tenant, TenantIssuer
 
 
 async def insert_tenant(
@@ -194,3 +194,23 @@ async def sequences(session: AsyncSession, tenant_ids: list[uuid.UUID]) -> dict[
         select(Tenant.id, Tenant.change_seq).where(Tenant.id.in_(tenant_ids))
     )
     return {row[0]: int(row[1]) for row in result.all()}
+
+
+async def issuers_of(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[TenantIssuer]:
+    result = await session.execute(
+        select(TenantIssuer)
+        .where(TenantIssuer.tenant_id == tenant_id)
+        .order_by(TenantIssuer.issuer)
+    )
+    return result.scalars().all()
+
+
+async def replace_issuers(
+    session: AsyncSession, tenant_id: uuid.UUID, issuers: list[dict[str, Any]], actor: str
+) -> None:
+    await session.execute(delete(TenantIssuer).where(TenantIssuer.tenant_id == tenant_id))
+    if issuers:
+        await session.execute(
+            insert(TenantIssuer),
+            [{"tenant_id": tenant_id, "created_by": actor, **i} for i in issuers],
+        )

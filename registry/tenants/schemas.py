@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from registry.inputs import StrictInput
 from registry.naming import LABEL_PATTERN, SLUG_PATTERN, Role
@@ -31,6 +31,7 @@ class TenantOut(BaseModel):
     page_size: int | None
     list_ttl_ms: int | None
     instructions: str | None
+    api_keys: bool
     created_at: datetime
     updated_at: datetime
 
@@ -78,6 +79,10 @@ class TenantPatch(StrictInput):
     page_size: int | None = Field(default=None, ge=1, le=1000)
     list_ttl_ms: int | None = Field(default=None, ge=0, le=86_400_000)
     instructions: str | None = Field(default=None, max_length=10000)
+    api_keys: bool | None = Field(
+        default=None,
+        description="whether API keys are accepted (operator only; off leaves OAuth tokens only)",
+    )
 
 
 class AuditOut(BaseModel):
@@ -88,3 +93,78 @@ class AuditOut(BaseModel):
     before: dict[str, Any] | None
     after: dict[str, Any] | None
     created_at: datetime
+
+
+# --- OAuth: the issuers a tenant trusts and how their claims map to roles ----------------------
+
+
+class ClaimRule(StrictInput):
+    """Tokens whose ``claim`` equals ``equals`` (or, for a list claim such as groups, holds it), or
+    whose ``claim`` is an e-mail address in ``email_domain``, get ``role``."""
+
+    claim: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")
+    equals: str | None = Field(default=None, min_length=1, max_length=500)
+    email_domain: str | None = Field(default=None, min_length=1, max_length=253)
+    role: Role
+
+    @model_validator(mode="after")
+    def _one_test(self) -> ClaimRule:
+        if (self.equals is None) == (self.email_domain is None):
+            raise ValueError("give exactly one of equals or email_domain")
+        return self
+
+
+class IssuerIn(StrictInput):
+    issuer: str = Field(
+        min_length=1,
+        max_length=500,
+        pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+        description="the issuer URL, exactly as its tokens' iss claim says",
+    )
+    rules: list[ClaimRule] = Field(min_length=1, max_length=50)
+    introspection_client_id: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="for issuers of opaque tokens: the client the registry introspects them as",
+    )  # fmt: skip
+    introspection_secret: str | None = Field(
+        default=None, min_length=1, max_length=500, description="that client's secret (write-only)"
+    )
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> IssuerIn:
+        if (self.introspection_client_id is None) != (self.introspection_secret is None):
+            raise ValueError(
+                "give both introspection_client_id and introspection_secret, or neither"
+            )
+        return self
+
+
+class IssuersIn(StrictInput):
+    issuers: list[IssuerIn] = Field(max_length=10)
+
+
+class IssuerOut(BaseModel):
+    """An issuer as shown: never its introspection secret."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    issuer: str
+    rules: list[dict[str, Any]]
+    introspection_client_id: str | None = None
+    created_by: str
+    created_at: datetime
+
+
+class ResourceMetadata(BaseModel):
+    """OAuth 2.0 Protected Resource Metadata (RFC 9728) of a tenant's MCP endpoint or REST base.
+    A tenant that trusts no issuer lists none, and says that it takes API keys."""
+
+    resource: str
+    authorization_servers: list[str]
+    scopes_supported: list[str]
+    bearer_methods_supported: list[str] = ["header"]
+    resource_name: str
+    authentication: list[str] = Field(
+        serialization_alias="dev.prompt-registry/authentication",
+        description="what the tenant accepts: oauth (tokens from the listed servers), api_key",
+    )

@@ -12,16 +12,24 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.audit import record_audit, record_change
 from registry.db.engine import enter_tenant
-from registry.db.models import ApiKey, Tenant
+from registry.db.models import ApiKey, Tenant, TenantIssuer
 from registry.db.pagination import Page, PageRequest
-from registry.errors import Conflict, InvalidInput, NotFound, Unauthenticated
-from registry.naming import ROLE_RANK, SLUG_RE
+from registry.errors import Conflict, Forbidden, InvalidInput, KeyRefused, NotFound
+from registry.naming import API_KEY_PREFIX, ROLE_RANK, SLUG_RE
 from registry.principal import Principal
 from registry.tenants import repository as repo
-from registry.tenants.schemas import AuditOut, KeyOut, TenantOut, TenantPatch
+from registry.tenants.schemas import (
+    AuditOut,
+    IssuerOut,
+    IssuersIn,
+    KeyOut,
+    ResourceMetadata,
+    TenantOut,
+    TenantPatch,
+)
 
 OPERATOR = "operator"
-_SECRET_PREFIX = "prk_"  # noqa: S105 - a prefix, not a secret
+_SECRET_PREFIX = API_KEY_PREFIX
 
 
 def new_secret(tenant_id: uuid.UUID) -> str:
@@ -196,7 +204,9 @@ async def update_tenant(
     values = patch.model_dump(exclude_unset=True)
     if "protected_labels" in values:
         values["protected_labels"] = list(dict.fromkeys(values["protected_labels"] or []))
-    for key in ("public_read", "public_drafts", "default_label", "protected_labels"):
+    if "api_keys" in values and actor != "operator":
+        raise Forbidden("only an operator turns a tenant's API keys on or off", field="api_keys")
+    for key in ("public_read", "public_drafts", "default_label", "protected_labels", "api_keys"):
         if key in values and values[key] is None:
             raise InvalidInput(f"{key} cannot be null", field=key)
     if not values:
@@ -238,15 +248,15 @@ TOUCH_EVERY = timedelta(seconds=60)
 
 
 async def authenticate(session: AsyncSession, tenant_id: uuid.UUID, secret: str) -> Principal:
-    """In a transaction scoped to ``tenant_id``: the principal behind ``secret``, or Unauthenticated."""
+    """In a transaction scoped to ``tenant_id``: the principal behind ``secret``, or KeyRefused."""
     key = await repo.key_by_hash(session, tenant_id, hash_secret(secret))
     if key is None:
-        raise Unauthenticated("invalid API key")
+        raise KeyRefused("invalid API key")
     now = datetime.now(UTC)
     if key.revoked_at is not None:
-        raise Unauthenticated("this API key has been revoked")
+        raise KeyRefused("this API key has been revoked")
     if key.expires_at is not None and key.expires_at <= now:
-        raise Unauthenticated(f"this API key expired at {key.expires_at.isoformat()}")
+        raise KeyRefused(f"this API key expired at {key.expires_at.isoformat()}")
     due = key.last_used_at is None or now - key.last_used_at > TOUCH_EVERY
     return Principal(
         role=key.role, tenant_id=tenant_id, key_id=key.id, expires_at=key.expires_at, use_due=due
@@ -288,3 +298,66 @@ async def list_audit(
 
 def key_out(key: ApiKey) -> KeyOut:
     return KeyOut.model_validate(key, from_attributes=True)
+
+
+# --- OAuth issuers ---------------------------------------------------------------------------
+
+
+async def list_issuers(session: AsyncSession, tenant: Tenant) -> list[IssuerOut]:
+    return [IssuerOut.model_validate(i) for i in await repo.issuers_of(session, tenant.id)]
+
+
+async def set_issuers(
+    session: AsyncSession, tenant: Tenant, actor: str, body: IssuersIn
+) -> list[IssuerOut]:
+    """Replace the issuers the tenant trusts (an empty list: OAuth off, API keys only)."""
+    names = [i.issuer for i in body.issuers]
+    if len(set(names)) != len(names):
+        raise InvalidInput("an issuer is listed twice", field="issuers")
+    before = [i.issuer for i in await repo.issuers_of(session, tenant.id)]
+    await repo.replace_issuers(
+        session, tenant.id,
+        [{"issuer": i.issuer, "rules": [r.model_dump(exclude_none=True) for r in i.rules],
+          "introspection_client_id": i.introspection_client_id,
+          "introspection_secret": i.introspection_secret}
+         for i in body.issuers],
+        actor,
+    )  # fmt: skip
+    record_change(session, tenant_id=tenant.id, kind="tenant.update")  # who may read changed
+    await record_audit(
+        session, tenant_id=tenant.id, actor=actor, action="tenant.issuers",
+        target=f"tenant:{tenant.slug}", before={"issuers": before}, after={"issuers": names},
+    )  # fmt: skip
+    return await list_issuers(session, tenant)
+
+
+async def resource_metadata(
+    session: AsyncSession, slug: str, resource: str, *, scopes: Sequence[str]
+) -> ResourceMetadata:
+    """The protected resource metadata of a tenant's ``resource`` (in an application transaction).
+    A tenant that does not exist reads as one that trusts no issuer and takes no key, so the
+    document cannot tell which tenants exist."""
+    tenant = await find_tenant(session, slug)
+    trusted: list[str] = []
+    keys = False
+    if tenant is not None:
+        await enter_tenant(session, tenant.id)
+        trusted = [i.issuer for i in await repo.issuers_of(session, tenant.id)]
+        keys = tenant.api_keys
+    ways = (["oauth"] if trusted else []) + (["api_key"] if keys else [])
+    if trusted:
+        how = "OAuth access tokens" + (" or API keys" if keys else "")
+    else:
+        how = "API keys only: it trusts no OAuth issuer" if keys else "no credential"
+    return ResourceMetadata(
+        resource=resource,
+        authorization_servers=trusted,
+        scopes_supported=list(scopes),
+        resource_name=f"Prompt Registry, tenant {slug!r} (accepts {how})",
+        authentication=ways,
+    )
+
+
+async def issuers(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[TenantIssuer]:
+    """The issuers a tenant trusts, as stored (for checking tokens)."""
+    return await repo.issuers_of(session, tenant_id)

@@ -23,10 +23,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from standardwebhooks.webhooks import Webhook
 
 import registry
+from registry import outbound
 from registry.config import Settings
 from registry.db.audit import record_audit
 from registry.db.engine import Database
-from registry.webhooks import outbound
 from registry.webhooks import repository as repo
 
 logger = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry import outbound
 from registry.db.audit import record_audit
 from registry.db.models import Tenant, WebhookEndpoint
 from registry.errors import InvalidInput, NotFound
 from registry.principal import Principal
-from registry.webhooks import outbound
 from registry.webhooks import repository as repo
 from registry.webhooks.schemas import (
     AttemptOut,

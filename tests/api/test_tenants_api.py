@@ -98,8 +98,13 @@ async def test_keys_lifecycle_and_refusal(api: Api, superuser: asyncpg.Connectio
         await c.delete(f"{T}/acme/keys/{key_id}", headers=auth(keys["admin"]))
     ).status_code == 204
     refused = await c.get(f"{T}/acme/prompts", headers=reader)
-    assert refused.status_code == 401
+    # A refused key is 403 (an OAuth client would answer a 401 with a flow hiding the reason),
+    # and the challenge carries the reason too.
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "api_key_refused"
     assert refused.headers["www-authenticate"].startswith("Bearer")
+    assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+    assert "revoked" in refused.headers["www-authenticate"]
     assert "revoked" in refused.json()["detail"]
     assert (
         await c.delete(f"{T}/acme/keys/{key_id}", headers=auth(keys["admin"]))
@@ -118,7 +123,7 @@ async def test_keys_lifecycle_and_refusal(api: Api, superuser: asyncpg.Connectio
     response = await c.get(
         f"{T}/acme/prompts", headers={"Authorization": f"Bearer {expired.json()['secret']}"}
     )
-    assert response.status_code == 401
+    assert response.status_code == 403
     assert "expired" in response.json()["detail"]
 
     # Only admins manage keys.
@@ -139,11 +144,12 @@ async def test_credentials_401_and_foreign_keys_403(api: Api) -> None:
     assert (
         await c.get(f"{T}/alpha/prompts", headers={"Authorization": "Basic abc"})
     ).status_code == 401
-    assert (
-        await c.get(f"{T}/alpha/prompts", headers={"Authorization": "Bearer nonsense"})
-    ).status_code == 401
+    # A credential that is no token is checked as an API key: refused with the reason, 403.
+    nonsense = await c.get(f"{T}/alpha/prompts", headers={"Authorization": "Bearer nonsense"})
+    assert nonsense.status_code == 403
+    assert nonsense.json()["detail"] == "invalid API key"
     forged = a["admin"][:-4] + "AAAA"
-    assert (await c.get(f"{T}/alpha/prompts", headers={"Authorization": forged})).status_code == 401
+    assert (await c.get(f"{T}/alpha/prompts", headers={"Authorization": forged})).status_code == 403
     # A valid key of bravo on alpha's paths: 403 whatever its role, and the same on a tenant that
     # does not exist (so a key cannot probe which tenants exist).
     for role in ("reader", "admin"):

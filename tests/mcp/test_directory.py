@@ -40,10 +40,10 @@ async def test_a_revoked_key_is_refused_once_the_notification_arrives(api: Api) 
     assert revoked.status_code == 204
 
     async def refused() -> bool:
-        return await status(client) == 401
+        return await status(client) == 403
 
     await eventually(refused)
-    assert await status(client) == 401
+    assert await status(client) == 403
 
 
 async def test_a_key_past_its_expiry_is_refused_even_while_remembered(api: Api) -> None:
@@ -58,7 +58,7 @@ async def test_a_key_past_its_expiry_is_refused_even_while_remembered(api: Api) 
     assert await status(client) == 200
     assert await status(client) == 200  # remembered
     await asyncio.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 0.1)
-    assert await status(client) == 401  # no notification comes for an expiry: the cache checks it
+    assert await status(client) == 403  # no notification comes for an expiry: the cache checks it
 
 
 async def test_tenant_settings_reach_cached_requests(api: Api) -> None:

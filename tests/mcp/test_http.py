@@ -240,10 +240,15 @@ async def test_auth(api: Api, tenant: dict[str, str]) -> None:
     assert missing.status_code == 401
     assert missing.headers["www-authenticate"].startswith("Bearer")
     assert (
-        await c.post(
-            "/mcp/acme", json=init, headers={"Accept": ACCEPT, "Authorization": "Bearer wrong"}
-        )
-    ).status_code == 401
+        'resource_metadata="http://test/.well-known/oauth-protected-resource/mcp/acme"'
+        in missing.headers["www-authenticate"]
+    )
+    wrong = await c.post(
+        "/mcp/acme", json=init, headers={"Accept": ACCEPT, "Authorization": "Bearer wrong"}
+    )
+    assert wrong.status_code == 403  # a refused key: the reason, not an invitation to OAuth
+    assert wrong.json()["error"]["message"] == "invalid API key"
+    assert 'error="invalid_token"' in wrong.headers["www-authenticate"]
     other = await api.tenant("other")
     assert (
         await c.post("/mcp/acme", json=init, headers={"Accept": ACCEPT, **auth(other["admin"])})

@@ -1,4 +1,5 @@
-"""Outbound HTTP for webhook deliveries, made safe to point at the internet: only http(s) URLs
+"""Outbound HTTP to addresses that tenants choose (webhook deliveries, OAuth issuers' metadata and
+keys), made safe to point at the internet: only http(s) URLs
 without credentials; the host resolved first and refused when any address is private, loopback,
 link-local, multicast, reserved or unspecified (unless the operator allows it), then the request sent
 to the address that was checked (so a name that resolves differently a moment later cannot reach the
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -76,7 +79,7 @@ def check_literal(host: str, *, allow_private: bool) -> None:
         return  # a name: checked when it is resolved, at each delivery
     reason = _why_private(address)
     if reason is not None and not allow_private:
-        raise Refused(f"{host} is {reason} address; webhooks go to public addresses only")
+        raise Refused(f"{host} is {reason} address; the registry calls public addresses only")
 
 
 async def resolve(host: str, port: int, *, allow_private: bool) -> str:
@@ -94,7 +97,7 @@ async def resolve(host: str, port: int, *, allow_private: bool) -> str:
         reason = _why_private(ipaddress.ip_address(text.split("%", 1)[0]))
         if reason is not None and not allow_private:
             raise Refused(
-                f"{host} resolves to {text}, {reason} address; webhooks go to public addresses only"
+                f"{host} resolves to {text}, {reason} address; the registry calls public addresses only"
             )
     return addresses[0]
 
@@ -136,3 +139,57 @@ async def post(
         return done(None, f"no answer within {seconds:g} seconds")
     except httpx.HTTPError as error:
         return done(None, f"{type(error).__name__}: {error}"[:500])
+
+
+async def get_json(
+    url: str, *, seconds: float, allow_private: bool, max_bytes: int = 1 << 20
+) -> Any:
+    """GET a JSON document from ``url`` with the same rules as ``post``; Refused (naming why) when
+    it cannot be had: refused address, no answer, not 200, too large, not JSON."""
+    return await fetch_json(
+        "GET", url, seconds=seconds, allow_private=allow_private, max_bytes=max_bytes
+    )
+
+
+async def fetch_json(
+    method: str,
+    url: str,
+    *,
+    seconds: float,
+    allow_private: bool,
+    form: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    max_bytes: int = 1 << 20,
+) -> Any:
+    """``method`` on ``url`` (with a form body, for OAuth endpoints), answered 200 with JSON;
+    Refused naming why otherwise. Only the given headers are sent."""
+    scheme, host, port = check_url(url)
+    address = await resolve(host, port, allow_private=allow_private)
+    parts = urlsplit(url)
+    netloc = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    target = urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    extensions = {"sni_hostname": host} if scheme == "https" else {}
+    sent = {**(headers or {}), "Host": parts.netloc, "Accept": "application/json"}
+    try:
+        async with (
+            asyncio.timeout(seconds),
+            httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=seconds) as client,
+            client.stream(
+                method, target, headers=sent, data=form, extensions=extensions
+            ) as answer,
+        ):  # fmt: skip
+            if answer.status_code != 200:
+                raise Refused(f"{url} answered HTTP {answer.status_code}")
+            body = bytearray()
+            async for chunk in answer.aiter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise Refused(f"{url} sent more than {max_bytes} bytes")
+    except TimeoutError:
+        raise Refused(f"{url} did not answer within {seconds:g} seconds") from None
+    except httpx.HTTPError as error:
+        raise Refused(f"cannot reach {url}: {type(error).__name__}") from None
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise Refused(f"{url} did not send JSON") from None
