@@ -24,6 +24,7 @@ from registry.api.headers import SecurityHeaders
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
 from registry.config import Settings, get_settings
+from registry.console import routes as console
 from registry.db.engine import Database, listen_connection
 from registry.db.replicas import Replicas
 from registry.events.hub import Hub
@@ -202,6 +203,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.include_router(prompts.router)
     app.include_router(changes.router)
     app.include_router(webhooks.router)
+    app.include_router(console.router)
     app.mcp = endpoint
     app.state.slots = endpoint.slots  # one bound on streams, MCP's and the change stream's
     app.add_middleware(

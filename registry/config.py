@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     oauth_allow_private_issuers: bool = False
     # An issuer's keys are fetched again for an unknown kid at most this often.
     oauth_keys_refresh_seconds: float = Field(default=30, ge=0, le=86400)
+    # The web console's client at tenants' issuers (authorization code with PKCE, public client;
+    # its redirect URI is REGISTRY_PUBLIC_URL/ui/callback).
+    console_client_id: str = Field(default="prompt-registry-console", min_length=1, max_length=200)
 
     # Webhooks: deliveries to private, loopback or link-local addresses are refused unless allowed;
     # each delivery must be answered within the timeout; a failed one is tried again after

@@ -73,6 +73,22 @@ class KeyRefused(RegistryError):
     title = "API key refused"
 
 
+class NotSignedIn(RegistryError):
+    """No live console session for the tenant: the console sends the person to sign in."""
+
+    code = "not_signed_in"
+    http_status = 401
+    title = "Not signed in"
+
+
+class BadCsrf(RegistryError):
+    """A console form without the session's CSRF token (or with another's)."""
+
+    code = "csrf_failed"
+    http_status = 403
+    title = "Forbidden"
+
+
 class TooManyStreams(RegistryError):
     """A worker's bound on open streams (per caller, per tenant) is reached."""
 

@@ -24,8 +24,13 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-Purpose = Literal["mcp-cursor", "request-state", "rest-cursor"]
-FORMATS: dict[Purpose, int] = {"mcp-cursor": 1, "request-state": 1, "rest-cursor": 1}
+Purpose = Literal["mcp-cursor", "request-state", "rest-cursor", "console-login"]
+FORMATS: dict[Purpose, int] = {
+    "mcp-cursor": 1,
+    "request-state": 1,
+    "rest-cursor": 1,
+    "console-login": 1,  # the console's sign-in in flight: tenant, issuer, state, PKCE verifier
+}
 MAX_TOKEN_LENGTH = 4096
 CLOCK_SKEW_SECONDS = 60  # a token "issued" further in the future than this is not one of ours
 _TAG_BYTES = 16

@@ -9,6 +9,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import ROOT, PgServer, free_port, stop_serving, wait_ready
@@ -87,6 +88,9 @@ def test_the_installed_wheel_migrates_and_serves_from_any_directory(
     )  # fmt: skip
     try:
         assert wait_ready(process, port)["status"] == "ready"
+        # The console's templates and assets are in the wheel too.
+        for path in ("/ui", "/ui/static/console.css", "/ui/static/console.js"):
+            assert httpx.get(f"http://127.0.0.1:{port}{path}").status_code == 200, path
     finally:
         assert stop_serving(process) == 0
 

@@ -54,6 +54,7 @@ TENANT_OWNED_TABLES = (
     "webhook_deliveries",
     "webhook_attempts",
     "tenant_issuers",
+    "console_sessions",
 )
 
 
@@ -498,3 +499,26 @@ class TenantIssuer(Base):
     introspection_secret: Mapped[str | None] = mapped_column(Text)
     created_by: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class ConsoleSession(Base):
+    """A signed-in person in the web console: the browser holds only an opaque cookie whose SHA-256
+    is ``id``; who they are is an API key (checked again on every request) or an OAuth subject."""
+
+    __tablename__ = "console_sessions"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        ForeignKeyConstraint(
+            ["tenant_id", "key_id"], ["api_keys.tenant_id", "api_keys.id"], ondelete="CASCADE"
+        ),
+        CheckConstraint("(key_id IS NULL) <> (subject IS NULL)", name="one_principal"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    key_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
+    subject: Mapped[str | None] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(Text)
+    csrf: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

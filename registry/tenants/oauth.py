@@ -188,6 +188,14 @@ class TokenVerifier:
             narrowed_from=narrowed_from,
         )
 
+    async def metadata(self, issuer: str) -> dict[str, Any]:
+        """The issuer's discovery document (fetched when not yet known), for the console's
+        sign-in; InvalidToken when it cannot be had."""
+        known = await self._issuer(issuer, need=lambda i: bool(i.metadata))
+        if not known.metadata:
+            raise InvalidToken(f"the issuer {issuer} could not be read")
+        return known.metadata
+
     # --- JWTs ------------------------------------------------------------------------------------
 
     async def _verified_jwt(

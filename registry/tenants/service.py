@@ -107,6 +107,19 @@ async def live_key_ids(session: AsyncSession, tenant_id: uuid.UUID) -> set[uuid.
     return await repo.live_key_ids(session, tenant_id)
 
 
+async def live_key(session: AsyncSession, tenant_id: uuid.UUID, key_id: uuid.UUID) -> ApiKey:
+    """In a transaction scoped to the tenant: the key, if it still authenticates (KeyRefused
+    naming why not); for callers that hold a key's id rather than its secret (console sessions)."""
+    key = await repo.key_by_id(session, key_id)
+    if key is None or key.tenant_id != tenant_id:
+        raise KeyRefused("the API key of this session no longer exists")
+    if key.revoked_at is not None:
+        raise KeyRefused("the API key of this session has been revoked")
+    if key.expires_at is not None and key.expires_at <= datetime.now(UTC):
+        raise KeyRefused(f"the API key of this session expired at {key.expires_at.isoformat()}")
+    return key
+
+
 async def list_tenants(session: AsyncSession) -> Sequence[Tenant]:
     return await repo.list_tenants(session)
 

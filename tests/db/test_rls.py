@@ -55,6 +55,9 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
          "SELECT $1, id, 1, 5 FROM d", (tenant_id, slug)),
         ("INSERT INTO tenant_issuers (tenant_id, issuer, rules, created_by) "
          "VALUES ($1, 'https://idp.example/' || $2, '[]', 'test')", (tenant_id, slug)),
+        ("INSERT INTO console_sessions (tenant_id, id, subject, role, csrf, expires_at) "
+         "VALUES ($1, 'c-' || $2, 'someone', 'reader', 'x', now() + interval '1 hour')",
+         (tenant_id, slug)),
         ("INSERT INTO mcp_sessions (tenant_id, id, label, protocol_version) "
          "VALUES ($1, $2, 'production', '2025-11-25')", (tenant_id, f"s-{slug}")),
     ]  # fmt: skip

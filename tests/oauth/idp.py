@@ -65,6 +65,7 @@ class Provider:
     workdir: Path
     port: int = field(default_factory=free_port)
     access_token_ttl: int = 300
+    clients: list[dict[str, Any]] = field(default_factory=list)  # registered besides the CLI's
     keys: list[dict[str, Any]] = field(default_factory=lambda: [new_key()])
     process: subprocess.Popen[str] | None = None
 
@@ -85,6 +86,7 @@ class Provider:
                  "response_types": [], "redirect_uris": []},
                 {"client_id": INTROSPECTOR[0], "client_secret": INTROSPECTOR[1],
                  "grant_types": [], "response_types": [], "redirect_uris": []},
+                *self.clients,
             ],
         }  # fmt: skip
         path = self.workdir / f"provider-{self.port}.json"

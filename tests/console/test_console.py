@@ -1,0 +1,423 @@
+"""The web console in a real browser: Debian's chromium driven by Playwright, against a live registry
+and a real OpenID Provider. Set REGISTRY_SCREENSHOTS=DIR to keep the screenshots the README shows."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    LiveServer,
+    PgServer,
+    _create_database,
+    _drop_database,
+    free_port,
+    start_server,
+    stop_server,
+)
+from tests.oauth.idp import Provider
+
+pytestmark = pytest.mark.slow
+CHROMIUM = "/usr/bin/chromium"
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+SHOTS = os.environ.get("REGISTRY_SCREENSHOTS")
+SUPPORT = {
+    "name": "support-reply",
+    "title": "Support reply",
+    "description": "Answers a customer in the team's tone",
+    "tags": ["support"],
+    "arguments": [
+        {"name": "customer", "required": True, "description": "the customer's first name",
+         "pattern": "^[A-Z][a-z]+$"},
+        {"name": "tone", "enum": ["friendly", "formal"], "default": "friendly"},
+    ],
+    "messages": [{"role": "user", "text": "Write a {{tone}} reply to {{customer}}."}],
+    "commit_message": "first draft",
+}  # fmt: skip
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+HOSTILE = {
+    "name": "hostile",
+    "title": "<script>window.__xss = 1</script>",
+    "messages": [{"role": "user", "text": '<img src=x onerror="window.__xss = 2">'}],
+}
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@dataclass
+class Console:
+    server: LiveServer
+    provider: Provider
+    keys: dict[str, str]
+
+    def url(self, path: str) -> str:
+        return f"{self.server.url}/ui/acme{path}"
+
+
+@pytest.fixture(scope="module")
+def ports() -> tuple[int, int]:
+    return free_port(), free_port()
+
+
+@pytest.fixture(scope="module")
+def provider(
+    tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, int]
+) -> Iterator[Provider]:
+    console_client = {
+        "client_id": "prompt-registry-console", "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code"], "response_types": ["code"],
+        "redirect_uris": [f"http://127.0.0.1:{ports[0]}/ui/callback"],
+    }  # fmt: skip
+    idp = Provider(tmp_path_factory.mktemp("idp"), port=ports[1], clients=[console_client])
+    idp.start()
+    yield idp
+    idp.stop()
+
+
+@pytest.fixture(scope="module")
+async def console(
+    pg_server: PgServer, template_db: str, provider: Provider, ports: tuple[int, int]
+) -> AsyncIterator[Console]:
+    name = await _create_database(pg_server, template_db)
+    live = start_server(
+        {
+            "REGISTRY_DATABASE_URL": pg_server.plain_url(name),
+            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+            "REGISTRY_PUBLIC_URL": f"http://127.0.0.1:{ports[0]}",
+            "REGISTRY_OAUTH_ALLOW_PRIVATE_ISSUERS": "true",
+        },
+        port=ports[0],
+    )
+    try:
+        keys = _seed(live, provider)
+        yield Console(live, provider, keys)
+    finally:
+        stop_server(live)
+        await _drop_database(pg_server, name)
+
+
+def _seed(live: LiveServer, provider: Provider) -> dict[str, str]:
+    """Tenant acme: a key per role, two prompts and sixty more (more than a page), trusting the
+    provider (its prompt-publishers are publishers)."""
+    keys = live.tenant(
+        "acme", roles=("reader", "editor", "publisher", "admin"), prompts=[SUPPORT, HOSTILE]
+    )
+    for index in range(60):
+        body = {"name": f"faq-{index:02}", "messages": [{"role": "user", "text": f"FAQ {index}"}],
+                "tags": ["faq"]}  # fmt: skip
+        made = httpx.post(f"{live.url}/api/v1/tenants/acme/prompts", json=body, headers=OPERATOR)
+        assert made.status_code == 201, made.text
+    trusted = httpx.put(
+        f"{live.url}/api/v1/tenants/acme/issuers",
+        json={"issuers": [{"issuer": provider.issuer, "rules": [
+            {"claim": "groups", "equals": "prompt-publishers", "role": "publisher"}]}]},
+        headers=OPERATOR,
+    )  # fmt: skip
+    assert trusted.status_code == 200, trusted.text
+    return keys
+
+
+@pytest.fixture(scope="module")
+def browser(console: Console) -> Iterator[object]:
+    """Playwright's sync API runs its own loop in this thread: the live server (set up on the
+    tests' loop) comes first, and is torn down after the browser."""
+    del console
+    if not Path(CHROMIUM).is_file():
+        _unavailable("Debian's chromium is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )  # fmt: skip
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})  # type: ignore[attr-defined]
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def shot(page: object, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=False)  # type: ignore[attr-defined]
+
+
+def sign_in(page: object, console: Console, role: str) -> None:
+    page.goto(console.url("/prompts"))  # type: ignore[attr-defined]
+    assert "/login" in page.url  # type: ignore[attr-defined]
+    page.get_by_label("API key").fill(console.keys[role])  # type: ignore[attr-defined]
+    page.get_by_role("button", name="Sign in with the key").click()  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/ui/acme/prompts$"))  # type: ignore[attr-defined]
+
+
+# --- the tests ----------------------------------------------------------------------------------
+
+
+def test_sign_in_search_and_page(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "reader")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "registry_console")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+    assert console.keys["reader"] not in str(page.context.cookies())
+    storage = page.evaluate("JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
+    assert console.keys["reader"] not in storage
+    shot(page, "prompts")
+    rows = page.locator("tbody tr")
+    assert rows.count() == 50  # one page
+    page.get_by_role("link", name="Next page").click()
+    assert page.locator("tbody tr").count() == 12  # 62 prompts in all
+    page.get_by_label("Search").fill("team's tone")
+    page.get_by_role("button", name="Search").click()
+    assert page.locator("tbody tr").count() == 1
+    assert page.get_by_role("link", name="support-reply").is_visible()
+    page.get_by_label("Tag").fill("faq")
+    page.get_by_label("Search").fill("")
+    page.get_by_role("button", name="Search").click()
+    assert page.locator("tbody tr").count() == 50
+    # A reader sees no editing and no administration.
+    assert page.get_by_role("link", name="New prompt").count() == 0
+    assert page.get_by_role("link", name="API keys").count() == 0
+    page.goto(console.url("/keys"))
+    assert "needs the admin role" in page.content()
+
+
+def test_prompt_text_is_escaped_everywhere(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "reader")
+    page.get_by_label("Search").fill("hostile")
+    page.get_by_role("button", name="Search").click()
+    assert page.get_by_text("<script>window.__xss = 1</script>").is_visible()
+    page.goto(console.url("/prompts/hostile/versions/1"))
+    assert page.get_by_text('<img src=x onerror="window.__xss = 2">').is_visible()
+    page.goto(console.url("/prompts/hostile/preview"))
+    page.get_by_role("button", name="Render").click()
+    assert page.evaluate("window.__xss") is None
+    headers = httpx.get(console.url("/login")).headers
+    policy = headers["content-security-policy"]
+    assert "script-src 'self';" in policy and "unsafe-inline" not in policy
+    assert "frame-ancestors 'none'" in policy
+    assert headers["x-frame-options"] == "DENY"
+
+
+def test_edit_with_live_validation_then_save_and_conflict(
+    page, console: Console, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "editor")
+    page.goto(console.url("/prompts/support-reply/edit"))
+    editor = page.get_by_label(re.compile("^Prompt"))
+    text = editor.input_value()
+    editor.fill(text.replace("{{customer}}.", "{{#customer}}."))
+    status = page.locator("#check")
+    status.filter(has_text="line").wait_for()
+    assert "unclosed" in status.inner_text() or "close" in status.inner_text()
+    shot(page, "edit-error")
+    editor.fill(text.replace("{{customer}}.", "{{customer}} about {{order}}."))
+    status.filter(has_text="order").wait_for()  # an undeclared variable, named
+    editor.fill(text.replace("Write a", "Please write a"))
+    status.filter(has_text="✓ Valid").wait_for()
+    page.get_by_label("Commit message").fill("politer")
+    page.get_by_role("button", name="Save new version").click()
+    page.wait_for_url(re.compile("/prompts/support-reply"))
+    assert "version 2 written" in page.content()
+    assert page.get_by_role("cell", name="politer").is_visible()
+    # Two people edit version 2 at once: the second save is a conflict with the first's changes.
+    page.goto(console.url("/prompts/support-reply/edit"))
+    other = httpx.post(
+        f"{console.server.url}/api/v1/tenants/acme/prompts/support-reply/versions",
+        json={**{k: SUPPORT[k] for k in ("arguments", "title")},
+              "messages": [{"role": "user", "text": "Reply kindly to {{customer}}."}],
+              "commit_message": "someone else"},
+        headers={"Authorization": f"Bearer {console.keys['editor']}", "If-Match": '"2"'},
+    )  # fmt: skip
+    assert other.status_code == 201, other.text
+    editor = page.get_by_label(re.compile("^Prompt"))
+    editor.fill(editor.input_value().replace("Please write", "Kindly write"))
+    page.get_by_role("button", name="Save new version").click()
+    assert page.get_by_role("heading", name=re.compile("Someone saved version 3")).is_visible()
+    assert "Reply kindly to {{customer}}." in page.content()  # their change, shown
+    assert "Kindly write" in editor.input_value()  # my text, kept
+    shot(page, "conflict")
+    page.get_by_role("button", name="Save new version").click()  # on top of theirs, knowingly
+    page.wait_for_url(re.compile("/prompts/support-reply"))
+    assert "version 4 written" in page.content()
+    # An image message: uploaded as a blob, its message added to the text, shown on the version.
+    page.goto(console.url("/prompts/support-reply/edit"))
+    picture = tmp_path / "dot.png"
+    picture.write_bytes(base64.b64decode(PNG))
+    page.get_by_label("Add an image or audio message").set_input_files(str(picture))
+    page.locator("#check").filter(has_text="✓ Valid").wait_for()
+    assert "type: image" in page.get_by_label(re.compile("^Prompt")).input_value()
+    page.get_by_role("button", name="Save new version").click()
+    page.wait_for_url(re.compile("/prompts/support-reply"))
+    page.goto(console.url("/prompts/support-reply/versions/5"))
+    image = page.get_by_role("img", name="image 2")
+    image.wait_for()
+    assert image.evaluate("node => node.complete && node.naturalWidth") == 1
+
+
+def test_preview_form_and_diff(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "reader")
+    page.goto(console.url("/prompts/support-reply/preview?version=1"))
+    assert page.get_by_label("tone").input_value() == "friendly"  # the default, filled
+    assert page.get_by_label("tone").locator("option").count() == 2  # the enum, as choices
+    assert page.get_by_label(re.compile("customer")).get_attribute("pattern") == "^[A-Z][a-z]+$"
+    page.get_by_label(re.compile("customer")).fill("Ada")
+    page.get_by_label("tone").select_option("formal")
+    page.get_by_role("button", name="Render").click()
+    assert page.get_by_text("Write a formal reply to Ada.").is_visible()
+    shot(page, "preview")
+    page.goto(console.url("/prompts/support-reply/diff?a=1&b=2"))
+    assert page.get_by_text("+Please write a {{tone}} reply to {{customer}}.").is_visible()
+    assert page.get_by_role("heading", name="Version 1", exact=True).is_visible()
+    shot(page, "diff")
+
+
+def test_label_moves_refused_for_an_editor_done_by_a_publisher(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "editor")
+    page.goto(console.url("/prompts/support-reply"))
+    page.get_by_label("Move label").fill("production")
+    page.get_by_label("to version").fill("2")
+    page.get_by_role("button", name="Review the move").click()
+    assert "needs the publisher role" in page.content()
+    page.context.clear_cookies()
+    sign_in(page, console, "publisher")
+    page.goto(console.url("/prompts/support-reply"))
+    page.get_by_label("Move label").fill("production")
+    page.get_by_label("to version").fill("2")
+    page.get_by_role("button", name="Review the move").click()
+    assert page.get_by_role("heading", name=re.compile("Move production")).is_visible()
+    assert "It serves version 1 now." in page.content()
+    assert page.get_by_text("+Please write a {{tone}} reply to {{customer}}.").is_visible()
+    shot(page, "publish")
+    page.get_by_role("button", name="Move production").click()
+    page.wait_for_url(re.compile("/prompts/support-reply"))
+    assert "production now serves version 2" in page.content()
+    served = httpx.get(
+        f"{console.server.url}/api/v1/tenants/acme/prompts/support-reply/labels",
+        headers={"Authorization": f"Bearer {console.keys['reader']}"},
+    ).json()
+    assert served["production"] == 2
+
+
+def test_keys_are_created_once_and_revoked(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "admin")
+    page.get_by_role("link", name="API keys").click()
+    page.get_by_label("Name").fill("from the console")
+    page.get_by_label("Role").select_option("reader")
+    page.get_by_role("button", name="Create a key").click()
+    secret = page.get_by_label("Secret").input_value()
+    assert secret.startswith("prk_")
+    shot(page, "keys")
+    assert httpx.get(f"{console.server.url}/api/v1/tenants/acme/prompts",
+                     headers={"Authorization": f"Bearer {secret}"}).status_code == 200  # fmt: skip
+    page.goto(console.url("/keys"))
+    assert secret not in page.content()
+    page.get_by_role("button", name="Revoke from the console").click()
+    assert httpx.get(f"{console.server.url}/api/v1/tenants/acme/prompts",
+                     headers={"Authorization": f"Bearer {secret}"}).status_code == 403  # fmt: skip
+    page.get_by_role("link", name="Audit log").click()
+    page.get_by_label("Action").fill("key.revoke")
+    page.get_by_role("button", name="Filter").click()
+    assert page.locator("tbody tr").count() == 1
+    page.get_by_role("link", name="Connect a client").click()
+    assert f"{console.server.url}/mcp/acme" in page.content()
+
+
+def test_csrf_and_other_origins_are_refused(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "admin")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "registry_console")
+    jar = {"registry_console": cookie["value"]}
+    target = console.url("/keys")
+    no_token = httpx.post(target, data={"role": "admin"}, cookies=jar)
+    assert no_token.status_code == 403
+    assert "CSRF" in no_token.text
+    wrong = httpx.post(target, data={"role": "admin", "csrf": "guess"}, cookies=jar)
+    assert wrong.status_code == 403
+    token = page.locator("input[name=csrf]").first.get_attribute("value")
+    elsewhere = httpx.post(target, data={"role": "admin", "csrf": token}, cookies=jar,
+                           headers={"Origin": "https://evil.example"})  # fmt: skip
+    assert elsewhere.status_code == 403
+    assert "cross-origin" in elsewhere.text
+    same = httpx.post(target, data={"role": "reader", "csrf": token, "name": "csrf-ok"}, cookies=jar,
+                      headers={"Origin": console.server.url})  # fmt: skip
+    assert same.status_code == 200 and "csrf-ok" in same.text
+
+
+def test_sign_in_with_the_identity_provider(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    page.goto(console.url("/login"))
+    page.get_by_role("link", name=f"Sign in with {console.provider.issuer}").click()
+    page.locator("input[name=login]").fill("alice")
+    page.locator("input[name=password]").fill("anything")
+    page.locator("button[type=submit]").click()
+    page.locator("button[type=submit]").click()  # consent
+    page.wait_for_url(re.compile(r"/ui/acme/prompts$"))
+    assert page.get_by_text("acme · publisher").is_visible()
+    # A phone-sized screen still shows the list.
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.reload()
+    assert page.get_by_role("link", name="faq-00").is_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    shot(page, "phone")
+
+
+def test_keyboard_reaches_the_sign_in_form(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    page.goto(console.url("/login"))
+    for _ in range(6):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "key":
+            break
+    assert page.evaluate("document.activeElement.id") == "key"
+    page.keyboard.type(console.keys["reader"])
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/ui/acme/prompts$"))
+
+
+def test_settings_and_bad_input_answer_with_pages(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "admin")
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Instructions for MCP clients").fill("Prefer <b>short</b> prompts.")
+    page.get_by_role("button", name="Save settings").click()
+    assert page.get_by_text("Saved.").is_visible()
+    tenant = httpx.get(f"{console.server.url}/api/v1/tenants/acme", headers=OPERATOR).json()
+    assert tenant["instructions"] == "Prefer <b>short</b> prompts."
+    page.get_by_label("Default label").fill("NOT a label!")
+    page.get_by_role("button", name="Save settings").click()
+    assert page.locator(".error").is_visible()  # named, not a 500
+    for path, status in (
+        ("/prompts/nothing-here", 404),
+        ("/prompts/support-reply/versions/99999999999999999999", 404),
+        ("/prompts/support-reply/versions/abc", 404),
+        ("/prompts/support-reply/diff?a=1&b=999", 404),
+        ("/prompts/support-reply/preview?version=12345678", 404),
+    ):
+        answer = page.goto(console.url(path))
+        assert answer.status == status, (path, answer.status)
+        assert page.locator(".error").is_visible()
+    page.goto(console.url("/prompts"))
+    token = page.locator("input[name=csrf]").first.get_attribute("value")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "registry_console")
+    bad_yaml = httpx.post(console.url("/save"), cookies={"registry_console": cookie["value"]},
+                          data={"csrf": token, "name": "support-reply", "base": "1",
+                                "text": "messages: [unclosed"})  # fmt: skip
+    assert bad_yaml.status_code == 422
+    assert "invalid YAML" in bad_yaml.text
