@@ -306,7 +306,11 @@ class McpEndpoint:
             tenant, principal = scope.tenant, scope.principal
         if self.caches.enabled:
             directory.put_tenant(tenant, generation)
-            if credential is not None and principal.key_id is not None:
+            # Keys and tokens alike (a token's principal expires with it; a change of the tenant's
+            # keys, issuers or key switch drops them all through the 'auth' notification).
+            if credential is not None and (
+                principal.key_id is not None or principal.subject is not None
+            ):
                 directory.put_principal(credential, principal, generation)
         return tenant, principal
 

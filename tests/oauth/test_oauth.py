@@ -524,3 +524,26 @@ def test_issuer_commands(server: LiveServer) -> None:
     meta = httpx.get(f"{server.url}/.well-known/oauth-protected-resource/mcp/keys").json()
     assert meta["dev.prompt-registry/authentication"] == []
     assert registry("tenant", "api-keys", "keys", "on").returncode == 0
+
+
+def test_a_change_of_rules_reaches_tokens_a_worker_remembers(
+    server: LiveServer, provider: Provider
+) -> None:
+    """Token callers are remembered like keys; a change of the tenant's issuers drops them on
+    every worker when its notification arrives."""
+    import time
+
+    created = httpx.post(f"{server.url}/api/v1/tenants", json={"slug": "rules"}, headers=OPERATOR)
+    assert created.status_code == 201, created.text
+    base = f"{server.url}/api/v1/tenants/rules/issuers"
+    trusted = {"issuers": [{"issuer": provider.issuer, "rules": RULES}]}
+    assert httpx.put(base, json=trusted, headers=OPERATOR).status_code == 200
+    bob = provider.mint(resource(server, "rules"), subject="bob")  # a reader by his e-mail
+    for _ in range(3):  # the first checks the token, the next ones are remembered
+        assert mcp(server, "rules", bob).status_code == 200
+    narrower = {"issuers": [{"issuer": provider.issuer, "rules": RULES[:1]}]}  # groups only
+    assert httpx.put(base, json=narrower, headers=OPERATOR).status_code == 200
+    deadline = time.monotonic() + 10
+    while mcp(server, "rules", bob).status_code != 403:
+        assert time.monotonic() < deadline, "the rules' change never reached the remembered token"
+        time.sleep(0.05)
