@@ -1,7 +1,9 @@
-"""Run the benchmark: the registry (2 workers), the peers and the ceilings, side by side, one run.
+"""Run the benchmark: the registry, the peers and the ceilings, side by side, one run.
 
     python -m bench.run [--duration 10] [--warmup 20] [--connections 16,64] [--streams 1000,5000]
-                        [--out bench/results]
+                        [--workers 2] [--out bench/results]
+
+The registry and every peer run with the same number of uvicorn workers (--workers, 2 by default).
 
 Needs wrk (Debian: apt-get install wrk) and a seeded database (bench/seed) in REGISTRY_DATA_DIR (the
 embedded server) or REGISTRY_DATABASE_URL. Writes a JSON result and a Markdown table. Workloads:
@@ -117,7 +119,7 @@ def _ready(url: str, path: str) -> bool:
     return "result" in httpx.post(url + path, json=body, headers=headers, timeout=5).json()
 
 
-def uvicorn(factory: str) -> list[str]:
+def uvicorn(factory: str, workers: int) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -125,7 +127,7 @@ def uvicorn(factory: str) -> list[str]:
         factory,
         "--factory",
         "--workers",
-        "2",
+        str(workers),
         "--log-level",
         "warning",
         "--host",
@@ -276,7 +278,7 @@ def streams_per_worker(fanout_result: dict[str, Any]) -> dict[str, int]:
 
 
 def per_stream_kib(fanout_result: dict[str, Any]) -> float:
-    """Resident memory the open streams added, per stream, over both workers."""
+    """Resident memory the open streams added, per stream, over all the workers."""
     before, during = fanout_result["before_open"], fanout_result["while_open"]
     grown = sum(during[pid]["rss_kib"] - before[pid]["rss_kib"] for pid in during)
     streams = sum(streams_per_worker(fanout_result).values())
@@ -331,6 +333,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fanout-tenants", type=int, default=50)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--workers", type=int, default=2, help="uvicorn workers of the registry and of every peer"
+    )
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("bench/run needs wrk: apt-get install wrk")
@@ -342,6 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         fanout_tenants=args.fanout_tenants,
         peers=args.peers,
         out=args.out,
+        workers=args.workers,
     )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     (args.out / f"{stamp}.json").write_text(json.dumps(results, indent=2))
@@ -359,6 +365,7 @@ def run(
     fanout_tenants: int,
     peers: bool,
     out: Path,
+    workers: int = 2,
 ) -> dict[str, Any]:
     """Every workload, one after the other on the same machine; the results as one JSON value."""
     from registry.cli import attached_database
@@ -376,7 +383,7 @@ def run(
         print(f"{found:,} prompts/get targets", file=sys.stderr)
     rows: list[dict[str, Any]] = []
     token = secrets.token_urlsafe(32)  # this run's operator token: for the admin writes only
-    registry_cmd = [sys.executable, "-m", "registry", "serve", "--workers", "2"]
+    registry_cmd = [sys.executable, "-m", "registry", "serve", "--workers", str(workers)]
     # The fan-out opens thousands of streams from one address: lift the per-caller bounds.
     lifted = {
         "REGISTRY_OPERATOR_TOKEN": token,
@@ -384,8 +391,8 @@ def run(
         "REGISTRY_STREAMS_PER_TENANT": "100000",
     }
     with server(registry_cmd, lifted, "/readyz") as registry:
-        workers = worker_pids(registry.pid)
-        memory: dict[str, Any] = {"idle": {str(pid): rss_kib(pid) for pid in workers}}
+        pids = worker_pids(registry.pid)
+        memory: dict[str, Any] = {"idle": {str(pid): rss_kib(pid) for pid in pids}}
         env_url = os.environ.get("REGISTRY_DATABASE_URL")
         db = asyncio.run(db_ceiling(env_url or _embedded_url(settings), duration, 16))
         print(f"asyncpg ceiling: {db['rps']:,.0f}/s", file=sys.stderr)
@@ -411,7 +418,7 @@ def run(
                 "list",
                 walk_result["deep_cursor"] or "",
             )
-        memory["after reads"] = {str(pid): rss_kib(pid) for pid in workers}
+        memory["after reads"] = {str(pid): rss_kib(pid) for pid in pids}
         asyncio.run(prepare_writes(registry.url, token))
         for c in connections:
             measure = _measure(rows, registry.url, c, duration, warmup, "registry")
@@ -424,7 +431,7 @@ def run(
             def snapshot(port: int = port) -> dict[str, Any]:
                 return {
                     str(pid): {"rss_kib": rss_kib(pid), "connections": connections_of(pid, port)}
-                    for pid in workers
+                    for pid in pids
                 }
 
             result = asyncio.run(
@@ -439,7 +446,7 @@ def run(
             )
             fanouts.append(result)
             print(f"fan-out: {result}", file=sys.stderr)
-        memory["after streams closed"] = {str(pid): rss_kib(pid) for pid in workers}
+        memory["after streams closed"] = {str(pid): rss_kib(pid) for pid in pids}
     peer_targets = [("bare ASGI", "bench.peers:bare_app", "/mcp")]
     if peers:
         peer_targets = [
@@ -448,13 +455,14 @@ def run(
             *peer_targets,
         ]
     for name, factory, path in peer_targets:
-        with server(uvicorn(factory), {}, path, timeout=300) as peer:
+        with server(uvicorn(factory, workers), {}, path, timeout=300) as peer:
             for c in connections:
                 measure = _measure(rows, peer.url, c, duration, warmup, name)
                 measure("prompts/get (peer set)", "/mcp", "get", "1", str(PEER_PROMPTS), "peer")
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "workers": workers,
         "dataset": tenants,
         "duration_s": duration,
         "warmup_s": warmup,

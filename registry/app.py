@@ -25,7 +25,7 @@ from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
 from registry.config import Settings, get_settings
 from registry.console import routes as console
-from registry.db.engine import Database, listen_connection
+from registry.db.engine import Database, PoolSizes, listen_connection
 from registry.db.replicas import Replicas
 from registry.events.hub import Hub
 from registry.events.listener import ChangeFeed
@@ -109,11 +109,17 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
             "create_app needs REGISTRY_DATABASE_URL; `registry serve` sets it for the embedded server"
         )
 
+    sizes = (
+        PoolSizes.within(settings.db_worker_connections)
+        if settings.db_worker_connections is not None
+        else PoolSizes(settings.db_pool_size, settings.db_max_overflow, settings.db_pool_size)
+    )
     db = Database(
         dsn,
-        pool_size=settings.db_pool_size,
-        max_overflow=settings.db_max_overflow,
+        pool_size=sizes.orm,
+        max_overflow=sizes.overflow,
         pooled=settings.through_pooler,
+        read_pool_size=sizes.reads,
     )
     if settings.read_database_urls:
         db.replicas = Replicas(

@@ -25,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from registry import login, signing, sync
 from registry.config import Settings, SettingsError, load_settings
 from registry.db import backup as backups
+from registry.db import engine
 from registry.db import migrate as migrations
 from registry.db.embedded import EmbeddedError, EmbeddedPostgres
 from registry.db.engine import Database, enter_tenant
@@ -224,6 +225,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
     with contextlib.suppress(KeyboardInterrupt):
         url = registry.url(serve=True)
         os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
+        _size_pools(settings, url)
         if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # /metrics adds up every worker
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="registry-metrics-")
         uvicorn.run(
@@ -236,6 +238,32 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
             timeout_graceful_shutdown=10,
             limit_concurrency=settings.max_connections or _connection_budget(),
         )
+
+
+def _size_pools(settings: Settings, url: str) -> None:
+    """Give each worker its share of the server's connections (REGISTRY_DB_WORKER_CONNECTIONS, read
+    by every worker), unless the pools are sized by hand or a transaction pooler stands between, and
+    say so."""
+    if settings.db_worker_connections is None:
+        if (
+            settings.through_pooler
+            or {"db_pool_size", "db_max_overflow"} & settings.model_fields_set
+        ):
+            return
+        try:
+            each, limit, reserved = asyncio.run(engine.share_of(url, settings.workers))
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        os.environ["REGISTRY_DB_WORKER_CONNECTIONS"] = str(each)
+        where = f"max_connections {limit} ({reserved} reserved, {engine.SPARE_CONNECTIONS} spare)"
+    else:
+        each, where = settings.db_worker_connections, "REGISTRY_DB_WORKER_CONNECTIONS"
+    sizes = engine.PoolSizes.within(each)
+    click.echo(
+        f"connections: {settings.workers} worker(s) x {sizes.total} (pool {sizes.orm}, "
+        f"reads {sizes.reads}, listener 1), within {where}",
+        err=True,
+    )
 
 
 @main.command()

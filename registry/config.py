@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".registry")
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_max_overflow: int = Field(default=10, ge=0, le=200)
+    # The most connections one worker opens on the primary (its ORM pool, its hot-path read pool
+    # and its LISTEN connection). `registry serve` sets it from the server's max_connections and the
+    # worker count unless the pool sizes above are given; unset, they decide.
+    db_worker_connections: int | None = Field(default=None, ge=3, le=1000)
 
     # How `registry serve` listens.
     host: str = "127.0.0.1"

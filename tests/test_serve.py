@@ -43,6 +43,12 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path) -> Non
     finally:
         assert stop_serving(process) == 0
     assert not (data_dir / "pg" / "postmaster.pid").exists(), "PostgreSQL was left running"
+    # Each worker got its share of the embedded server's 200 connections, and it said so.
+    said = process.stderr.read() if process.stderr else ""
+    assert (
+        "connections: 2 worker(s) x 93 (pool 62, reads 30, listener 1), within max_connections 200"
+        in said
+    )
 
     port = free_port()
     process = serve_embedded(data_dir, port)
@@ -52,4 +58,12 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path) -> Non
         assert "kept" in listing.stdout
     finally:
         assert stop_serving(process) == 0
+    assert not (data_dir / "pg" / "postmaster.pid").exists()
+
+
+def test_serve_refuses_more_workers_than_the_server_has_connections_for(data_dir: Path) -> None:
+    env = {"REGISTRY_DATA_DIR": str(data_dir)}
+    refused = registry_command("serve", "--port", str(free_port()), "--workers", "64", env=env)
+    assert refused.returncode == 1
+    assert "64 workers cannot share the server's 200 connections" in refused.stderr
     assert not (data_dir / "pg" / "postmaster.pid").exists()

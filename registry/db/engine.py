@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -55,6 +56,54 @@ def _statement_name() -> str:
     return f"__registry_{uuid.uuid4().hex}__"
 
 
+SPARE_CONNECTIONS = 10  # kept free for the CLI, migrations, backups and a person with psql
+
+
+@dataclass(frozen=True)
+class PoolSizes:
+    """How one worker's connections to the primary are split."""
+
+    orm: int  # the SQLAlchemy pool (writes, REST, sessions, webhooks)
+    overflow: int
+    reads: int  # the plain asyncpg pool of the hot read path
+
+    @property
+    def total(self) -> int:
+        return self.orm + self.overflow + self.reads + 1  # and the LISTEN connection
+
+    @classmethod
+    def within(cls, connections: int) -> PoolSizes:
+        """At most ``connections`` in all: one listens, a third of the rest read, the others go
+        to the ORM (no overflow: a busy pool waits for a connection rather than failing)."""
+        rest = max(2, connections - 1)
+        reads = max(1, rest // 3)
+        return cls(orm=rest - reads, overflow=0, reads=reads)
+
+
+def per_worker(max_connections: int, reserved: int, workers: int) -> int:
+    """Each worker's share of what the server accepts, less its reserved and a spare few, so that
+    adding workers never takes the server past max_connections; ValueError when it cannot."""
+    budget = max_connections - reserved - SPARE_CONNECTIONS
+    each = budget // workers
+    if each < 3:
+        raise ValueError(
+            f"{workers} workers cannot share the server's {max_connections} connections "
+            f"({reserved} reserved, {SPARE_CONNECTIONS} kept spare): at least 3 each are needed; "
+            "use fewer workers or raise max_connections"
+        )
+    return each
+
+
+async def share_of(url: str, workers: int) -> tuple[int, int, int]:
+    """(each worker's connections, the server's max_connections, how many it reserves)."""
+    connection = await asyncpg.connect(**asyncpg_arguments(url))
+    try:
+        limit, reserved = await repo.connection_limits(connection)
+    finally:
+        await connection.close()
+    return per_worker(limit, reserved, workers), limit, reserved
+
+
 def make_engine(
     url: str, pool_size: int, max_overflow: int, pooled: bool, application_name: str = "registry"
 ) -> AsyncEngine:
@@ -90,14 +139,20 @@ async def make_read_pool(
 
 class Database:
     def __init__(
-        self, url: str, *, pool_size: int = 10, max_overflow: int = 10, pooled: bool = False
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        max_overflow: int = 10,
+        pooled: bool = False,
+        read_pool_size: int | None = None,
     ) -> None:
         """``pooled``: the URL goes through a transaction pooler (see pooler_safe_arguments)."""
         self.url = url
         self.pooled = pooled
         self.engine: AsyncEngine = make_engine(url, pool_size, max_overflow, pooled)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
-        self.pool_size = pool_size
+        self.pool_size = read_pool_size or pool_size
         # Read replicas (REGISTRY_READ_DATABASE_URLS), set by the app; None: the primary reads too.
         self.replicas: Replicas | None = None
         self._tokens: TokenCodec | None = None

@@ -134,3 +134,16 @@ async def oldest_change(session: AsyncSession, tenant_id: uuid.UUID) -> int | No
     )
     value = result.scalar_one_or_none()
     return int(value) if value is not None else None
+
+
+async def connection_limits(connection: asyncpg.Connection) -> tuple[int, int]:
+    """The server's max_connections and how many of them are reserved for superusers (and, from
+    PostgreSQL 16, for roles with pg_use_reserved_connections)."""
+    limit = int(await connection.fetchval("SELECT current_setting('max_connections')"))
+    reserved = int(
+        await connection.fetchval("SELECT current_setting('superuser_reserved_connections')")
+    )
+    extra = await connection.fetchval(
+        "SELECT setting FROM pg_settings WHERE name = 'reserved_connections'"
+    )
+    return limit, reserved + int(extra or 0)
