@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
+
+from registry.tenants import oauth
 
 DEFAULT_CLIENT_ID = "prompt-registry-cli"
 SCOPE = "prompts:read prompts:write"
@@ -112,13 +113,7 @@ def discover(http: httpx.Client, url: str, tenant: str) -> tuple[str, dict[str, 
             f"tenant {tenant!r} trusts no OAuth issuer: use an API key (REGISTRY_API_KEY)"
         )
     issuer = str(servers[0])
-    parts = urlsplit(issuer)
-    candidates = [
-        f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server"
-        f"{parts.path.rstrip('/')}",
-        f"{issuer.rstrip('/')}/.well-known/openid-configuration",
-    ]
-    for candidate in candidates:
+    for candidate in oauth.discovery_urls(issuer):
         answer = http.get(candidate)
         if answer.status_code == 200:
             metadata = _json(answer, f"the issuer's metadata at {candidate}")

@@ -13,7 +13,7 @@ import hashlib
 import json
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -34,7 +34,7 @@ from registry.console.sessions import (
     console_scope,
     open_session,
 )
-from registry.db.engine import Database, enter_tenant
+from registry.db.engine import Database
 from registry.db.pagination import PageRequest
 from registry.errors import (
     BadCsrf,
@@ -164,13 +164,10 @@ def _where(error: RegistryError) -> dict[str, Any]:
     return {k: error.detail[k] for k in ("field", "line", "column") if k in error.detail}
 
 
-def _page(request: Request, limit: int = PAGE) -> Callable[[Database], Awaitable[PageRequest]]:
-    async def make(db: Database) -> PageRequest:
-        return PageRequest(
-            limit=limit, cursor=request.query_params.get("cursor"), tokens=await db.tokens()
-        )
-
-    return make
+async def _page(request: Request, *, paged: bool = True) -> PageRequest:
+    """The page asked for (``?cursor=``), or the first one where a page has no paging links."""
+    cursor = request.query_params.get("cursor") if paged else None
+    return PageRequest(limit=PAGE, cursor=cursor, tokens=await _db(request).tokens())
 
 
 # --- signing in ---------------------------------------------------------------------------------
@@ -201,23 +198,17 @@ async def static(name: str) -> Response:
 
 @router.get("/{tenant}/login", response_class=HTMLResponse)
 async def login_page(tenant: str, request: Request) -> Response:
-    issuers: list[str] = []
-    db = _db(request)
-    async with db.app_tx() as session:
-        found = await tenants.find_tenant(session, tenant)
-        if found is not None:
-            await enter_tenant(session, found.id)
-            issuers = [i.issuer for i in await tenants.issuers(session, found.id)]
+    async with _db(request).app_tx() as session:
+        _, issuers = await tenants.trusted_issuers(session, tenant)
     return render(
         request, "login.html", issuers=issuers if _settings(request).public_url else [],
-        why=request.query_params.get("why"), next=_next(request, tenant), error=None,
+        why=request.query_params.get("why"), next=_next(request.query_params.get("next"), tenant), error=None,
     )  # fmt: skip
 
 
-def _next(request: Request, slug: str) -> str:
+def _next(wanted: str | None, slug: str) -> str:
     """Where to go after signing in: a console path of this tenant, nothing else."""
-    wanted = request.query_params.get("next") or ""
-    return wanted if wanted.startswith(f"/ui/{slug}/") else f"/ui/{slug}/prompts"
+    return wanted if wanted and wanted.startswith(f"/ui/{slug}/") else f"/ui/{slug}/prompts"
 
 
 def _signed_in(request: Request, slug: str, cookie: str, target: str) -> Response:
@@ -233,8 +224,7 @@ def _signed_in(request: Request, slug: str, cookie: str, target: str) -> Respons
 async def login_with_key(tenant: str, request: Request) -> Response:
     fields = await _form(request)
     key = fields.get("key", "").strip()
-    target = fields.get("next") or ""
-    target = target if target.startswith(f"/ui/{tenant}/") else f"/ui/{tenant}/prompts"
+    target = _next(fields.get("next"), tenant)
     if not key:
         return render(request, "login.html", 422, issuers=[], why=None, next=target,
                       error="paste an API key of this tenant")  # fmt: skip
@@ -270,11 +260,7 @@ async def login_oidc(tenant: str, request: Request) -> Response:
         raise InvalidInput("sign-in with an identity provider needs REGISTRY_PUBLIC_URL")
     issuer = request.query_params.get("issuer", "")
     async with _db(request).app_tx() as session:
-        found = await tenants.find_tenant(session, tenant)
-        trusted: list[str] = []
-        if found is not None:
-            await enter_tenant(session, found.id)
-            trusted = [i.issuer for i in await tenants.issuers(session, found.id)]
+        _, trusted = await tenants.trusted_issuers(session, tenant)
     if issuer not in trusted:
         raise Forbidden(f"tenant {tenant!r} does not trust the issuer {issuer!r}")
     metadata = await verifier.metadata(issuer)
@@ -293,7 +279,9 @@ async def login_oidc(tenant: str, request: Request) -> Response:
     })  # fmt: skip
     codec = await _db(request).tokens()
     pending = codec.issue(
-        "console-login", [], [tenant, issuer, state, code_verifier, _next(request, tenant)]
+        "console-login",
+        [],
+        [tenant, issuer, state, code_verifier, _next(request.query_params.get("next"), tenant)],
     )
     response = RedirectResponse(f"{endpoint}?{query}", status_code=303)
     response.set_cookie(
@@ -372,7 +360,7 @@ async def prompts_page(tenant: str, request: Request) -> Response:
     q = request.query_params
     filters = {k: q.get(k) or None for k in ("text", "tag", "label")}
     archived = q.get("archived") or ""
-    page = await _page(request)(_db(request))
+    page = await _page(request)
     async with _scope(request, "reader") as scope:
         found = await reading.list_prompts(
             scope.session, scope.tenant, page, archived=_flag(archived), **filters
@@ -387,14 +375,11 @@ async def prompts_page(tenant: str, request: Request) -> Response:
 
 @router.get("/{tenant}/prompts/{name}", response_class=HTMLResponse)
 async def prompt_page(tenant: str, name: str, request: Request) -> Response:
-    db = _db(request)
-    versions_page, history_page = await _page(request)(db), await _page(request)(db)
+    first = await _page(request, paged=False)  # the newest versions and label moves
     async with _scope(request, "reader") as scope:
         prompt = await reading.get_prompt(scope.session, scope.tenant, name)
-        versions = await reading.list_versions(scope.session, scope.tenant, name, versions_page)
-        history = await reading.label_history(
-            scope.session, scope.tenant, name, history_page, label=None
-        )
+        versions = await reading.list_versions(scope.session, scope.tenant, name, first)
+        history = await reading.label_history(scope.session, scope.tenant, name, first, label=None)
     return render(request, "prompt.html", scope=scope, prompt=prompt, versions=versions.items,
                   history=history.items, message=request.query_params.get("message"))  # fmt: skip
 
@@ -555,27 +540,27 @@ async def blob(tenant: str, sha256: str, request: Request) -> Response:
 
 @router.get("/{tenant}/prompts/{name}/preview", response_class=HTMLResponse)
 async def preview_page(tenant: str, name: str, request: Request) -> Response:
-    return await _preview(request, tenant, name, None)
+    return await _preview(request, tenant, name, None, _scope(request, "reader"))
 
 
 @router.post("/{tenant}/prompts/{name}/preview", response_class=HTMLResponse)
 async def preview(tenant: str, name: str, request: Request) -> Response:
     fields, scope = await _posted(request, "reader")
-    async with scope:
-        pass
     values = {
         k.removeprefix("arg:"): v for k, v in fields.items() if k.startswith("arg:") and v != ""
     }
-    return await _preview(request, tenant, name, values)
+    return await _preview(request, tenant, name, values, scope)
 
 
 async def _preview(
-    request: Request, tenant: str, name: str, values: dict[str, str] | None
+    request: Request, tenant: str, name: str, values: dict[str, str] | None, scope: Any
 ) -> Response:
+    """The form, and with ``values`` what it renders, in the one transaction of ``scope`` (a
+    POST's scope has checked its CSRF token)."""
     selector = request.query_params.get("label") or None
     version = _number(request.query_params.get("version"))
     result, error = None, None
-    async with _scope(request, "reader") as console:
+    async with scope as console:
         prompt = await reading.get_prompt(console.session, console.tenant, name)
         label = None if version else (selector or console.tenant.default_label)
         if label is not None and label not in prompt.labels:
@@ -751,7 +736,7 @@ async def save_settings(tenant: str, request: Request) -> Response:
 async def audit_page(tenant: str, request: Request) -> Response:
     q = request.query_params
     filters = {"action": q.get("action") or None, "target": q.get("target") or None}
-    page = await _page(request)(_db(request))
+    page = await _page(request)
     async with _scope(request, "admin") as console:
         found = await tenants.list_audit(console.session, console.tenant, page, **filters)
     more = None

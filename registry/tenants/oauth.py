@@ -104,7 +104,7 @@ def metadata_url(base_url: str, path: str) -> str | None:
     return f"{base_url.rstrip('/')}/.well-known/oauth-protected-resource{found.group(1)}"
 
 
-def _discovery_urls(issuer: str) -> list[str]:
+def discovery_urls(issuer: str) -> list[str]:
     """RFC 8414 (the well-known path inserted before the issuer's path), then OpenID Connect."""
     parts = urlsplit(issuer)
     origin, path = f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
@@ -254,7 +254,7 @@ class TokenVerifier:
         self.fetches += 1
         metadata: Any = None
         reasons = []
-        for url in _discovery_urls(issuer):
+        for url in discovery_urls(issuer):
             try:
                 metadata = await outbound.get_json(
                     url, seconds=FETCH_SECONDS, allow_private=self.allow_private

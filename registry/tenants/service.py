@@ -344,19 +344,24 @@ async def set_issuers(
     return await list_issuers(session, tenant)
 
 
+async def trusted_issuers(session: AsyncSession, slug: str) -> tuple[Tenant | None, list[str]]:
+    """In an application transaction: the tenant named ``slug`` (entered) and the issuers it
+    trusts; (None, []) for a tenant that does not exist."""
+    tenant = await find_tenant(session, slug)
+    if tenant is None:
+        return None, []
+    await enter_tenant(session, tenant.id)
+    return tenant, [i.issuer for i in await repo.issuers_of(session, tenant.id)]
+
+
 async def resource_metadata(
     session: AsyncSession, slug: str, resource: str, *, scopes: Sequence[str]
 ) -> ResourceMetadata:
     """The protected resource metadata of a tenant's ``resource`` (in an application transaction).
     A tenant that does not exist reads as one that trusts no issuer and takes no key, so the
     document cannot tell which tenants exist."""
-    tenant = await find_tenant(session, slug)
-    trusted: list[str] = []
-    keys = False
-    if tenant is not None:
-        await enter_tenant(session, tenant.id)
-        trusted = [i.issuer for i in await repo.issuers_of(session, tenant.id)]
-        keys = tenant.api_keys
+    tenant, trusted = await trusted_issuers(session, slug)
+    keys = tenant is not None and tenant.api_keys
     ways = (["oauth"] if trusted else []) + (["api_key"] if keys else [])
     if trusted:
         how = "OAuth access tokens" + (" or API keys" if keys else "")
