@@ -213,7 +213,7 @@ class Listing:
 
 async def listing(
     caches: McpCaches,
-    tx: LazyTx,
+    db: Database,
     tenant: Tenant,
     label: str,
     *,
@@ -227,18 +227,18 @@ async def listing(
         return found
     generation = caches.listings.generation(tenant.id)
     page, more = await reading.served_page(
-        await tx.session(), tenant, label, after=after, limit=limit
+        await db.read_pool(tenant.id), tenant, label, after=after, limit=limit
     )
-    encoded = orjson.dumps([shaping.prompt_entry(revision, p) for p in page])
+    encoded = orjson.dumps(shaping.prompt_entries(revision, page))
     made = Listing(orjson.Fragment(encoded), len(encoded), page[-1].name if page else None, more)
     if caches.enabled:
         caches.listings.put(tenant.id, key, made, generation)
     return made
 
 
-async def served_count(caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str) -> int:
+async def served_count(caches: McpCaches, db: Database, tenant: Tenant, label: str) -> int:
     if not caches.enabled:
-        return await reading.served_count(await tx.session(), tenant, label)
+        return await reading.served_count(await db.read_pool(tenant.id), tenant, label)
     key = ("count", label)
     found = caches.counts.get(tenant.id, key)
     if found is MISSING:
@@ -246,7 +246,7 @@ async def served_count(caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str
         found = caches.counts.put(
             tenant.id,
             key,
-            await reading.served_count(await tx.session(), tenant, label),
+            await reading.served_count(await db.read_pool(tenant.id), tenant, label),
             generation,
         )
     return int(found)

@@ -174,13 +174,13 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         after = None
-        count = await caching.served_count(call.caches, call.tx, call.tenant, call.label)
+        count = await caching.served_count(call.caches, call.db, call.tenant, call.label)
         if count == 0:
             await reading.check_label(await call.tx.session(), call.tenant, call.label)
         size = page_size(call, count)
     listed = await caching.listing(
         call.caches,
-        call.tx,
+        call.db,
         call.tenant,
         call.label,
         after=after,

@@ -12,7 +12,7 @@ from registry.content.kinds import kind_of
 from registry.db.models import Tenant
 from registry.mcp.protocol import since
 from registry.naming import META_ARGUMENTS
-from registry.prompts.reading import ServedPrompt
+from registry.prompts.reading import ServedArgument, ServedPrompt
 from registry.prompts.schemas import DeclaredArgument
 
 _ICON = (
@@ -49,19 +49,26 @@ def server_info(
     return info
 
 
-def prompt_entry(revision: str, prompt: ServedPrompt) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": prompt.name}
-    if prompt.title and since(revision, "2025-06-18"):
-        entry["title"] = prompt.title
-    if prompt.description:
-        entry["description"] = prompt.description
-    if prompt.arguments:
-        entry["arguments"] = [_argument(revision, a) for a in prompt.arguments]
-    if prompt.icons and since(revision, "2025-11-25"):
-        entry["icons"] = prompt.icons
-    if prompt.arguments and since(revision, "2025-06-18"):  # Prompt has _meta from 2025-06-18
-        entry["_meta"] = {META_ARGUMENTS: argument_schema(prompt.arguments)}
-    return entry
+def prompt_entries(revision: str, prompts: Iterable[ServedPrompt]) -> list[dict[str, Any]]:
+    """prompts/list entries as ``revision`` carries them (what the revision defines is decided once
+    per page, not once per entry: an uncached page shapes up to a few thousand)."""
+    titles = since(revision, "2025-06-18")  # titles, and Prompt._meta, from 2025-06-18
+    icons = since(revision, "2025-11-25")
+    entries = []
+    for prompt in prompts:
+        entry: dict[str, Any] = {"name": prompt.name}
+        if prompt.title and titles:
+            entry["title"] = prompt.title
+        if prompt.description:
+            entry["description"] = prompt.description
+        if prompt.arguments:
+            entry["arguments"] = [_argument(a, titles) for a in prompt.arguments]
+        if prompt.icons and icons:
+            entry["icons"] = prompt.icons
+        if prompt.arguments and titles:
+            entry["_meta"] = {META_ARGUMENTS: argument_schema(prompt.arguments)}
+        entries.append(entry)
+    return entries
 
 
 def argument_schema(
@@ -93,9 +100,9 @@ def argument_schema(
     return {"type": "object", "properties": properties, "required": required}
 
 
-def _argument(revision: str, argument: Any) -> dict[str, Any]:
+def _argument(argument: ServedArgument, titles: bool) -> dict[str, Any]:
     shaped: dict[str, Any] = {"name": argument.name, "required": argument.required}
-    if argument.title and since(revision, "2025-06-18"):
+    if argument.title and titles:
         shaped["title"] = argument.title
     if argument.description:
         shaped["description"] = argument.description

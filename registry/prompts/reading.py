@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import Prompt, PromptArgument, PromptMessage, PromptVersion, Tenant
@@ -235,8 +235,10 @@ async def check_label(session: AsyncSession, tenant: Tenant, label: str) -> None
 # --- what a label serves ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ServedArgument:
+class ServedArgument(NamedTuple):
+    """An argument as a served version declares it. Named tuples, not dataclasses: a page builds a
+    few thousand of them, and a tuple is made in a fraction of a frozen dataclass's time."""
+
     name: str
     title: str | None
     description: str | None
@@ -247,8 +249,7 @@ class ServedArgument:
     max_length: int | None = None
 
 
-@dataclass(frozen=True)
-class ServedPrompt:
+class ServedPrompt(NamedTuple):
     """A prompt as a label serves it (the MCP layer shapes it for each protocol revision)."""
 
     name: str
@@ -260,40 +261,27 @@ class ServedPrompt:
 
 
 async def served_page(
-    session: AsyncSession, tenant: Tenant, label: str, *, after: str | None, limit: int
+    reads: asyncpg.Pool | AsyncSession,
+    tenant: Tenant,
+    label: str,
+    *,
+    after: str | None,
+    limit: int,
 ) -> tuple[list[ServedPrompt], bool]:
-    """One page of what ``label`` serves, by name, and whether more may follow."""
-    rows = await repo.served_page(session, tenant.id, label, after=after, limit=limit + 1)
-    rows, more = rows[:limit], len(rows) > limit
-    arguments = await repo.arguments_of(session, tenant.id, [(r[1], r[2]) for r in rows])
+    """One page of what ``label`` serves, by name, and whether more may follow: one round trip, on
+    the hot path's plain pool or inside a tenant transaction."""
+    rows = await repo.served_page(reads, tenant.id, label, after=after, limit=limit + 1)
     page = [
         ServedPrompt(
-            name=name,
-            version=number,
-            title=row.title,
-            description=row.description,
-            icons=row.icons,
-            arguments=[
-                ServedArgument(
-                    a.name,
-                    a.title,
-                    a.description,
-                    a.required,
-                    a.default,
-                    a.enum,
-                    a.pattern,
-                    a.max_length,
-                )
-                for a in arguments[(prompt_id, number)]
-            ],
+            name, number, title, description, icons, [ServedArgument(*a) for a in arguments or ()]
         )
-        for name, prompt_id, number, row in rows
+        for name, number, title, description, icons, arguments in rows[:limit]
     ]
-    return page, more
+    return page, len(rows) > limit
 
 
-async def served_count(session: AsyncSession, tenant: Tenant, label: str) -> int:
-    return await repo.served_count(session, tenant.id, label)
+async def served_count(reads: asyncpg.Pool | AsyncSession, tenant: Tenant, label: str) -> int:
+    return await repo.served_count(reads, tenant.id, label)
 
 
 async def labels_changed(

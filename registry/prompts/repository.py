@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import asyncpg
+import orjson
 from sqlalchemy import (
     UUID,
     Integer,
@@ -636,40 +637,30 @@ async def blob_data(
 # --- serving (MCP) ----------------------------------------------------------------------------
 
 
+_SERVED_PAGE = "SELECT registry_served_page_v1($1, $2, $3, $4)"
+_SERVED_COUNT = "SELECT registry_served_count_v1($1, $2)"
+
+
 async def served_page(
-    session: AsyncSession, tenant_id: uuid.UUID, label: str, *, after: str | None, limit: int
-) -> Sequence[tuple[str, uuid.UUID, int, PromptVersion]]:
-    """One keyset page of the prompts a label serves, by name: (name, prompt id, version, version row).
+    reads: asyncpg.Pool | AsyncSession,
+    tenant_id: uuid.UUID,
+    label: str,
+    *,
+    after: str | None,
+    limit: int,
+) -> list[list[Any]]:
+    """One keyset page of the prompts a label serves, by name, in one round trip: rows of
+    ``[name, version, title, description, icons, arguments]`` (each argument ``[name, title,
+    description, required, default, enum, pattern, max_length]``, or None when there are none).
 
     Driven by the (tenant_id, label, prompt_name) index, so a deep page costs what the first does."""
-    query = (
-        select(Label.prompt_name, Label.prompt_id, Label.version, PromptVersion)
-        .join(Prompt, and_(Prompt.tenant_id == Label.tenant_id, Prompt.id == Label.prompt_id))
-        .join(
-            PromptVersion,
-            and_(
-                PromptVersion.tenant_id == Label.tenant_id,
-                PromptVersion.prompt_id == Label.prompt_id,
-                PromptVersion.version == Label.version,
-            ),
-        )
-        .where(Label.tenant_id == tenant_id, Label.label == label, Prompt.archived_at.is_(None))
-        .order_by(Label.prompt_name)
-        .limit(limit)
-    )
-    if after is not None:
-        query = query.where(Label.prompt_name > after)
-    return [(r[0], r[1], r[2], r[3]) for r in (await session.execute(query)).all()]
+    raw = await (await _driver(reads)).fetchval(_SERVED_PAGE, tenant_id, label, after, limit)
+    rows: list[list[Any]] = orjson.loads(raw) if isinstance(raw, str) else raw
+    return rows
 
 
-async def served_count(session: AsyncSession, tenant_id: uuid.UUID, label: str) -> int:
-    result = await session.execute(
-        select(func.count())
-        .select_from(Label)
-        .join(Prompt, and_(Prompt.tenant_id == Label.tenant_id, Prompt.id == Label.prompt_id))
-        .where(Label.tenant_id == tenant_id, Label.label == label, Prompt.archived_at.is_(None))
-    )
-    return int(result.scalar_one())
+async def served_count(reads: asyncpg.Pool | AsyncSession, tenant_id: uuid.UUID, label: str) -> int:
+    return int(await (await _driver(reads)).fetchval(_SERVED_COUNT, tenant_id, label))
 
 
 async def arguments_of(

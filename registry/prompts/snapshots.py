@@ -34,7 +34,7 @@ async def served_page(
 ) -> tuple[list[dict[str, Any]], bool]:
     rows = await repo.served_page(session, tenant.id, label, after=after, limit=limit + 1)
     records = []
-    for name, *_ in rows[:limit]:
+    for name, *_ in rows[:limit]:  # names only: each record is read whole below
         record = await served_record(session, tenant, label, name)
         if record is not None:
             records.append(record)

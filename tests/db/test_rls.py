@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 
 import asyncpg
@@ -41,7 +42,7 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
         ("INSERT INTO prompt_partials (tenant_id, prompt_id, version, ref, child_name, child_prompt_id, "
          "child_version) VALUES ($1, $2, 1, 'p@1', 'p', $2, 1)", (tenant_id, prompt_id)),
         ("INSERT INTO labels (tenant_id, prompt_id, label, prompt_name, version, updated_by) "
-         "VALUES ($1, $2, 'production', 'p', 1, 'test')", (tenant_id, prompt_id)),
+         "VALUES ($1, $2, 'production', $3, 1, 'test')", (tenant_id, prompt_id, f"{slug}-prompt")),
         ("INSERT INTO label_history (tenant_id, prompt_id, label, to_version, actor) "
          "VALUES ($1, $2, 'production', 1, 'test')", (tenant_id, prompt_id)),
         ("INSERT INTO change_log (tenant_id, seq, kind) VALUES ($1, 0, 'test')", (tenant_id,)),
@@ -195,3 +196,24 @@ async def test_served_version_function_runs_as_the_app_role_inside_its_tenant(
             == 0
         )
     assert await superuser.fetchval("SELECT count(*) FROM prompts") == 2
+
+
+async def test_served_page_and_count_functions_read_only_their_tenant(
+    superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    alpha, bravo = two_tenants
+    for tenant, name in ((alpha, "alpha-prompt"), (bravo, "bravo-prompt")):
+        page = json.loads(
+            await superuser.fetchval(
+                "SELECT registry_served_page_v1($1, 'production', NULL, 10)::text", tenant
+            )
+        )
+        assert [row[:2] for row in page] == [[name, 1]]
+        assert page[0][5][0][0] == "topic"  # the served version's first argument, by name
+        count = "SELECT registry_served_count_v1($1, 'production')"
+        assert await superuser.fetchval(count, tenant) == 1
+    # Keyset: nothing after the last name; a label nobody has serves nothing.
+    after = "SELECT registry_served_page_v1($1, 'production', 'alpha-prompt', 10)::text"
+    assert await superuser.fetchval(after, alpha) == "[]"
+    nothing = "SELECT registry_served_page_v1($1, 'nobody', NULL, 10)::text"
+    assert await superuser.fetchval(nothing, alpha) == "[]"
