@@ -20,17 +20,21 @@ async def record_audit(
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
 ) -> None:
-    await repo.insert_audit(
-        session,
-        tenant_id=tenant_id,
-        actor=actor,
-        action=action,
-        target=target,
-        before=before,
-        after=after,
+    """Queue an audit row; the transaction appends it, with the change-log rows, in the one statement
+    it runs just before it commits (rolled back with everything else when the transaction fails)."""
+    session.info.setdefault(_PENDING_AUDIT, []).append(
+        {
+            "tenant_id": tenant_id,
+            "actor": actor,
+            "action": action,
+            "target": target,
+            "before": before,
+            "after": after,
+        }
     )
 
 
+_PENDING_AUDIT = "registry_pending_audit"
 _PENDING = "registry_pending_changes"
 
 
@@ -59,9 +63,11 @@ async def flush_changes(session: AsyncSession) -> list[int]:
 
 
 async def append_pending(session: AsyncSession) -> list[tuple[uuid.UUID, int]]:
-    """``flush_changes``, with the tenant of each sequence number."""
-    pending = session.info.pop(_PENDING, None)
-    if not pending:
+    """``flush_changes``, with the tenant of each sequence number; queued audit rows go with them,
+    in the same statement."""
+    audit = session.info.pop(_PENDING_AUDIT, None) or []
+    changes = session.info.pop(_PENDING, None) or []
+    if not audit and not changes:
         return []
     # Stamped at the moment of appending, i.e. just before the commit (not the transaction's start).
-    return await repo.append_changes(session, pending)
+    return await repo.append_journal(session, audit, changes)

@@ -8,11 +8,12 @@ import uuid
 from typing import Any
 
 import asyncpg
-from sqlalchemy import func, insert, select, text
+import orjson
+from sqlalchemy import UUID, BigInteger, column, func, select, text
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from registry.db.models import AuditLog, ChangeLog, RegistrySecret
+from registry.db.models import ChangeLog, RegistrySecret
 
 # One round trip: drop to the application role and set the tenant, both for this transaction only.
 _ENTER_TENANT = text(
@@ -90,18 +91,38 @@ async def read_secret(session: AsyncSession, name: str) -> bytes:
     return bytes(result.scalar_one())
 
 
-async def insert_audit(session: AsyncSession, **values: Any) -> None:
-    await session.execute(insert(AuditLog).values(**values))
+_APPEND_JOURNAL = text(
+    """
+    WITH audit AS (
+        INSERT INTO audit_log (tenant_id, actor, action, target, before, after)
+        SELECT (a.row->>'tenant_id')::uuid, a.row->>'actor', a.row->>'action', a.row->>'target',
+               nullif(a.row->'before', 'null'), nullif(a.row->'after', 'null')
+          FROM jsonb_array_elements(CAST(:audit AS jsonb)) WITH ORDINALITY AS a(row, n)
+         ORDER BY a.n
+    )
+    INSERT INTO change_log (tenant_id, seq, kind, prompt_id, label, created_at)
+    SELECT (c.row->>'tenant_id')::uuid, 0, c.row->>'kind', (c.row->>'prompt_id')::uuid,
+           c.row->>'label', clock_timestamp()
+      FROM jsonb_array_elements(CAST(:changes AS jsonb)) WITH ORDINALITY AS c(row, n)
+     ORDER BY c.n
+    RETURNING tenant_id, seq
+    """
+).columns(column("tenant_id", UUID()), column("seq", BigInteger()))
 
 
-async def append_changes(
-    session: AsyncSession, rows: list[dict[str, Any]]
+def _json(rows: list[dict[str, Any]]) -> str:
+    return orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS).decode()  # ids: any UUID
+
+
+async def append_journal(
+    session: AsyncSession, audit: list[dict[str, Any]], changes: list[dict[str, Any]]
 ) -> list[tuple[uuid.UUID, int]]:
-    """Append change-log rows (a trigger numbers them per tenant and NOTIFYs on commit), stamped
-    with the moment of appending; returns (tenant, sequence number) of each."""
-    stamped = [{**row, "created_at": func.clock_timestamp()} for row in rows]
+    """Append audit rows and change-log rows in one statement, compiled once (the rows travel as two
+    JSON arrays): the change-log rows are stamped with the moment of appending and numbered per
+    tenant by a trigger that NOTIFYs on commit. Returns (tenant, sequence number) of each change."""
     result = await session.execute(
-        insert(ChangeLog).values(stamped).returning(ChangeLog.tenant_id, ChangeLog.seq)
+        _APPEND_JOURNAL,
+        {"audit": _json(audit), "changes": _json(changes)},
     )
     return sorted(((row.tenant_id, int(row.seq)) for row in result), key=lambda pair: pair[1])
 
