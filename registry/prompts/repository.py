@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import orjson
 from sqlalchemy import (
     UUID,
     Integer,
+    Table,
     Text,
     and_,
     column,
@@ -204,6 +205,12 @@ async def list_prompts(
 # --- versions ---------------------------------------------------------------------------------
 
 
+# The tables under the child rows of a version, for Core inserts.
+_ARGUMENT_ROWS = cast(Table, PromptArgument.__table__)
+_MESSAGE_ROWS = cast(Table, PromptMessage.__table__)
+_PARTIAL_ROWS = cast(Table, PromptPartial.__table__)
+
+
 async def insert_version(
     session: AsyncSession,
     *,
@@ -224,15 +231,19 @@ async def insert_version(
             .returning(PromptVersion)
         )
     ).scalar_one()
+    # The child rows through the tables (Core executemany), not the ORM's bulk insert: compiled
+    # once and cached, with none of the ORM's per-row bookkeeping (nothing reads them as objects).
     if arguments:
         await session.execute(
-            insert(PromptArgument), [{**key, "position": i, **a} for i, a in enumerate(arguments)]
+            insert(_ARGUMENT_ROWS),
+            [{**key, "position": i, **a} for i, a in enumerate(arguments)],
         )
     await session.execute(
-        insert(PromptMessage), [{**key, "position": i, **m} for i, m in enumerate(messages)]
+        insert(_MESSAGE_ROWS),
+        [{**key, "position": i, **m} for i, m in enumerate(messages)],
     )
     if partials:
-        await session.execute(insert(PromptPartial), [{**key, **p} for p in partials])
+        await session.execute(insert(_PARTIAL_ROWS), [{**key, **p} for p in partials])
     return row
 
 
