@@ -14,6 +14,7 @@ table (median of the rounds, and the spread of requests/s).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import statistics
 import sys
@@ -40,9 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("bench/servers needs wrk: apt-get install wrk")
-    try:
-        import granian as _granian  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("granian") is None:
         sys.exit("bench/servers needs granian: pip install granian")
     from registry.cli import attached_database
 
