@@ -51,7 +51,7 @@ from registry.db.models import (
 
 # --- serving ----------------------------------------------------------------------------------
 
-_SERVED_VERSION = "SELECT registry_served_version_v2($1, $2, $3, $4)"
+_SERVED_VERSION = "SELECT registry_served_version_v3($1, $2, $3, $4)"
 
 
 async def _driver(reads: asyncpg.Pool | AsyncSession) -> Any:

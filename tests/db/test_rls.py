@@ -217,3 +217,33 @@ async def test_served_page_and_count_functions_read_only_their_tenant(
     assert await superuser.fetchval(after, alpha) == "[]"
     nothing = "SELECT registry_served_page_v1($1, 'nobody', NULL, 10)::text"
     assert await superuser.fetchval(nothing, alpha) == "[]"
+
+
+async def test_served_version_v3_answers_as_v2_did(
+    superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    """v3 walks partial locks only when a version has some: the seeded version has one (a lock on
+    itself, bounded by the walk's depth), so both branches are compared with v2."""
+    alpha, _ = two_tenants
+    for name, label, version in (
+        ("alpha-prompt", "production", None),
+        ("alpha-prompt", "nowhere", None),
+        ("alpha-prompt", "production", 1),
+        ("nobody", "production", None),
+    ):
+        answers = [
+            json.loads(
+                await superuser.fetchval(
+                    f"SELECT registry_served_version_{v}($1, $2, $3, $4)::text",
+                    alpha, name, label, version,
+                )
+            )
+            for v in ("v2", "v3")
+        ]  # fmt: skip
+        assert answers[0] == answers[1], (name, label, version)
+    found = json.loads(
+        await superuser.fetchval(
+            "SELECT registry_served_version_v3($1, 'alpha-prompt', 'production', NULL)::text", alpha
+        )
+    )
+    assert found["locks"] and found["sources"], found
