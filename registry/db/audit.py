@@ -52,7 +52,7 @@ def record_change(
     that row until commit: done last, it serialises a tenant's writers only for their commits.
     """
     session.info.setdefault(_PENDING, []).append(
-        {"tenant_id": tenant_id, "kind": kind, "prompt_id": prompt_id, "label": label, "seq": 0}
+        {"tenant_id": tenant_id, "kind": kind, "prompt_id": prompt_id, "label": label}
     )
 
 

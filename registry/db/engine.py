@@ -152,7 +152,7 @@ class Database:
         self.pooled = pooled
         self.engine: AsyncEngine = make_engine(url, pool_size, max_overflow, pooled)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
-        self.pool_size = read_pool_size or pool_size
+        self.read_pool_size = read_pool_size or pool_size  # the hot path's plain pool
         # Read replicas (REGISTRY_READ_DATABASE_URLS), set by the app; None: the primary reads too.
         self.replicas: Replicas | None = None
         self._tokens: TokenCodec | None = None
@@ -170,7 +170,7 @@ class Database:
                 self._reads_opening = asyncio.Lock()
             async with self._reads_opening:
                 if self._reads is None:
-                    self._reads = await make_read_pool(self.url, self.pool_size, self.pooled)
+                    self._reads = await make_read_pool(self.url, self.read_pool_size, self.pooled)
         return self._reads
 
     async def read_pool(self, tenant_id: uuid.UUID) -> asyncpg.Pool:
