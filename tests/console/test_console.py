@@ -290,6 +290,10 @@ def test_preview_form_and_diff(page, console: Console) -> None:  # type: ignore[
     assert page.get_by_text("+Please write a {{tone}} reply to {{customer}}.").is_visible()
     assert page.get_by_role("heading", name="Version 1", exact=True).is_visible()
     shot(page, "diff")
+    # Version 3 (written through the API by "someone else") has no description: said as such.
+    page.goto(console.url("/prompts/support-reply/diff?a=2&b=3"))
+    removed = page.get_by_text("description: Answers a customer in the team's tone → (none)")
+    assert removed.is_visible()
 
 
 def test_label_moves_refused_for_an_editor_done_by_a_publisher(page, console: Console) -> None:  # type: ignore[no-untyped-def]
