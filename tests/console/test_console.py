@@ -9,6 +9,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -29,6 +30,9 @@ pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 SHOTS = os.environ.get("REGISTRY_SCREENSHOTS")
+# Where a write redirects: the prompt page with its note. The form it came from matches a looser
+# pattern already, so waiting on one would return before the write is done.
+DONE = re.compile(r"/ui/acme/prompts/support-reply\?message=")
 SUPPORT = {
     "name": "support-reply",
     "title": "Support reply",
@@ -164,6 +168,14 @@ def shot(page: object, name: str) -> None:
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=False)  # type: ignore[attr-defined]
 
 
+def expect(target: object) -> Any:
+    """Playwright's web-first assertions: each waits for the page to show what it checks (a click
+    that submits a form returns before the answer is on the page)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(target)  # type: ignore[call-overload]
+
+
 def sign_in(page: object, console: Console, role: str) -> None:
     page.goto(console.url("/prompts"))  # type: ignore[attr-defined]
     assert "/login" in page.url  # type: ignore[attr-defined]
@@ -186,15 +198,15 @@ def test_sign_in_search_and_page(page, console: Console) -> None:  # type: ignor
     rows = page.locator("tbody tr")
     assert rows.count() == 50  # one page
     page.get_by_role("link", name="Next page").click()
-    assert page.locator("tbody tr").count() == 12  # 62 prompts in all
+    expect(rows).to_have_count(12)  # 62 prompts in all
     page.get_by_label("Search").fill("team's tone")
     page.get_by_role("button", name="Search").click()
-    assert page.locator("tbody tr").count() == 1
-    assert page.get_by_role("link", name="support-reply").is_visible()
+    expect(rows).to_have_count(1)
+    expect(page.get_by_role("link", name="support-reply")).to_be_visible()
     page.get_by_label("Tag").fill("faq")
     page.get_by_label("Search").fill("")
     page.get_by_role("button", name="Search").click()
-    assert page.locator("tbody tr").count() == 50
+    expect(rows).to_have_count(50)
     # A reader sees no editing and no administration.
     assert page.get_by_role("link", name="New prompt").count() == 0
     assert page.get_by_role("link", name="API keys").count() == 0
@@ -206,11 +218,12 @@ def test_prompt_text_is_escaped_everywhere(page, console: Console) -> None:  # t
     sign_in(page, console, "reader")
     page.get_by_label("Search").fill("hostile")
     page.get_by_role("button", name="Search").click()
-    assert page.get_by_text("<script>window.__xss = 1</script>").is_visible()
+    expect(page.get_by_text("<script>window.__xss = 1</script>")).to_be_visible()
     page.goto(console.url("/prompts/hostile/versions/1"))
-    assert page.get_by_text('<img src=x onerror="window.__xss = 2">').is_visible()
+    expect(page.get_by_text('<img src=x onerror="window.__xss = 2">')).to_be_visible()
     page.goto(console.url("/prompts/hostile/preview"))
     page.get_by_role("button", name="Render").click()
+    expect(page.get_by_role("heading", name="What prompts/get returns")).to_be_visible()
     assert page.evaluate("window.__xss") is None
     headers = httpx.get(console.url("/login")).headers
     policy = headers["content-security-policy"]
@@ -237,9 +250,9 @@ def test_edit_with_live_validation_then_save_and_conflict(
     status.filter(has_text="✓ Valid").wait_for()
     page.get_by_label("Commit message").fill("politer")
     page.get_by_role("button", name="Save new version").click()
-    page.wait_for_url(re.compile("/prompts/support-reply"))
+    page.wait_for_url(DONE)  # the prompt page with its note, not the form still shown
     assert "version 2 written" in page.content()
-    assert page.get_by_role("cell", name="politer").is_visible()
+    expect(page.get_by_role("cell", name="politer")).to_be_visible()
     # Two people edit version 2 at once: the second save is a conflict with the first's changes.
     page.goto(console.url("/prompts/support-reply/edit"))
     other = httpx.post(
@@ -253,12 +266,12 @@ def test_edit_with_live_validation_then_save_and_conflict(
     editor = page.get_by_label(re.compile("^Prompt"))
     editor.fill(editor.input_value().replace("Please write", "Kindly write"))
     page.get_by_role("button", name="Save new version").click()
-    assert page.get_by_role("heading", name=re.compile("Someone saved version 3")).is_visible()
+    expect(page.get_by_role("heading", name=re.compile("Someone saved version 3"))).to_be_visible()
     assert "Reply kindly to {{customer}}." in page.content()  # their change, shown
     assert "Kindly write" in editor.input_value()  # my text, kept
     shot(page, "conflict")
     page.get_by_role("button", name="Save new version").click()  # on top of theirs, knowingly
-    page.wait_for_url(re.compile("/prompts/support-reply"))
+    page.wait_for_url(DONE)  # the prompt page with its note, not the form still shown
     assert "version 4 written" in page.content()
     # An image message: uploaded as a blob, its message added to the text, shown on the version.
     page.goto(console.url("/prompts/support-reply/edit"))
@@ -268,7 +281,7 @@ def test_edit_with_live_validation_then_save_and_conflict(
     page.locator("#check").filter(has_text="✓ Valid").wait_for()
     assert "type: image" in page.get_by_label(re.compile("^Prompt")).input_value()
     page.get_by_role("button", name="Save new version").click()
-    page.wait_for_url(re.compile("/prompts/support-reply"))
+    page.wait_for_url(DONE)  # the prompt page with its note, not the form still shown
     page.goto(console.url("/prompts/support-reply/versions/5"))
     image = page.get_by_role("img", name="image 2")
     image.wait_for()
@@ -284,16 +297,16 @@ def test_preview_form_and_diff(page, console: Console) -> None:  # type: ignore[
     page.get_by_label(re.compile("customer")).fill("Ada")
     page.get_by_label("tone").select_option("formal")
     page.get_by_role("button", name="Render").click()
-    assert page.get_by_text("Write a formal reply to Ada.").is_visible()
+    expect(page.get_by_text("Write a formal reply to Ada.")).to_be_visible()
     shot(page, "preview")
     page.goto(console.url("/prompts/support-reply/diff?a=1&b=2"))
-    assert page.get_by_text("+Please write a {{tone}} reply to {{customer}}.").is_visible()
-    assert page.get_by_role("heading", name="Version 1", exact=True).is_visible()
+    expect(page.get_by_text("+Please write a {{tone}} reply to {{customer}}.")).to_be_visible()
+    expect(page.get_by_role("heading", name="Version 1", exact=True)).to_be_visible()
     shot(page, "diff")
     # Version 3 (written through the API by "someone else") has no description: said as such.
     page.goto(console.url("/prompts/support-reply/diff?a=2&b=3"))
     removed = page.get_by_text("description: Answers a customer in the team's tone → (none)")
-    assert removed.is_visible()
+    expect(removed).to_be_visible()
 
 
 def test_label_moves_refused_for_an_editor_done_by_a_publisher(page, console: Console) -> None:  # type: ignore[no-untyped-def]
@@ -302,19 +315,19 @@ def test_label_moves_refused_for_an_editor_done_by_a_publisher(page, console: Co
     page.get_by_label("Move label").fill("production")
     page.get_by_label("to version").fill("2")
     page.get_by_role("button", name="Review the move").click()
-    assert "needs the publisher role" in page.content()
+    expect(page.locator("body")).to_contain_text("needs the publisher role")
     page.context.clear_cookies()
     sign_in(page, console, "publisher")
     page.goto(console.url("/prompts/support-reply"))
     page.get_by_label("Move label").fill("production")
     page.get_by_label("to version").fill("2")
     page.get_by_role("button", name="Review the move").click()
-    assert page.get_by_role("heading", name=re.compile("Move production")).is_visible()
+    expect(page.get_by_role("heading", name=re.compile("Move production"))).to_be_visible()
     assert "It serves version 1 now." in page.content()
-    assert page.get_by_text("+Please write a {{tone}} reply to {{customer}}.").is_visible()
+    expect(page.get_by_text("+Please write a {{tone}} reply to {{customer}}.")).to_be_visible()
     shot(page, "publish")
     page.get_by_role("button", name="Move production").click()
-    page.wait_for_url(re.compile("/prompts/support-reply"))
+    page.wait_for_url(DONE)  # the prompt page with its note, not the form still shown
     assert "production now serves version 2" in page.content()
     served = httpx.get(
         f"{console.server.url}/api/v1/tenants/acme/prompts/support-reply/labels",
@@ -337,14 +350,15 @@ def test_keys_are_created_once_and_revoked(page, console: Console) -> None:  # t
     page.goto(console.url("/keys"))
     assert secret not in page.content()
     page.get_by_role("button", name="Revoke from the console").click()
+    expect(page.get_by_role("button", name="Revoke from the console")).to_have_count(0)
     assert httpx.get(f"{console.server.url}/api/v1/tenants/acme/prompts",
                      headers={"Authorization": f"Bearer {secret}"}).status_code == 403  # fmt: skip
     page.get_by_role("link", name="Audit log").click()
     page.get_by_label("Action").fill("key.revoke")
     page.get_by_role("button", name="Filter").click()
-    assert page.locator("tbody tr").count() == 1
+    expect(page.locator("tbody tr")).to_have_count(1)
     page.get_by_role("link", name="Connect a client").click()
-    assert f"{console.server.url}/mcp/acme" in page.content()
+    expect(page.locator("body")).to_contain_text(f"{console.server.url}/mcp/acme")
 
 
 def test_csrf_and_other_origins_are_refused(page, console: Console) -> None:  # type: ignore[no-untyped-def]
@@ -375,11 +389,11 @@ def test_sign_in_with_the_identity_provider(page, console: Console) -> None:  # 
     page.locator("button[type=submit]").click()
     page.locator("button[type=submit]").click()  # consent
     page.wait_for_url(re.compile(r"/ui/acme/prompts$"))
-    assert page.get_by_text("acme · publisher").is_visible()
+    expect(page.get_by_text("acme · publisher")).to_be_visible()
     # A phone-sized screen still shows the list.
     page.set_viewport_size({"width": 390, "height": 800})
     page.reload()
-    assert page.get_by_role("link", name="faq-00").is_visible()
+    expect(page.get_by_role("link", name="faq-00")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     shot(page, "phone")
 
@@ -401,12 +415,12 @@ def test_settings_and_bad_input_answer_with_pages(page, console: Console) -> Non
     page.get_by_role("link", name="Settings").click()
     page.get_by_label("Instructions for MCP clients").fill("Prefer <b>short</b> prompts.")
     page.get_by_role("button", name="Save settings").click()
-    assert page.get_by_text("Saved.").is_visible()
+    expect(page.get_by_text("Saved.")).to_be_visible()
     tenant = httpx.get(f"{console.server.url}/api/v1/tenants/acme", headers=OPERATOR).json()
     assert tenant["instructions"] == "Prefer <b>short</b> prompts."
     page.get_by_label("Default label").fill("NOT a label!")
     page.get_by_role("button", name="Save settings").click()
-    assert page.locator(".error").is_visible()  # named, not a 500
+    expect(page.locator(".error")).to_be_visible()  # named, not a 500
     for path, status in (
         ("/prompts/nothing-here", 404),
         ("/prompts/support-reply/versions/99999999999999999999", 404),
@@ -416,7 +430,7 @@ def test_settings_and_bad_input_answer_with_pages(page, console: Console) -> Non
     ):
         answer = page.goto(console.url(path))
         assert answer.status == status, (path, answer.status)
-        assert page.locator(".error").is_visible()
+        expect(page.locator(".error")).to_be_visible()
     page.goto(console.url("/prompts"))
     token = page.locator("input[name=csrf]").first.get_attribute("value")
     cookie = next(c for c in page.context.cookies() if c["name"] == "registry_console")
