@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from datetime import datetime
+from typing import Any, NamedTuple, cast
 
 import asyncpg
 import orjson
@@ -35,6 +36,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.util import identity_key
 
 from registry.db.errors import translate_db_error
 from registry.db.models import (
@@ -112,19 +115,6 @@ async def insert_prompt_if_absent(
         .returning(Prompt)
     )
     return (await session.execute(statement)).scalar_one_or_none()
-
-
-async def next_version(session: AsyncSession, prompt: Prompt) -> int:
-    """Take the prompt's next version number; ``prompt`` (the same ORM object) is refreshed by the
-    same statement, so it needs no re-read."""
-    result = await session.execute(
-        update(Prompt)
-        .where(Prompt.tenant_id == prompt.tenant_id, Prompt.id == prompt.id)
-        .values(latest_version=Prompt.latest_version + 1, updated_at=func.now())
-        .returning(Prompt)
-        .execution_options(populate_existing=True)
-    )
-    return int(result.scalar_one().latest_version)
 
 
 async def update_prompt(session: AsyncSession, prompt: Prompt, **values: Any) -> Prompt:
@@ -211,26 +201,72 @@ _MESSAGE_ROWS = cast(Table, PromptMessage.__table__)
 _PARTIAL_ROWS = cast(Table, PromptPartial.__table__)
 
 
+# A new version in one round trip on the driver (no ORM statement): the prompt's latest version is
+# bumped and the version row inserted, unless the latest version already has this content (then
+# nothing is written and no row comes back). The prompt must be locked FOR UPDATE by the caller.
+_WRITE_VERSION = """
+WITH same AS (
+    SELECT 1 FROM prompt_versions
+     WHERE tenant_id = $1 AND prompt_id = $2 AND version = $3 AND content_hash = $4
+), bumped AS (
+    UPDATE prompts SET latest_version = latest_version + 1, updated_at = now()
+     WHERE tenant_id = $1 AND id = $2 AND NOT EXISTS (SELECT 1 FROM same)
+    RETURNING latest_version, updated_at
+), inserted AS (
+    INSERT INTO prompt_versions
+           (tenant_id, prompt_id, version, title, description, icons, config, commit_message,
+            author, content_hash)
+    SELECT $1, $2, bumped.latest_version, $5, $6, CAST($7::text AS jsonb),
+           CAST($8::text AS jsonb), $9, $10, $4
+      FROM bumped
+    RETURNING version, created_at
+)
+SELECT inserted.version, inserted.created_at, bumped.updated_at
+  FROM inserted, bumped
+"""
+
+
+# The version row's columns that come from the write's metadata (PreparedVersion.meta).
+_VERSION_META = ("title", "description", "icons", "config", "commit_message")
+
+
+def _jsonb(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
 async def insert_version(
     session: AsyncSession,
     *,
     prompt: Prompt,
-    version: int,
     meta: dict[str, Any],
     author: str,
     content_hash: bytes,
     arguments: list[dict[str, Any]],
     messages: list[dict[str, Any]],
     partials: Sequence[dict[str, Any]] = (),
-) -> PromptVersion:
-    key = {"tenant_id": prompt.tenant_id, "prompt_id": prompt.id, "version": version}
-    row = (
-        await session.execute(
-            insert(PromptVersion)
-            .values(**key, **meta, author=author, content_hash=content_hash)
-            .returning(PromptVersion)
-        )
-    ).scalar_one()
+) -> PromptVersion | None:
+    """The prompt's next version with its child rows, or None (nothing written) when its latest
+    version has the same content hash. ``prompt`` (the same ORM object, locked FOR UPDATE) is kept
+    current without a re-read; the version comes back as a transient row."""
+    columns = {name: meta.get(name) for name in _VERSION_META}
+    found = await (await _driver(session)).fetchrow(
+        _WRITE_VERSION,
+        prompt.tenant_id,
+        prompt.id,
+        prompt.latest_version,
+        content_hash,
+        columns["title"],
+        columns["description"],
+        _jsonb(columns["icons"]),
+        _jsonb(columns["config"]),
+        columns["commit_message"],
+        author,
+    )
+    if found is None:
+        return None
+    set_committed_value(prompt, "latest_version", found["version"])
+    set_committed_value(prompt, "updated_at", found["updated_at"])
+    key = {"tenant_id": prompt.tenant_id, "prompt_id": prompt.id, "version": found["version"]}
     # The child rows through the tables (Core executemany), not the ORM's bulk insert: compiled
     # once and cached, with none of the ORM's per-row bookkeeping (nothing reads them as objects).
     if arguments:
@@ -244,7 +280,9 @@ async def insert_version(
     )
     if partials:
         await session.execute(insert(_PARTIAL_ROWS), [{**key, **p} for p in partials])
-    return row
+    return PromptVersion(
+        **key, **columns, author=author, content_hash=content_hash, created_at=found["created_at"]
+    )
 
 
 # --- partials -----------------------------------------------------------------------------------
@@ -387,10 +425,6 @@ async def embedders(
     return list(result.scalars().all())
 
 
-async def version_row(session: AsyncSession, prompt: Prompt, version: int) -> PromptVersion | None:
-    return await version_row_by_id(session, prompt.tenant_id, prompt.id, version)
-
-
 async def version_row_by_id(
     session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, version: int
 ) -> PromptVersion | None:
@@ -482,20 +516,25 @@ async def version_by_hash(session: AsyncSession, prompt: Prompt, content_hash: b
 # --- labels -----------------------------------------------------------------------------------
 
 
+_LABELS_OF = """
+SELECT prompt_id, label, version FROM labels
+ WHERE tenant_id = $1 AND prompt_id = ANY($2::uuid[])
+ ORDER BY label
+"""
+
+
 async def labels_of(
     session: AsyncSession, prompts: Sequence[Prompt]
 ) -> dict[uuid.UUID, dict[str, int]]:
+    """Each prompt's labels and their versions, in label order (on the driver: every write answers
+    with its prompt's labels, and the ORM's statement machinery cost more than the read)."""
     if not prompts:
         return {}
-    result = await session.execute(
-        select(Label.prompt_id, Label.label, Label.version)
-        .where(
-            Label.tenant_id == prompts[0].tenant_id, Label.prompt_id.in_([p.id for p in prompts])
-        )
-        .order_by(Label.label)
+    rows = await (await _driver(session)).fetch(
+        _LABELS_OF, prompts[0].tenant_id, [p.id for p in prompts]
     )
     found: dict[uuid.UUID, dict[str, int]] = {p.id: {} for p in prompts}
-    for prompt_id, label, version in result.all():
+    for prompt_id, label, version in rows:
         found[prompt_id][label] = version
     return found
 
@@ -530,28 +569,68 @@ async def label_row(
     return (await session.execute(query)).scalar_one_or_none()
 
 
-async def upsert_label(
-    session: AsyncSession, prompt: Prompt, label: str, version: int, actor: str
-) -> Label:
-    statement = (
-        pg_insert(Label)
-        .values(
-            tenant_id=prompt.tenant_id,
-            prompt_id=prompt.id,
-            label=label,
-            prompt_name=prompt.name,
-            version=version,
-            updated_by=actor,
-        )
-        .on_conflict_do_update(
-            index_elements=[Label.tenant_id, Label.prompt_id, Label.label],
-            set_={"version": version, "updated_by": actor, "updated_at": func.now()},
-        )
-        .returning(Label)
-        .execution_options(populate_existing=True)
+async def label_version(
+    session: AsyncSession, prompt: Prompt, label: str, *, lock: bool = False
+) -> int | None:
+    """The version ``label`` points at (a column, not an ORM row: nothing enters the session's
+    identity map that a later move would leave stale)."""
+    query = select(Label.version).where(
+        Label.tenant_id == prompt.tenant_id, Label.prompt_id == prompt.id, Label.label == label
     )
-    row: Label = (await session.execute(statement)).scalar_one()
-    return row
+    if lock:
+        query = query.with_for_update()
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+class MovedLabel(NamedTuple):
+    """A label as one move left it, and the version it pointed at before (None: it is new)."""
+
+    prompt_name: str
+    label: str
+    version: int
+    updated_by: str
+    updated_at: datetime
+    before: int | None
+
+
+# A label moved, with its history row, in one round trip on the driver; no row comes back when it
+# already points there. The caller holds the prompt locked FOR UPDATE, which every label move
+# takes first, so the label row cannot change between the read of ``before`` and the write.
+_MOVE_LABEL = """
+WITH before AS (
+    SELECT version FROM labels WHERE tenant_id = $1 AND prompt_id = $2 AND label = $3
+), moved AS (
+    INSERT INTO labels AS l (tenant_id, prompt_id, label, prompt_name, version, updated_by)
+    VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (tenant_id, prompt_id, label) DO UPDATE
+       SET version = EXCLUDED.version, updated_by = EXCLUDED.updated_by, updated_at = now()
+     WHERE l.version <> EXCLUDED.version
+    RETURNING l.prompt_name, l.label, l.version, l.updated_by, l.updated_at
+), history AS (
+    INSERT INTO label_history (tenant_id, prompt_id, label, from_version, to_version, actor)
+    SELECT $1, $2, $3, (SELECT version FROM before), $5, $6 FROM moved
+)
+SELECT moved.prompt_name, moved.label, moved.version, moved.updated_by, moved.updated_at,
+       (SELECT version FROM before) AS before
+  FROM moved
+"""
+
+
+async def move_label(
+    session: AsyncSession, prompt: Prompt, label: str, version: int, actor: str
+) -> MovedLabel | None:
+    """Point ``label`` at ``version`` and record it in the label's history (None: it was there)."""
+    found = await (await _driver(session)).fetchrow(
+        _MOVE_LABEL, prompt.tenant_id, prompt.id, label, prompt.name, version, actor
+    )
+    if found is None:
+        return None
+    moved = MovedLabel(*found)
+    held = session.identity_map.get(identity_key(Label, (prompt.tenant_id, prompt.id, label)))
+    if held is not None:  # an ORM row of this label read earlier in the transaction: keep it true
+        for name in ("version", "updated_by", "updated_at"):
+            set_committed_value(held, name, getattr(moved, name))
+    return moved
 
 
 async def delete_label(session: AsyncSession, prompt: Prompt, label: str) -> None:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.audit import record_audit, record_change
-from registry.db.models import Label, Prompt, PromptVersion, Tenant
+from registry.db.models import Prompt, Tenant
 from registry.errors import Conflict, Forbidden, InvalidInput, NotFound, PreconditionFailed
 from registry.naming import LABEL_RE, LATEST
 from registry.principal import Principal
@@ -68,23 +68,24 @@ async def move_label(
     caller: Principal,
     *,
     force: bool = False,
-) -> Label | None:
-    """Point ``label`` at ``version``; history, change log and audit included. Returns the label
-    row when it moved, None when it was already there.
+) -> repo.MovedLabel | None:
+    """Point ``label`` at ``version``; history, change log and audit included. Returns the label as
+    it moved, None when it was already there. ``prompt`` must be locked FOR UPDATE.
 
     A protected label needs the publisher role only when it actually moves, and moves onto a version
-    whose argument contract breaks the one it serves now only with ``force`` (recorded)."""
-    current = await repo.label_row(session, prompt, label, lock=True)
-    before = current.version if current else None
-    if before == version:
-        return None
+    whose argument contract breaks the one it serves now only with ``force`` (recorded). The label
+    ``latest`` follows every new version with none of these checks, so it moves in one statement."""
     broken: list[ContractChange] = []
     if label != LATEST:
+        before = await repo.label_version(session, prompt, label, lock=True)
+        if before == version:
+            return None
         _check_label_permission(tenant, caller, label)
         if label in tenant.protected_labels and before is not None:
             broken = await _breaking_move(session, prompt, label, before, version, force=force)
-    row = await repo.upsert_label(session, prompt, label, version, caller.actor)
-    await repo.insert_label_history(session, prompt, label, before, version, caller.actor)
+    moved = await repo.move_label(session, prompt, label, version, caller.actor)
+    if moved is None:
+        return None
     record_change(
         session, tenant_id=prompt.tenant_id, kind="label.move", prompt_id=prompt.id, label=label
     )
@@ -95,12 +96,12 @@ async def move_label(
             actor=caller.actor,
             action="label.move",
             target=f"prompt:{prompt.name}@{label}",
-            before={"version": before} if before else None,
+            before={"version": moved.before} if moved.before else None,
             after={"version": version, "force": True, "breaking": [c.detail for c in broken]}
             if broken
             else {"version": version},
         )
-    return row
+    return moved
 
 
 async def _breaking_move(
@@ -157,25 +158,23 @@ async def write_version(
             field="If-Match",
             latest_version=latest,
         )
-    same: PromptVersion | None = await repo.version_row(session, prompt, latest) if latest else None
-    if same is not None and same.content_hash == prepared.content_hash:
+    row = await repo.insert_version(
+        session,
+        prompt=prompt,
+        meta=prepared.meta,
+        author=caller.actor,
+        content_hash=prepared.content_hash,
+        arguments=prepared.arguments,
+        messages=prepared.messages,
+        partials=prepared.lock_rows(),
+    )
+    if row is None:  # the latest version has this content already
         written = (await versions_out(session, prompt, [latest]))[0]
         outcome = VersionWrite(
             False, written, f"identical to version {latest}: no new version written"
         )
     else:
-        number = await repo.next_version(session, prompt)
-        row = await repo.insert_version(
-            session,
-            prompt=prompt,
-            version=number,
-            meta=prepared.meta,
-            author=caller.actor,
-            content_hash=prepared.content_hash,
-            arguments=prepared.arguments,
-            messages=prepared.messages,
-            partials=prepared.lock_rows(),
-        )
+        number = row.version
         await record_audit(
             session,
             tenant_id=tenant.id,
@@ -394,10 +393,10 @@ async def set_label(
     prompt = await find_prompt(session, tenant, name, lock=True)
     if not 1 <= version <= prompt.latest_version:
         raise NotFound(f"prompt {name!r} has no version {version}", field="version")
-    row = await move_label(session, tenant, prompt, label, version, caller, force=force)
-    if row is None:  # already there
-        row = await repo.label_row(session, prompt, label)
-    return LabelOut.model_validate(row)
+    moved = await move_label(session, tenant, prompt, label, version, caller, force=force)
+    if moved is not None:
+        return LabelOut.model_validate(moved)
+    return LabelOut.model_validate(await repo.label_row(session, prompt, label))  # already there
 
 
 async def delete_label(
