@@ -43,11 +43,19 @@ class Subscription:
         self._wake.set()
 
     async def next(self, wait_seconds: float) -> int | None:
-        """The newest undelivered sequence, or None after ``wait_seconds`` (or once the hub closed)."""
+        """The newest undelivered sequence, or None after ``wait_seconds`` (or once the hub closed).
+
+        The timeout is a timer on the loop that sets the same event, not ``asyncio.wait_for``: on
+        Python 3.11 that wraps each wait in a task of its own, and a burst wakes thousands of
+        streams at once (bench/fanout measures it)."""
         if self._pending is None and not self.closed:
+            timer = asyncio.get_running_loop().call_later(wait_seconds, self._wake.set)
             try:
-                await asyncio.wait_for(self._wake.wait(), wait_seconds)
-            except TimeoutError:
+                await self._wake.wait()
+            finally:
+                timer.cancel()
+            if self._pending is None and not self.closed:  # the timer woke it: nothing new
+                self._wake.clear()
                 return None
         self._wake.clear()
         seq, self._pending = self._pending, None

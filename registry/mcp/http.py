@@ -435,6 +435,7 @@ class McpEndpoint:
         current: int,
     ) -> Response:
         honored = stateless.honored(message)
+        changed = _sse(stateless.list_changed(message.id))  # the same bytes on every change
 
         async def events() -> AsyncIterator[bytes]:
             with self.hub.subscribe(
@@ -447,7 +448,7 @@ class McpEndpoint:
                         if not subscription.closed:
                             yield b": keep-alive\n\n"
                     elif honored:
-                        yield _sse(stateless.list_changed(message.id))
+                        yield changed
                 if subscription.reason is not None:  # the caller may no longer read: say why
                     yield _sse(error_message(message.id, errors.UNAUTHORIZED, subscription.reason))
                 else:  # the server ended it (shutdown): a graceful close
