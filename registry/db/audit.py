@@ -48,26 +48,21 @@ def record_change(
 ) -> None:
     """Queue a change-log row; the transaction appends the queue just before it commits.
 
-    Appending takes the tenant's next sequence number (a trigger updates the tenant row), which locks
-    that row until commit: done last, it serialises a tenant's writers only for their commits.
+    The row takes the tenant's next sequence number only as the transaction commits (a deferred
+    trigger updates the tenant row, whose lock is held until the commit ends): a tenant's writers
+    wait on one another for their commits' own work, never for a round trip of their clients.
     """
     session.info.setdefault(_PENDING, []).append(
         {"tenant_id": tenant_id, "kind": kind, "prompt_id": prompt_id, "label": label}
     )
 
 
-async def flush_changes(session: AsyncSession) -> list[int]:
-    """Append the queued change-log rows (a trigger numbers them and NOTIFYs on commit); their
-    sequence numbers."""
-    return [seq for _, seq in await append_pending(session)]
-
-
-async def append_pending(session: AsyncSession) -> list[tuple[uuid.UUID, int]]:
-    """``flush_changes``, with the tenant of each sequence number; queued audit rows go with them,
-    in the same statement."""
+async def append_pending(session: AsyncSession) -> set[uuid.UUID]:
+    """Append the queued audit and change rows in one statement (the change rows are numbered as
+    the transaction commits); the tenants whose changes were appended."""
     audit = session.info.pop(_PENDING_AUDIT, None) or []
     changes = session.info.pop(_PENDING, None) or []
     if not audit and not changes:
-        return []
-    # Stamped at the moment of appending, i.e. just before the commit (not the transaction's start).
-    return await repo.append_journal(session, audit, changes)
+        return set()
+    await repo.append_journal(session, audit, changes)
+    return {change["tenant_id"] for change in changes}

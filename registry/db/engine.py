@@ -8,6 +8,7 @@ never commit. Driver errors are translated into the registry's error tree here, 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -30,6 +31,8 @@ from registry.db.audit import append_pending
 from registry.db.errors import OUTAGES, translate_db_error
 from registry.errors import Unavailable
 from registry.tokens import TokenCodec
+
+logger = logging.getLogger("registry.db")
 
 if TYPE_CHECKING:
     from registry.db.replicas import Replicas
@@ -209,13 +212,28 @@ class Database:
             try:
                 async with session.begin():
                     yield session
-                    changes = await append_pending(session)  # last: see record_change
-                for tenant_id, seq in changes:  # committed: reads after it never see less
-                    self.saw(tenant_id, seq)
+                    changed = await append_pending(session)  # last: see record_change
+                if changed and self.replicas is not None:
+                    await self._saw_committed(changed)
             except DBAPIError as error:
                 raise translate_db_error(error) from error
             except OUTAGES as error:  # the database is not there: 503, retry later
                 raise Unavailable("the database is unavailable") from error
+
+    async def _saw_committed(self, tenants: set[uuid.UUID]) -> None:
+        """After a commit that changed ``tenants``: this worker's reads of them never see less than
+        it wrote (their sequence numbers were given at commit, so they are read back). The write
+        is committed whatever happens here: when the read fails, the listener's notification of the
+        same changes moves the watermarks instead."""
+        try:
+            found = await repo.change_sequences(await self.reads(), list(tenants))
+        except (*OUTAGES, asyncpg.PostgresError) as error:
+            logger.warning(
+                "watermark_read_failed", extra={"fields": {"error": type(error).__name__}}
+            )
+            return
+        for tenant_id, seq in found.items():
+            self.saw(tenant_id, seq)
 
     @asynccontextmanager
     async def tenant_tx(self, tenant_id: uuid.UUID) -> AsyncIterator[AsyncSession]:

@@ -72,6 +72,10 @@ def translate_db_error(error: DBAPIError, **values: object) -> Exception:
         elif values:
             message = f"{message}: {', '.join(f'{k}={v}' for k, v in values.items())}"
         return cls(message, constraint=constraint)
+    if isinstance(error, InterfaceError) or error.connection_invalidated:
+        # The connection died under the statement, its COMMIT or the rollback after it (a server
+        # stopped or failing over): the database is not there right now, nothing was acknowledged.
+        return Unavailable("the database is unavailable")
     state = getattr(cause, "sqlstate", None) or getattr(error.orig, "sqlstate", None) or ""
     if isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES):
         return Unavailable("the database is unavailable")

@@ -48,6 +48,7 @@ TENANT_OWNED_TABLES = (
     "labels",
     "label_history",
     "change_log",
+    "change_pending",
     "audit_log",
     "mcp_sessions",
     "webhook_endpoints",
@@ -345,6 +346,21 @@ class ChangeLog(Base):
     prompt_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
     label: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class ChangePending(Base):
+    """A change-log row waiting for its transaction's commit, when a deferred trigger moves it to
+    the change log with its sequence number (migrations/sql/0014_change_at_commit_v1.sql). Never
+    committed, so unlogged."""
+
+    __tablename__ = "change_pending"
+    __table_args__ = {"prefixes": ["UNLOGGED"]}
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    prompt_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
+    label: Mapped[str | None] = mapped_column(Text)
 
 
 class AuditLog(Base):

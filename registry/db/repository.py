@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 import orjson
-from sqlalchemy import UUID, BigInteger, column, func, select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -100,14 +100,13 @@ _APPEND_JOURNAL = text(
           FROM jsonb_array_elements(CAST(:audit AS jsonb)) WITH ORDINALITY AS a(row, n)
          ORDER BY a.n
     )
-    INSERT INTO change_log (tenant_id, seq, kind, prompt_id, label, created_at)
-    SELECT (c.row->>'tenant_id')::uuid, 0, c.row->>'kind', (c.row->>'prompt_id')::uuid,
-           c.row->>'label', clock_timestamp()
+    INSERT INTO change_pending (tenant_id, kind, prompt_id, label)
+    SELECT (c.row->>'tenant_id')::uuid, c.row->>'kind', (c.row->>'prompt_id')::uuid,
+           c.row->>'label'
       FROM jsonb_array_elements(CAST(:changes AS jsonb)) WITH ORDINALITY AS c(row, n)
      ORDER BY c.n
-    RETURNING tenant_id, seq
     """
-).columns(column("tenant_id", UUID()), column("seq", BigInteger()))
+)
 
 
 def _json(rows: list[dict[str, Any]]) -> str:
@@ -116,15 +115,20 @@ def _json(rows: list[dict[str, Any]]) -> str:
 
 async def append_journal(
     session: AsyncSession, audit: list[dict[str, Any]], changes: list[dict[str, Any]]
-) -> list[tuple[uuid.UUID, int]]:
-    """Append audit rows and change-log rows in one statement, compiled once (the rows travel as two
-    JSON arrays): the change-log rows are stamped with the moment of appending and numbered per
-    tenant by a trigger that NOTIFYs on commit. Returns (tenant, sequence number) of each change."""
-    result = await session.execute(
-        _APPEND_JOURNAL,
-        {"audit": _json(audit), "changes": _json(changes)},
+) -> None:
+    """Append audit rows and change rows in one statement, compiled once (the rows travel as two
+    JSON arrays). A change row waits in change_pending until the transaction commits: then a
+    deferred trigger moves it to the change log, numbered per tenant, stamped with the moment of
+    committing, and NOTIFYs (see migrations/sql/0014_change_at_commit_v1.sql)."""
+    await session.execute(_APPEND_JOURNAL, {"audit": _json(audit), "changes": _json(changes)})
+
+
+async def change_sequences(pool: asyncpg.Pool, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """Each tenant's change sequence now (after a commit: at least as far as what it wrote)."""
+    rows = await pool.fetch(
+        "SELECT id, change_seq FROM tenants WHERE id = ANY($1::uuid[])", tenant_ids
     )
-    return sorted(((row.tenant_id, int(row.seq)) for row in result), key=lambda pair: pair[1])
+    return {row["id"]: int(row["change_seq"]) for row in rows}
 
 
 async def changes_after(

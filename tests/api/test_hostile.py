@@ -287,3 +287,17 @@ def test_a_data_error_without_a_message_is_still_named() -> None:
     translated = translate_db_error(DBAPIError("SELECT", {}, Cause()))
     assert isinstance(translated, InvalidInput)
     assert translated.message == "a value was refused by the database: invalid data"
+
+
+def test_a_connection_that_died_under_a_transaction_is_unavailable_not_a_500() -> None:
+    """Seen when the primary stops while a COMMIT is in flight: SQLAlchemy's rollback then finds
+    the connection closed and raises InterfaceError, which carries no SQLSTATE."""
+    from sqlalchemy.exc import InterfaceError
+
+    from registry.db.errors import translate_db_error
+    from registry.errors import Unavailable
+
+    closed = InterfaceError(
+        "ROLLBACK", {}, Exception("cannot call Transaction.rollback(): the connection is closed")
+    )
+    assert isinstance(translate_db_error(closed), Unavailable)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from registry.db.audit import flush_changes, record_change
+from registry.db.audit import append_pending, record_change
 from registry.db.engine import Database
 from tests.conftest import PgServer
 from tests.db.test_rls import seed_tenant
@@ -93,13 +93,14 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
         with pytest.raises(Rollback):
             async with db.tenant_tx(tenant) as session:
                 record_change(session, tenant_id=tenant, kind="rolled_back")
-                await flush_changes(session)
+                await append_pending(session)
                 raise Rollback
 
         async with db.tenant_tx(tenant) as session:
             record_change(session, tenant_id=tenant, kind="one")
             record_change(session, tenant_id=tenant, kind="two")
-            first, second = await flush_changes(session)
+        first = await superuser_seq(pg_server, db_name, "one")
+        second = await superuser_seq(pg_server, db_name, "two")
 
         # Notifications arrive in commit order, so the rolled-back one would have come first.
         received = [json.loads(await asyncio.wait_for(queue.get(), 5)) for _ in range(2)]
@@ -107,7 +108,7 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
             {"tenant": str(tenant), "seq": first, "label": None},
             {"tenant": str(tenant), "seq": second, "label": None},
         ]
-        # The seeded row took seq 1; the rollback's number was given back with its transaction.
+        # The seeded row took seq 1; a rolled-back change never took a number.
         assert (first, second) == (2, 3)
 
         async with db.tenant_tx(tenant) as session:
@@ -128,9 +129,44 @@ async def test_change_sequence_is_per_tenant(db: Database, superuser: asyncpg.Co
     b = await seed_tenant(superuser, "two")
     async with db.tenant_tx(a) as session:
         record_change(session, tenant_id=a, kind="x")
-        assert await flush_changes(session) == [2]
     async with db.tenant_tx(b) as session:
         record_change(session, tenant_id=b, kind="x")
         record_change(session, tenant_id=b, kind="y")
-        assert await flush_changes(session) == [2, 3]
+    numbered = await superuser.fetch(
+        "SELECT tenant_id, seq, kind FROM change_log WHERE kind IN ('x', 'y') ORDER BY tenant_id, seq"
+    )
+    assert sorted((r["tenant_id"] == a, r["seq"], r["kind"]) for r in numbered) == [
+        (False, 2, "x"),
+        (False, 3, "y"),
+        (True, 2, "x"),
+    ]
     assert await superuser.fetchval("SELECT change_seq FROM tenants WHERE id = $1", a) == 2
+    assert await superuser.fetchval("SELECT count(*) FROM change_pending") == 0
+
+
+async def test_a_change_locks_its_tenant_only_as_it_commits(
+    db: Database, superuser: asyncpg.Connection, tenant: uuid.UUID
+) -> None:
+    """Appended changes wait, unnumbered, until their transaction commits: until then the tenant
+    row is not locked, so another writer of the tenant commits (and takes the next number) first."""
+    async with db.tenant_tx(tenant) as session:
+        record_change(session, tenant_id=tenant, kind="slow")
+        await append_pending(session)
+        assert (
+            await session.scalar(text("SELECT count(*) FROM change_log WHERE kind = 'slow'")) == 0
+        )
+        # Another writer of the same tenant, meanwhile: with the tenant row locked it would wait
+        # for this transaction forever (lock_timeout turns that wait into an error instead).
+        await superuser.execute("SET lock_timeout = '5s'")
+        async with superuser.transaction():
+            await superuser.execute(
+                "INSERT INTO change_pending (tenant_id, kind) VALUES ($1, 'fast')", tenant
+            )
+    seqs = {
+        r["kind"]: r["seq"]
+        for r in await superuser.fetch(
+            "SELECT kind, seq FROM change_log WHERE tenant_id = $1", tenant
+        )
+    }
+    assert seqs["fast"] < seqs["slow"]  # numbered in commit order
+    assert await superuser.fetchval("SELECT count(*) FROM change_pending") == 0
