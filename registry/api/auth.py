@@ -17,15 +17,18 @@ def bearer(request: Request) -> str | None:
     return access.parse_bearer(request.headers.get("authorization"))
 
 
-def require_credential(request: Request) -> None:
-    """Router-level: a missing or malformed credential is 401 before any body is even parsed."""
+async def require_credential(request: Request) -> None:
+    """Router-level: a missing or malformed credential is 401 before any body is even parsed.
+
+    ``async`` although it awaits nothing: FastAPI runs a plain function dependency in a thread of
+    its pool, a hop per request for a header check (bench/profile's write workload showed it)."""
     if bearer(request) is None:
         raise Unauthenticated(
             "missing 'Authorization: Bearer <api key or access token>'", missing=True
         )
 
 
-def require_operator(request: Request) -> Principal:
+async def require_operator(request: Request) -> Principal:
     credential = bearer(request)
     if credential is None:
         raise Unauthenticated("missing 'Authorization: Bearer <operator token>'")

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     column,
     delete,
     func,
@@ -84,13 +85,20 @@ async def served_version(
 # --- prompts ----------------------------------------------------------------------------------
 
 
+# Built once (every write and most admin reads look a prompt up by name).
+_PROMPT_BY_NAME = select(Prompt).where(
+    Prompt.tenant_id == bindparam("tenant_id"), Prompt.name == bindparam("name")
+)
+_PROMPT_BY_NAME_LOCKED = _PROMPT_BY_NAME.with_for_update()
+
+
 async def prompt_by_name(
     session: AsyncSession, tenant_id: uuid.UUID, name: str, *, lock: bool = False
 ) -> Prompt | None:
-    query = select(Prompt).where(Prompt.tenant_id == tenant_id, Prompt.name == name)
-    if lock:  # serialises writers of one prompt: version numbers and label moves stay consistent
-        query = query.with_for_update()
-    return (await session.execute(query)).scalar_one_or_none()
+    # lock: serialises writers of one prompt, so version numbers and label moves stay consistent
+    query = _PROMPT_BY_NAME_LOCKED if lock else _PROMPT_BY_NAME
+    result = await session.execute(query, {"tenant_id": tenant_id, "name": name})
+    return result.scalar_one_or_none()
 
 
 async def insert_prompt(
