@@ -28,6 +28,7 @@ import asyncpg
 
 from bench.peers import PEER_PROMPTS, PEER_TENANT, peer_prompt
 from registry.db.engine import asyncpg_arguments
+from registry.prompts.listing import entry_of_version
 from registry.prompts.preparing import canonical_hash
 
 BIG_TENANT = "bench-big"
@@ -140,6 +141,7 @@ def tenant_rows(rows: Rows, rng: random.Random, slug: str, prompts: int) -> None
                     meta["commit_message"],
                     "bench",
                     digest,
+                    entry_of_version(name, meta, arguments),
                 )
             )
             for position, a in enumerate(arguments):
@@ -220,6 +222,7 @@ def peer_rows(rows: Rows) -> None:
                 None,
                 "bench",
                 canonical_hash(meta, arguments, messages),
+                entry_of_version(prompt["name"], meta, arguments),
             )
         )
         for position, a in enumerate(arguments):
@@ -262,6 +265,7 @@ COPIES = [
             "commit_message",
             "author",
             "content_hash",
+            "list_entry",
         ],
         "versions",
     ),

@@ -196,6 +196,9 @@ class PromptVersion(Base):
     author: Mapped[str] = mapped_column(Text)
     content_hash: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    # Its prompts/list entry, encoded (registry.prompts.listing); NULL when written before schema
+    # 0015. Only the list function reads it: deferred, so loading a version never carries it.
+    list_entry: Mapped[str | None] = mapped_column(Text, deferred=True)
 
 
 class PromptArgument(Base):

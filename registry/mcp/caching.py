@@ -226,11 +226,15 @@ async def listing(
     if found is not MISSING:
         return found
     generation = caches.listings.generation(tenant.id)
-    page, more = await reading.served_page(
-        await db.read_pool(tenant.id), tenant, label, after=after, limit=limit
-    )
-    encoded = orjson.dumps(shaping.prompt_entries(revision, page))
-    made = Listing(orjson.Fragment(encoded), len(encoded), page[-1].name if page else None, more)
+    reads = await db.read_pool(tenant.id)
+    if shaping.serves_stored_entries(revision):  # each version's entry as written, concatenated
+        stored = await reading.served_entries(reads, tenant, label, after=after, limit=limit)
+        encoded, last_name, more = stored
+    else:
+        page, more = await reading.served_page(reads, tenant, label, after=after, limit=limit)
+        encoded = orjson.dumps(shaping.prompt_entries(revision, page))
+        last_name = page[-1].name if page else None
+    made = Listing(orjson.Fragment(encoded), len(encoded), last_name, more)
     if caches.enabled:
         caches.listings.put(tenant.id, key, made, generation)
     return made

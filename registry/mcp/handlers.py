@@ -34,7 +34,7 @@ from registry.mcp.protocol import (
 from registry.metrics import REQUESTS, tally, timings
 from registry.naming import META_CONFIG
 from registry.principal import Principal
-from registry.prompts import completion, reading, rendering
+from registry.prompts import completion, listing, reading, rendering
 from registry.sessions import service as sessions
 from registry.templates.arguments import InvalidArgument
 from registry.tenants import access
@@ -250,7 +250,7 @@ async def _ask_for_arguments(
     specs, description = await reading.argument_declarations(
         await call.tx.session(), call.tenant, name, version=version, label=label or call.label
     )
-    schema = shaping.argument_schema(specs, leave_out=given)
+    schema = listing.argument_schema(specs, leave_out=given)
     required = schema["required"]
     message = description or f"The prompt {name!r} needs: {', '.join(required)}"
     state = request_state.issue(

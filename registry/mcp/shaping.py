@@ -4,16 +4,15 @@ shaped by their kind (registry.content.kinds), which converts what a revision ca
 from __future__ import annotations
 
 import base64
-from collections.abc import Container, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import registry
 from registry.content.kinds import kind_of
 from registry.db.models import Tenant
 from registry.mcp.protocol import since
-from registry.naming import META_ARGUMENTS
-from registry.prompts.reading import ServedArgument, ServedPrompt
-from registry.prompts.schemas import DeclaredArgument
+from registry.prompts import listing
+from registry.prompts.listing import ServedPrompt
 
 _ICON = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><rect width="64" height="64" rx="12" '
@@ -49,64 +48,21 @@ def server_info(
     return info
 
 
+# From this revision on, a prompts/list entry carries titles, the arguments' schema and icons: what
+# each version stores as its entry (registry.prompts.listing.stored_entry), served as stored.
+STORED_ENTRIES_SINCE = "2025-11-25"
+
+
+def serves_stored_entries(revision: str) -> bool:
+    return since(revision, STORED_ENTRIES_SINCE)
+
+
 def prompt_entries(revision: str, prompts: Iterable[ServedPrompt]) -> list[dict[str, Any]]:
     """prompts/list entries as ``revision`` carries them (what the revision defines is decided once
     per page, not once per entry: an uncached page shapes up to a few thousand)."""
     titles = since(revision, "2025-06-18")  # titles, and Prompt._meta, from 2025-06-18
     icons = since(revision, "2025-11-25")
-    entries = []
-    for prompt in prompts:
-        entry: dict[str, Any] = {"name": prompt.name}
-        if prompt.title and titles:
-            entry["title"] = prompt.title
-        if prompt.description:
-            entry["description"] = prompt.description
-        if prompt.arguments:
-            entry["arguments"] = [_argument(a, titles) for a in prompt.arguments]
-        if prompt.icons and icons:
-            entry["icons"] = prompt.icons
-        if prompt.arguments and titles:
-            entry["_meta"] = {META_ARGUMENTS: argument_schema(prompt.arguments)}
-        entries.append(entry)
-    return entries
-
-
-def argument_schema(
-    arguments: Iterable[DeclaredArgument], *, leave_out: Container[str] = ()
-) -> dict[str, Any]:
-    """A JSON Schema of a prompt's arguments (every value a string, with its constraints): what
-    prompts/list carries in ``_meta`` and what the elicitation form asks for."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for argument in arguments:
-        if argument.name in leave_out:
-            continue
-        field: dict[str, Any] = {"type": "string"}
-        if argument.title:
-            field["title"] = argument.title
-        if argument.description:
-            field["description"] = argument.description
-        if argument.enum:
-            field["enum"] = list(argument.enum)
-        if argument.max_length is not None:
-            field["maxLength"] = argument.max_length
-        if argument.pattern is not None:
-            field["pattern"] = argument.pattern
-        if argument.default is not None:
-            field["default"] = argument.default
-        properties[argument.name] = field
-        if argument.required:
-            required.append(argument.name)
-    return {"type": "object", "properties": properties, "required": required}
-
-
-def _argument(argument: ServedArgument, titles: bool) -> dict[str, Any]:
-    shaped: dict[str, Any] = {"name": argument.name, "required": argument.required}
-    if argument.title and titles:
-        shaped["title"] = argument.title
-    if argument.description:
-        shaped["description"] = argument.description
-    return shaped
+    return [listing.list_entry(prompt, titles=titles, icons=icons) for prompt in prompts]
 
 
 def messages(

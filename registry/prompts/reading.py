@@ -14,6 +14,7 @@ from registry.db.models import Prompt, PromptArgument, PromptMessage, PromptVers
 from registry.db.pagination import Page, PageRequest
 from registry.errors import NotFound
 from registry.prompts import repository as repo
+from registry.prompts.listing import ServedArgument, ServedPrompt, stored_entry
 from registry.prompts.schemas import (
     ArgumentOut,
     LabelHistoryOut,
@@ -235,31 +236,6 @@ async def check_label(session: AsyncSession, tenant: Tenant, label: str) -> None
 # --- what a label serves ------------------------------------------------------------------------
 
 
-class ServedArgument(NamedTuple):
-    """An argument as a served version declares it. Named tuples, not dataclasses: a page builds a
-    few thousand of them, and a tuple is made in a fraction of a frozen dataclass's time."""
-
-    name: str
-    title: str | None
-    description: str | None
-    required: bool
-    default: str | None = None
-    enum: list[str] | None = None
-    pattern: str | None = None
-    max_length: int | None = None
-
-
-class ServedPrompt(NamedTuple):
-    """A prompt as a label serves it (the MCP layer shapes it for each protocol revision)."""
-
-    name: str
-    version: int
-    title: str | None
-    description: str | None
-    icons: list[dict[str, Any]] | None
-    arguments: list[ServedArgument]
-
-
 async def served_page(
     reads: asyncpg.Pool | AsyncSession,
     tenant: Tenant,
@@ -278,6 +254,48 @@ async def served_page(
         for name, number, title, description, icons, arguments in rows[:limit]
     ]
     return page, len(rows) > limit
+
+
+class EntryPage(NamedTuple):
+    """A page of what a label serves as stored entries (``listing.stored_entry``): the JSON array
+    itself, the last name on it and whether more may follow."""
+
+    encoded: bytes
+    last_name: str | None
+    more: bool
+
+
+async def served_entries(
+    reads: asyncpg.Pool | AsyncSession,
+    tenant: Tenant,
+    label: str,
+    *,
+    after: str | None,
+    limit: int,
+) -> EntryPage:
+    """``served_page`` as the stored entries, in one round trip; a version written before entries
+    were stored (schema 0015) is shaped here from its row, as ``stored_entry`` would have stored it."""
+    rows = await repo.served_entries(reads, tenant.id, label, after=after, limit=limit + 1)
+    page = rows[:limit]
+    entries = [
+        entry if entry is not None else _shaped(name, served) for name, entry, served in page
+    ]
+    return EntryPage(
+        ("[" + ",".join(entries) + "]").encode(),
+        page[-1][0] if page else None,
+        len(rows) > limit,
+    )
+
+
+def _shaped(name: str, served: list[Any] | None) -> str:
+    """The stored entry of a version that has none, from its row (``repo.served_entries``)."""
+    assert served is not None  # the function returns the row whenever the entry is NULL
+    version, title, description, icons, arguments = served
+    return stored_entry(
+        ServedPrompt(
+            name, version, title, description, icons, [ServedArgument(*a) for a in arguments or ()]
+        )
+    )
 
 
 async def served_count(reads: asyncpg.Pool | AsyncSession, tenant: Tenant, label: str) -> int:

@@ -223,9 +223,9 @@ WITH same AS (
 ), inserted AS (
     INSERT INTO prompt_versions
            (tenant_id, prompt_id, version, title, description, icons, config, commit_message,
-            author, content_hash)
+            author, content_hash, list_entry)
     SELECT $1, $2, bumped.latest_version, $5, $6, CAST($7::text AS jsonb),
-           CAST($8::text AS jsonb), $9, $10, $4
+           CAST($8::text AS jsonb), $9, $10, $4, $11
       FROM bumped
     RETURNING version, created_at
 )
@@ -249,13 +249,15 @@ async def insert_version(
     meta: dict[str, Any],
     author: str,
     content_hash: bytes,
+    list_entry: str,
     arguments: list[dict[str, Any]],
     messages: list[dict[str, Any]],
     partials: Sequence[dict[str, Any]] = (),
 ) -> PromptVersion | None:
     """The prompt's next version with its child rows, or None (nothing written) when its latest
     version has the same content hash. ``prompt`` (the same ORM object, locked FOR UPDATE) is kept
-    current without a re-read; the version comes back as a transient row."""
+    current without a re-read; the version comes back as a transient row. ``list_entry``: its
+    prompts/list entry (registry.prompts.listing)."""
     columns = {name: meta.get(name) for name in _VERSION_META}
     found = await (await _driver(session)).fetchrow(
         _WRITE_VERSION,
@@ -269,6 +271,7 @@ async def insert_version(
         _jsonb(columns["config"]),
         columns["commit_message"],
         author,
+        list_entry,
     )
     if found is None:
         return None
@@ -755,6 +758,27 @@ async def served_page(
     raw = await (await _driver(reads)).fetchval(_SERVED_PAGE, tenant_id, label, after, limit)
     rows: list[list[Any]] = orjson.loads(raw) if isinstance(raw, str) else raw
     return rows
+
+
+_SERVED_ENTRIES = "SELECT name, entry, served FROM registry_served_entries_v1($1, $2, $3, $4)"
+
+
+async def served_entries(
+    reads: asyncpg.Pool | AsyncSession,
+    tenant_id: uuid.UUID,
+    label: str,
+    *,
+    after: str | None,
+    limit: int,
+) -> list[tuple[str, str | None, list[Any] | None]]:
+    """``served_page`` as each version's stored list entry: rows of ``(name, entry, served)``, where
+    ``served`` (``[version, title, description, icons, arguments]``, as ``served_page`` has them) is
+    there only for a version stored without an entry (written before schema 0015)."""
+    rows = await (await _driver(reads)).fetch(_SERVED_ENTRIES, tenant_id, label, after, limit)
+    return [
+        (name, entry, orjson.loads(served) if isinstance(served, str) else served)
+        for name, entry, served in rows
+    ]
 
 
 async def served_count(reads: asyncpg.Pool | AsyncSession, tenant_id: uuid.UUID, label: str) -> int:

@@ -19,7 +19,7 @@ from registry.db.models import Prompt, Tenant
 from registry.errors import Conflict, Forbidden, InvalidInput, NotFound, PreconditionFailed
 from registry.naming import LABEL_RE, LATEST
 from registry.principal import Principal
-from registry.prompts import contracts
+from registry.prompts import contracts, listing
 from registry.prompts import repository as repo
 from registry.prompts.preparing import PreparedVersion, prepare_version
 from registry.prompts.reading import (
@@ -164,6 +164,7 @@ async def write_version(
         meta=prepared.meta,
         author=caller.actor,
         content_hash=prepared.content_hash,
+        list_entry=listing.entry_of_version(prompt.name, prepared.meta, prepared.arguments),
         arguments=prepared.arguments,
         messages=prepared.messages,
         partials=prepared.lock_rows(),

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-import asyncpg
+import json
 
+import asyncpg
+import pytest
+
+from bench import pages
 from bench.seed import BIG_TENANT, seed
+from registry.mcp import shaping
+from registry.prompts.listing import ServedArgument, ServedPrompt
 from tests.conftest import Api, PgServer, auth
 from tests.mcp.conftest import RawMcp
 
 
 async def test_seeded_data_is_served_and_hashes_like_the_registry(
-    api: Api, pg_server: PgServer, db_name: str, superuser: asyncpg.Connection
+    api: Api,
+    pg_server: PgServer,
+    db_name: str,
+    superuser: asyncpg.Connection,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     total = await seed(pg_server.url(db_name), tenants=3, prompts=40, big=300, seed=7)
     assert total > 3 * 40 * 4
@@ -75,3 +85,20 @@ async def test_seeded_data_is_served_and_hashes_like_the_registry(
     first = await mcp.result("prompts/list")
     assert len(first["prompts"]) == 300  # the whole list, up to the cap, in one page
     assert "nextCursor" not in first
+
+    # Every seeded version carries the list entry the registry would have stored, and bench/pages
+    # measures both ways of building a page on it.
+    assert (
+        await superuser.fetchval("SELECT count(*) FROM prompt_versions WHERE list_entry IS NULL")
+        == 0
+    )
+    tenant_id = await superuser.fetchval("SELECT id FROM tenants WHERE slug = $1", BIG_TENANT)
+    rows = json.loads(
+        await superuser.fetchval(
+            "SELECT registry_served_page_v1($1, 'production', NULL, 1000)::text", tenant_id
+        )
+    )
+    served = [ServedPrompt(*r[:5], [ServedArgument(*a) for a in r[5] or ()]) for r in rows]
+    assert first["prompts"] == shaping.prompt_entries(mcp.revision, served)
+    await pages.measure(pg_server.plain_url(db_name), size=100, pages=2, rounds=1)
+    assert "| stored entries |" in capsys.readouterr().out

@@ -226,6 +226,28 @@ async def test_served_page_and_count_functions_read_only_their_tenant(
     assert await superuser.fetchval(nothing, alpha) == "[]"
 
 
+async def test_served_entries_function_reads_only_its_tenant(
+    superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    """The seeded versions were inserted without an entry (as before schema 0015): each row comes
+    back with the version's fields for the worker to shape, as registry_served_page_v1 has them."""
+    alpha, bravo = two_tenants
+    entries = "SELECT name, entry, served::text FROM registry_served_entries_v1($1, $2, $3, 10)"
+    for tenant, name in ((alpha, "alpha-prompt"), (bravo, "bravo-prompt")):
+        async with superuser.transaction():
+            rows = await superuser.fetch(entries, tenant, "production", None)
+            assert await superuser.fetchval("SELECT current_user") == APP_ROLE
+        assert [(row["name"], row["entry"]) for row in rows] == [(name, None)]
+        page = json.loads(
+            await superuser.fetchval(
+                "SELECT registry_served_page_v1($1, 'production', NULL, 10)::text", tenant
+            )
+        )
+        assert [name, *json.loads(rows[0]["served"])] == page[0]
+    assert await superuser.fetch(entries, alpha, "production", "alpha-prompt") == []
+    assert await superuser.fetch(entries, alpha, "nobody", None) == []
+
+
 async def test_served_version_v3_answers_as_v2_did(
     superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
 ) -> None:

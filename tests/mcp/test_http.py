@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
+from registry.mcp import shaping
+from registry.prompts.listing import ServedArgument, ServedPrompt
 from tests.api.conftest import SIMPLE, Api, auth
 from tests.mcp.conftest import ACCEPT, CONFORMANCE_PROMPTS, RawMcp, add_prompts, seed_prompts
 from tests.mcp.schema import check_response
@@ -317,6 +320,50 @@ async def test_labels_and_pins(api: Api, tenant: dict[str, str]) -> None:
     assert (await production.error("prompts/get", {"name": "greet", "arguments": {"who": "a"}}))[
         "code"
     ] == -32602
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+async def test_stored_entries_list_as_each_revision_shapes_them(
+    api: Api, tenant: dict[str, str], superuser: asyncpg.Connection, revision: str
+) -> None:
+    """Versions written through the API store their list entry; the seeded ones have none (as
+    versions written before schema 0015): one page holding both lists what shaping each row at read
+    time lists, at every revision, page by page."""
+    await seed_prompts(superuser, "acme", 7, prefix="q")
+    tenant_id = await superuser.fetchval("SELECT id FROM tenants WHERE slug = 'acme'")
+    stored = await superuser.fetch(
+        "SELECT p.name, v.list_entry IS NOT NULL AS has FROM prompt_versions v "
+        "JOIN prompts p ON p.tenant_id = v.tenant_id AND p.id = v.prompt_id WHERE v.tenant_id = $1",
+        tenant_id,
+    )
+    assert {row["name"]: row["has"] for row in stored} == {
+        **{body["name"]: True for body in [*CONFORMANCE_PROMPTS, RICH]},
+        **{f"q{i:06d}": False for i in range(1, 8)},
+    }
+    rows = json.loads(
+        await superuser.fetchval(
+            "SELECT registry_served_page_v1($1, 'production', NULL, 100)::text", tenant_id
+        )
+    )
+    expected = shaping.prompt_entries(
+        revision, [ServedPrompt(*r[:5], [ServedArgument(*a) for a in r[5] or ()]) for r in rows]
+    )
+    patched = await api.client.patch(
+        "/api/v1/tenants/acme", json={"page_size": 4}, headers=api.operator
+    )  # before the first MCP request, so no worker holds the tenant yet
+    assert patched.status_code == 200, patched.text
+    client = mcp(api, tenant)
+    await client.initialize(revision)
+    listed: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        result = await client.result("prompts/list", {"cursor": cursor} if cursor else {})
+        listed += result["prompts"]
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert listed == expected
+    assert any("icons" in entry for entry in listed) == (revision >= "2025-11-25")
 
 
 async def test_pagination_walks_a_large_tenant_once(
