@@ -4,8 +4,10 @@ rows shaped in the worker (older revisions, and every page before schema 0015). 
 
     REGISTRY_DATA_DIR=... python -m bench.pages [--size 1000] [--pages 30] [--rounds 3]
 
-Reads a database seeded by ``bench/seed`` (its ``bench-big`` tenant). Each round times ``--pages``
-pages starting at names spread over the tenant, each way in turn, on one asyncpg connection;
+Reads a database seeded by ``bench/seed`` (its ``bench-big`` tenant). Each round reads ``--pages``
+pages starting at names spread over the tenant once each way untimed (so that PostgreSQL's buffers
+hold their rows, as for a tenant in use), then times them, the two ways in alternating order, on
+one asyncpg connection;
 prints per way the median and the slowest page, in milliseconds: the database's part (the one round
 trip) and the worker's (parsing and shaping, encoding the JSON array), and their sum.
 """
@@ -82,9 +84,13 @@ async def measure(url: str, size: int, pages: int, rounds: int) -> None:
     }
     results: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
     for round_ in range(rounds):
-        for index in range(pages):
-            after = names[(index * 7919 + round_ * 104729) % (len(names) - size)]
-            for way, run in ways.items():
+        starts = [names[(i * 7919 + round_ * 104729) % (len(names) - size)] for i in range(pages)]
+        for after in starts:  # untimed: PostgreSQL's buffers hold the pages' rows, for both ways
+            for run in ways.values():
+                await run(timed, tenant, after, size)
+        for index, after in enumerate(starts):
+            order = list(ways.items()) if index % 2 == 0 else list(ways.items())[::-1]
+            for way, run in order:
                 started = time.perf_counter()
                 await run(timed, tenant, after, size)
                 total = (time.perf_counter() - started) * 1000

@@ -1,4 +1,5 @@
-"""each version keeps its prompts/list entry; an uncached page concatenates them
+"""each version keeps its prompts/list entry; an uncached page concatenates them; the page and
+count functions are planned for each call's values
 
 Revision ID: 0015
 Revises: 0014
@@ -22,5 +23,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("ALTER FUNCTION registry_served_count_v1(uuid, text) RESET plan_cache_mode")
+    op.execute(
+        "ALTER FUNCTION registry_served_page_v1(uuid, text, text, integer) RESET plan_cache_mode"
+    )
     op.execute("DROP FUNCTION registry_served_entries_v1(uuid, text, text, integer)")
     op.execute("ALTER TABLE prompt_versions DROP COLUMN list_entry")
