@@ -244,7 +244,8 @@ def table(results: dict[str, Any]) -> str:
     lines += [
         "",
         f"Full walk of {BIG_TENANT}: {walk_result['prompts']:,} prompts in {walk_result['pages']} "
-        f"pages, {walk_result['seconds']:.2f} s.",
+        f"pages, {walk_result['seconds']:.2f} s; again, answered from memory, "
+        f"{walk_result.get('again_seconds', 0):.2f} s.",
         "",
         "| fan-out: open streams (per worker) | tenants | rounds | p50 ms | p99 ms | max ms | missed "
         "| p99 ms from the write's request | write p50 ms | KiB per open stream |",
@@ -399,6 +400,9 @@ def run(
         walk_result = walk(
             registry.url, BIG_TENANT, stop_at=int(0.9 * _prompt_count(tenants, BIG_TENANT))
         )
+        # The same walk again, answered from the worker's memory (one connection, so one worker):
+        # what the client's parsing and HTTP cost without the database, in the same run.
+        walk_result["again_seconds"] = walk(registry.url, BIG_TENANT)["seconds"]
         print(f"walk: {walk_result}", file=sys.stderr)
         for c in connections:
             measure = _measure(rows, registry.url, c, duration, warmup, "registry")
