@@ -48,21 +48,22 @@ def server_info(
     return info
 
 
-# From this revision on, a prompts/list entry carries titles, the arguments' schema and icons: what
-# each version stores as its entry (registry.prompts.listing.stored_entry), served as stored.
-STORED_ENTRIES_SINCE = "2025-11-25"
+def entry_options(revision: str) -> dict[str, bool]:
+    """What a prompts/list entry of ``revision`` carries (registry.prompts.listing.list_entry)."""
+    # titles, and Prompt._meta, from 2025-06-18; icons from 2025-11-25
+    return {"titles": since(revision, "2025-06-18"), "icons": since(revision, "2025-11-25")}
 
 
 def serves_stored_entries(revision: str) -> bool:
-    return since(revision, STORED_ENTRIES_SINCE)
+    """Whether ``revision`` lists each version's stored entry as it is (listing.stored_entry)."""
+    return entry_options(revision) == listing.STORED_OPTIONS
 
 
 def prompt_entries(revision: str, prompts: Iterable[ServedPrompt]) -> list[dict[str, Any]]:
     """prompts/list entries as ``revision`` carries them (what the revision defines is decided once
     per page, not once per entry: an uncached page shapes up to a few thousand)."""
-    titles = since(revision, "2025-06-18")  # titles, and Prompt._meta, from 2025-06-18
-    icons = since(revision, "2025-11-25")
-    return [listing.list_entry(prompt, titles=titles, icons=icons) for prompt in prompts]
+    options = entry_options(revision)
+    return [listing.list_entry(prompt, **options) for prompt in prompts]
 
 
 def messages(

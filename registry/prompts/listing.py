@@ -59,10 +59,15 @@ def list_entry(prompt: ServedPrompt, *, titles: bool, icons: bool) -> dict[str, 
     return entry
 
 
+# What ``list_entry`` is told for the entry a version is stored with: the revisions that show titles
+# and icons list it (registry.mcp.shaping serves the stored entry to a revision only when its own
+# options are exactly these, so an option added for a later revision falls back to shaping).
+STORED_OPTIONS: dict[str, bool] = {"titles": True, "icons": True}
+
+
 def stored_entry(prompt: ServedPrompt) -> str:
-    """The entry a version is stored with: as the revisions that carry titles and icons list it
-    (``registry.mcp.shaping.STORED_ENTRIES_SINCE`` says which), encoded."""
-    return orjson.dumps(list_entry(prompt, titles=True, icons=True)).decode()
+    """The entry a version is stored with (``STORED_OPTIONS``), encoded."""
+    return orjson.dumps(list_entry(prompt, **STORED_OPTIONS)).decode()
 
 
 def entry_of_version(
