@@ -8,8 +8,8 @@
 -- security applies exactly as in tenant_tx.
 --
 -- Planned for each call's values (plan_cache_mode): after five calls plpgsql would switch to a
--- generic plan, which under row-level security costs twice as much for a page of 1,000 (18 against
--- 10 ms, bench/pages' machine); planning a page costs well under a millisecond. The same for the page
+-- generic plan, which under row-level security costs about twice as much for a page of 1,000
+-- (docs/benchmarks.md, third pass); planning a page costs well under a millisecond. The same for the page
 -- and count functions of 0012. Not for registry_served_version_v3: one prompt's read is short enough
 -- that planning it each time costs more than it saves.
 

@@ -221,7 +221,8 @@ async def listing(
     limit: int,
     revision: str,
 ) -> Listing:
-    key = ("listing", label, after, limit, revision)
+    # Keyed by what an entry carries, not by revision: revisions that list the same shape share a page.
+    key = ("listing", label, after, limit, *shaping.entry_options(revision).values())
     found = caches.listings.get(tenant.id, key) if caches.enabled else MISSING
     if found is not MISSING:
         return found

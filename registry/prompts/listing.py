@@ -42,6 +42,22 @@ class ServedPrompt(NamedTuple):
     arguments: list[ServedArgument]
 
 
+def served_prompt(
+    name: str,
+    version: int,
+    title: str | None,
+    description: str | None,
+    icons: list[dict[str, Any]] | None,
+    arguments: Iterable[Sequence[Any]] | None,
+) -> ServedPrompt:
+    """A served prompt from a row of the page functions: its name, then the version's fields as
+    ``registry_served_page_v1`` (and, for a version stored without an entry, the entries function)
+    returns them, each argument positional."""
+    return ServedPrompt(
+        name, version, title, description, icons, [ServedArgument(*a) for a in arguments or ()]
+    )
+
+
 def list_entry(prompt: ServedPrompt, *, titles: bool, icons: bool) -> dict[str, Any]:
     """The prompts/list entry of ``prompt``: ``titles`` (titles and the arguments' JSON Schema in
     ``_meta``) and ``icons`` say what the caller's revision defines."""

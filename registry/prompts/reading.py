@@ -14,7 +14,7 @@ from registry.db.models import Prompt, PromptArgument, PromptMessage, PromptVers
 from registry.db.pagination import Page, PageRequest
 from registry.errors import NotFound
 from registry.prompts import repository as repo
-from registry.prompts.listing import ServedArgument, ServedPrompt, stored_entry
+from registry.prompts.listing import ServedPrompt, served_prompt, stored_entry
 from registry.prompts.schemas import (
     ArgumentOut,
     LabelHistoryOut,
@@ -247,13 +247,7 @@ async def served_page(
     """One page of what ``label`` serves, by name, and whether more may follow: one round trip, on
     the hot path's plain pool or inside a tenant transaction."""
     rows = await repo.served_page(reads, tenant.id, label, after=after, limit=limit + 1)
-    page = [
-        ServedPrompt(
-            name, number, title, description, icons, [ServedArgument(*a) for a in arguments or ()]
-        )
-        for name, number, title, description, icons, arguments in rows[:limit]
-    ]
-    return page, len(rows) > limit
+    return [served_prompt(*row) for row in rows[:limit]], len(rows) > limit
 
 
 class EntryPage(NamedTuple):
@@ -278,23 +272,13 @@ async def served_entries(
     rows = await repo.served_entries(reads, tenant.id, label, after=after, limit=limit + 1)
     page = rows[:limit]
     entries = [
-        entry if entry is not None else _shaped(name, served) for name, entry, served in page
+        entry if entry is not None else stored_entry(served_prompt(name, *served or ()))
+        for name, entry, served in page
     ]
     return EntryPage(
         ("[" + ",".join(entries) + "]").encode(),
         page[-1][0] if page else None,
         len(rows) > limit,
-    )
-
-
-def _shaped(name: str, served: list[Any] | None) -> str:
-    """The stored entry of a version that has none, from its row (``repo.served_entries``)."""
-    assert served is not None  # the function returns the row whenever the entry is NULL
-    version, title, description, icons, arguments = served
-    return stored_entry(
-        ServedPrompt(
-            name, version, title, description, icons, [ServedArgument(*a) for a in arguments or ()]
-        )
     )
 
 

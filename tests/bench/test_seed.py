@@ -10,7 +10,7 @@ import pytest
 from bench import pages
 from bench.seed import BIG_TENANT, seed
 from registry.mcp import shaping
-from registry.prompts.listing import ServedArgument, ServedPrompt
+from registry.prompts.listing import served_prompt
 from tests.conftest import Api, PgServer, auth
 from tests.mcp.conftest import RawMcp
 
@@ -98,7 +98,7 @@ async def test_seeded_data_is_served_and_hashes_like_the_registry(
             "SELECT registry_served_page_v1($1, 'production', NULL, 1000)::text", tenant_id
         )
     )
-    served = [ServedPrompt(*r[:5], [ServedArgument(*a) for a in r[5] or ()]) for r in rows]
+    served = [served_prompt(*r) for r in rows]
     assert first["prompts"] == shaping.prompt_entries(mcp.revision, served)
     await pages.measure(pg_server.plain_url(db_name), size=100, pages=2, rounds=1)
     assert "| stored entries |" in capsys.readouterr().out

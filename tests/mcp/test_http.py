@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from registry.mcp import shaping
-from registry.prompts.listing import ServedArgument, ServedPrompt
+from registry.prompts.listing import served_prompt
 from tests.api.conftest import SIMPLE, Api, auth
 from tests.mcp.conftest import ACCEPT, CONFORMANCE_PROMPTS, RawMcp, add_prompts, seed_prompts
 from tests.mcp.schema import check_response
@@ -345,9 +345,7 @@ async def test_stored_entries_list_as_each_revision_shapes_them(
             "SELECT registry_served_page_v1($1, 'production', NULL, 100)::text", tenant_id
         )
     )
-    expected = shaping.prompt_entries(
-        revision, [ServedPrompt(*r[:5], [ServedArgument(*a) for a in r[5] or ()]) for r in rows]
-    )
+    expected = shaping.prompt_entries(revision, [served_prompt(*r) for r in rows])
     patched = await api.client.patch(
         "/api/v1/tenants/acme", json={"page_size": 4}, headers=api.operator
     )  # before the first MCP request, so no worker holds the tenant yet
