@@ -1,6 +1,8 @@
-"""An uncached prompts/list page of ``bench-big``, in-process, both ways the registry builds one:
-the stored entries of each version concatenated (the revisions since 2025-11-25) and the served
-rows shaped in the worker (older revisions, and every page before schema 0015). No HTTP, no cache.
+"""An uncached prompts/list page of ``bench-big``, in-process, each way the registry builds one or
+has built one: the stored entries concatenated, as the label rows carry them (the revisions since
+2025-11-25, schema 0016), the same entries read from each label's version row (schema 0015's
+function, kept for workers of that release), and the served rows shaped in the worker (older
+revisions, and every page before schema 0015). No HTTP, no cache.
 
     REGISTRY_DATA_DIR=... python -m bench.pages [--size 1000] [--pages 30] [--rounds 3]
 
@@ -59,6 +61,20 @@ async def stored(reads: Any, tenant: Tenant, after: str, size: int) -> None:
     await reading.served_entries(reads, tenant, LABEL, after=after, limit=size)
 
 
+class FromVersions:
+    """The connection as schema 0015's page function answered: the entries read from the versions."""
+
+    def __init__(self, timed: TimedConnection) -> None:
+        self.timed = timed
+
+    async def fetch(self, query: str, *args: Any) -> Any:
+        return await self.timed.fetch(query.replace("_entries_v2(", "_entries_v1("), *args)
+
+
+async def from_versions(reads: Any, tenant: Tenant, after: str, size: int) -> None:
+    await reading.served_entries(FromVersions(reads), tenant, LABEL, after=after, limit=size)
+
+
 async def shaped(reads: Any, tenant: Tenant, after: str, size: int) -> None:
     page, _ = await reading.served_page(reads, tenant, LABEL, after=after, limit=size)
     orjson.dumps(shaping.prompt_entries("2025-11-25", page))  # as registry.mcp.caching does
@@ -79,7 +95,8 @@ async def measure(url: str, size: int, pages: int, rounds: int) -> None:
     if len(names) <= size:
         sys.exit(f"{BIG_TENANT} serves {len(names)} prompts: seed more than --size")
     ways: dict[str, Callable[[Any, Tenant, str, int], Awaitable[None]]] = {
-        "stored entries": stored,
+        "stored entries, label rows": stored,
+        "stored entries, version rows (0015)": from_versions,
         "shaped in the worker": shaped,
     }
     results: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
@@ -89,7 +106,8 @@ async def measure(url: str, size: int, pages: int, rounds: int) -> None:
             for run in ways.values():
                 await run(timed, tenant, after, size)
         for index, after in enumerate(starts):
-            order = list(ways.items()) if index % 2 == 0 else list(ways.items())[::-1]
+            shift = index % len(ways)  # each way goes first as often as the others
+            order = list(ways.items())[shift:] + list(ways.items())[:shift]
             for way, run in order:
                 started = time.perf_counter()
                 await run(timed, tenant, after, size)

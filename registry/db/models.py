@@ -312,6 +312,11 @@ class Label(Base):
     version: Mapped[int] = mapped_column(Integer)
     updated_by: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    # Copies kept by triggers (schema 0016), so a label's uncached prompts/list page reads this
+    # table alone: its version's list entry (NULL for a version written before 0015), and whether
+    # its prompt is archived. Only the list and count functions read them: deferred.
+    list_entry: Mapped[str | None] = mapped_column(Text, deferred=True)
+    archived: Mapped[bool] = mapped_column(Boolean, server_default=text("false"), deferred=True)
 
 
 class LabelHistory(Base):

@@ -739,7 +739,7 @@ async def blob_data(
 
 
 _SERVED_PAGE = "SELECT registry_served_page_v1($1, $2, $3, $4)"
-_SERVED_COUNT = "SELECT registry_served_count_v1($1, $2)"
+_SERVED_COUNT = "SELECT registry_served_count_v2($1, $2)"
 
 
 async def served_page(
@@ -760,7 +760,7 @@ async def served_page(
     return rows
 
 
-_SERVED_ENTRIES = "SELECT name, entry, served FROM registry_served_entries_v1($1, $2, $3, $4)"
+_SERVED_ENTRIES = "SELECT name, entry, served FROM registry_served_entries_v2($1, $2, $3, $4)"
 
 
 async def served_entries(
@@ -773,7 +773,8 @@ async def served_entries(
 ) -> list[tuple[str, str | None, list[Any] | None]]:
     """``served_page`` as each version's stored list entry: rows of ``(name, entry, served)``, where
     ``served`` (``[version, title, description, icons, arguments]``, as ``served_page`` has them) is
-    there only for a version stored without an entry (written before schema 0015)."""
+    there only for a version stored without an entry (written before schema 0015). Each row is read
+    from the label alone, which carries its version's entry and its prompt's state (schema 0016)."""
     rows = await (await _driver(reads)).fetch(_SERVED_ENTRIES, tenant_id, label, after, limit)
     return [
         (name, entry, orjson.loads(served) if isinstance(served, str) else served)

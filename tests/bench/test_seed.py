@@ -92,6 +92,8 @@ async def test_seeded_data_is_served_and_hashes_like_the_registry(
         await superuser.fetchval("SELECT count(*) FROM prompt_versions WHERE list_entry IS NULL")
         == 0
     )
+    # ... and every label row carries its version's entry (copied by a trigger as it is written).
+    assert await superuser.fetchval("SELECT count(*) FROM labels WHERE list_entry IS NULL") == 0
     tenant_id = await superuser.fetchval("SELECT id FROM tenants WHERE slug = $1", BIG_TENANT)
     rows = json.loads(
         await superuser.fetchval(
@@ -101,4 +103,10 @@ async def test_seeded_data_is_served_and_hashes_like_the_registry(
     served = [served_prompt(*r) for r in rows]
     assert first["prompts"] == shaping.prompt_entries(mcp.revision, served)
     await pages.measure(pg_server.plain_url(db_name), size=100, pages=2, rounds=1)
-    assert "| stored entries |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    for way in (
+        "| stored entries, label rows |",
+        "version rows (0015) |",
+        "| shaped in the worker |",
+    ):
+        assert way in printed, way

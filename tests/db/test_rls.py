@@ -217,8 +217,8 @@ async def test_served_page_and_count_functions_read_only_their_tenant(
         )
         assert [row[:2] for row in page] == [[name, 1]]
         assert page[0][5][0][0] == "topic"  # the served version's first argument, by name
-        count = "SELECT registry_served_count_v1($1, 'production')"
-        assert await superuser.fetchval(count, tenant) == 1
+        for count in ("registry_served_count_v1", "registry_served_count_v2"):
+            assert await superuser.fetchval(f"SELECT {count}($1, 'production')", tenant) == 1
     # Keyset: nothing after the last name; a label nobody has serves nothing.
     after = "SELECT registry_served_page_v1($1, 'production', 'alpha-prompt', 10)::text"
     assert await superuser.fetchval(after, alpha) == "[]"
@@ -226,13 +226,14 @@ async def test_served_page_and_count_functions_read_only_their_tenant(
     assert await superuser.fetchval(nothing, alpha) == "[]"
 
 
+@pytest.mark.parametrize("function", ["registry_served_entries_v1", "registry_served_entries_v2"])
 async def test_served_entries_function_reads_only_its_tenant(
-    superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
+    superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID], function: str
 ) -> None:
     """The seeded versions were inserted without an entry (as before schema 0015): each row comes
     back with the version's fields for the worker to shape, as registry_served_page_v1 has them."""
     alpha, bravo = two_tenants
-    entries = "SELECT name, entry, served::text FROM registry_served_entries_v1($1, $2, $3, 10)"
+    entries = f"SELECT name, entry, served::text FROM {function}($1, $2, $3, 10)"
     for tenant, name in ((alpha, "alpha-prompt"), (bravo, "bravo-prompt")):
         async with superuser.transaction():
             rows = await superuser.fetch(entries, tenant, "production", None)

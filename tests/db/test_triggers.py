@@ -170,3 +170,45 @@ async def test_a_change_locks_its_tenant_only_as_it_commits(
     }
     assert seqs["fast"] < seqs["slow"]  # numbered in commit order
     assert await superuser.fetchval("SELECT count(*) FROM change_pending") == 0
+
+
+async def test_a_label_carries_its_versions_entry_and_its_prompts_state(
+    db: Database, superuser: asyncpg.Connection, tenant: uuid.UUID
+) -> None:
+    """Written as the application role, as every write is: a label takes its version's list entry
+    when written or moved, and follows its prompt into and out of the archive."""
+    prompt_id = await superuser.fetchval("SELECT id FROM prompts WHERE tenant_id = $1", tenant)
+    await superuser.execute(
+        "INSERT INTO prompt_versions (tenant_id, prompt_id, version, author, content_hash, list_entry)"
+        " VALUES ($1, $2, 2, 'test', $3, '{\"name\":\"two\"}')",
+        tenant,
+        prompt_id,
+        bytes(32),
+    )
+    row = "SELECT list_entry, archived FROM labels WHERE tenant_id = $1 AND label = $2"
+
+    async def run(statement: str, **values: object) -> None:
+        async with db.tenant_tx(tenant) as session:
+            await session.execute(text(statement), {"tenant": tenant, **values})
+
+    # The seeded label points at version 1, written without an entry (as before schema 0015).
+    assert tuple(await superuser.fetchrow(row, tenant, "production")) == (None, False)
+    moved = "UPDATE labels SET version = :v WHERE tenant_id = :tenant AND label = 'production'"
+    await run(moved, v=2)
+    assert tuple(await superuser.fetchrow(row, tenant, "production")) == ('{"name":"two"}', False)
+    archived = "UPDATE prompts SET archived_at = {} WHERE tenant_id = :tenant"
+    await run(archived.format("now()"))
+    assert tuple(await superuser.fetchrow(row, tenant, "production")) == ('{"name":"two"}', True)
+    # A label written on an archived prompt is archived with it; a copy written by hand is not kept.
+    await run(
+        "INSERT INTO labels (tenant_id, prompt_id, label, prompt_name, version, updated_by,"
+        " list_entry, archived) VALUES (:tenant, :prompt, 'staging', 'alpha-prompt', 2, 'test',"
+        " 'forged', false)",
+        prompt=prompt_id,
+    )
+    assert tuple(await superuser.fetchrow(row, tenant, "staging")) == ('{"name":"two"}', True)
+    await run(archived.format("NULL"))
+    both = await superuser.fetch(row.replace("label = $2", "label <> $2"), tenant, "")
+    assert [tuple(r) for r in both] == [('{"name":"two"}', False)] * 2
+    await run(moved, v=1)
+    assert tuple(await superuser.fetchrow(row, tenant, "production")) == (None, False)

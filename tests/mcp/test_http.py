@@ -314,12 +314,28 @@ async def test_labels_and_pins(api: Api, tenant: dict[str, str]) -> None:
     assert (
         await c.post("/mcp/acme/Bad_Label", json={}, headers=production._headers())
     ).status_code == 404
-    # Archived prompts disappear from MCP.
+
+    # A list follows its label's moves (each label row carries its version's entry).
+    async def listed() -> dict[str, str | None]:
+        result = await production.result("prompts/list")
+        return {p["name"]: p.get("description") for p in result["prompts"]}
+
+    assert (await listed())["greet"] == "Says hello"
+    moved = await c.put(
+        "/api/v1/tenants/acme/prompts/greet/labels/production",
+        json={"version": 2},
+        headers=auth(tenant["publisher"]),
+    )
+    assert moved.status_code == 200, moved.text
+    assert (await listed())["greet"] == "second"
+    # Archived prompts disappear from MCP, and come back when restored.
     await c.post("/api/v1/tenants/acme/prompts/greet/archive", headers=auth(tenant["publisher"]))
-    assert "greet" not in [p["name"] for p in (await production.result("prompts/list"))["prompts"]]
+    assert "greet" not in await listed()
     assert (await production.error("prompts/get", {"name": "greet", "arguments": {"who": "a"}}))[
         "code"
     ] == -32602
+    await c.post("/api/v1/tenants/acme/prompts/greet/unarchive", headers=auth(tenant["publisher"]))
+    assert (await listed())["greet"] == "second"
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
