@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -11,7 +12,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from registry.db import migrate
 from registry.db.models import TENANT_OWNED_TABLES, Base
+from registry.prompts.listing import served_prompt, stored_entry
 from tests.conftest import PgServer
+from tests.db.test_rls import seed_tenant
 
 
 def _diff(connection: Connection) -> list[object]:
@@ -71,3 +74,38 @@ async def test_tenant_id_leads_every_key_and_index(superuser) -> None:  # type: 
     assert rows, "no indexes found"
     leading = {(r["table_name"], r["index_name"]): r["lead"] for r in rows}
     assert {k: v for k, v in leading.items() if v != "tenant_id"} == {}
+
+
+async def test_upgrading_fills_the_entries_of_versions_written_before_them(
+    pg_server: PgServer, empty_db_name: str
+) -> None:
+    """A version written at schema 0016 (the one seed_tenant writes, without a list entry, with an
+    argument and a label) has its entry filled in by 0017, as the write path would have stored it,
+    and its label serves it from then on."""
+    url = pg_server.url(empty_db_name)
+    await asyncio.to_thread(migrate.upgrade, url, "0016")
+    conn = await pg_server.connect(empty_db_name)
+    try:
+        tenant = await seed_tenant(conn, "alpha")
+        await asyncio.to_thread(migrate.upgrade, url)
+        (row,) = json.loads(
+            await conn.fetchval(
+                "SELECT registry_served_page_v1($1, 'production', NULL, 10)::text", tenant
+            )
+        )
+        expected = stored_entry(served_prompt(*row))
+        assert '"topic"' in expected  # the seeded argument is part of it
+        assert (
+            await conn.fetchval(
+                "SELECT list_entry FROM prompt_versions WHERE tenant_id = $1", tenant
+            )
+            == expected
+        )
+        async with conn.transaction():
+            served = await conn.fetch(
+                "SELECT entry, served FROM registry_served_entries_v2($1, 'production', NULL, 10)",
+                tenant,
+            )
+        assert [tuple(r) for r in served] == [(expected, None)]
+    finally:
+        await conn.close()
