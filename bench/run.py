@@ -226,6 +226,24 @@ def walk(url: str, tenant: str, stop_at: int | None = None) -> dict[str, Any]:
         }
 
 
+AUTOGROUP_FILE = Path("/proc/sys/kernel/sched_autogroup_enabled")
+AUTOGROUP_WARNING = (
+    "note: the kernel schedules by session (sched_autogroup_enabled=1): the embedded PostgreSQL "
+    "runs in a session of its own, and with wrk and the workers saturating the cores a worker's "
+    "round trip to it can take seconds, which shows as a p99 of seconds while caches fill "
+    "(docs/benchmarks.md, fourth pass). For tails, run with "
+    "`sysctl kernel.sched_autogroup_enabled=0`."
+)
+
+
+def autogroup() -> bool | None:
+    """Whether the kernel groups CPU time by session (None: not a Linux that says)."""
+    try:
+        return AUTOGROUP_FILE.read_text().strip() == "1"
+    except OSError:
+        return None
+
+
 def table(results: dict[str, Any]) -> str:
     lines = [
         "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors |",
@@ -240,6 +258,8 @@ def table(results: dict[str, Any]) -> str:
     lines.append(
         f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} | | | | 0 |"
     )
+    if results["machine"].get("sched_autogroup"):
+        lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
     walk_result = results["walk"]
     lines += [
         "",
@@ -340,6 +360,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("bench/run needs wrk: apt-get install wrk")
+    if autogroup():
+        print(AUTOGROUP_WARNING, file=sys.stderr)
     results = run(
         duration=args.duration,
         warmup=args.warmup,
@@ -465,7 +487,11 @@ def run(
                 measure("prompts/get (peer set)", "/mcp", "get", "1", str(PEER_PROMPTS), "peer")
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "sched_autogroup": autogroup(),
+        },
         "workers": workers,
         "dataset": tenants,
         "duration_s": duration,
