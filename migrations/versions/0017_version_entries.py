@@ -1,4 +1,4 @@
-"""a version written before 0015 gets its stored list entry, filled in once
+"""a version written before 0015 gets its stored list entry, filled in once, and its labels with it
 
 Revision ID: 0017
 Revises: 0016
@@ -12,7 +12,6 @@ import orjson
 from alembic import op
 from sqlalchemy import text
 
-from registry.migrations.sqlfile import run_sql_file
 from registry.prompts.listing import served_prompt, stored_entry
 
 revision: str = "0017"
@@ -49,11 +48,23 @@ UPDATE prompt_versions SET list_entry = :entry
 _NOTHING = "00000000-0000-0000-0000-000000000000"
 
 
+# Labels pointing at a version that had no entry when they were written take it now.
+_LABELS = text("""
+UPDATE labels l SET list_entry = v.list_entry
+  FROM prompt_versions v
+ WHERE l.list_entry IS NULL AND v.list_entry IS NOT NULL
+   AND v.tenant_id = l.tenant_id AND v.prompt_id = l.prompt_id AND v.version = l.version
+""")
+
+
 def upgrade() -> None:
-    run_sql_file("0017_version_entries_v1.sql")
     # As the schema's owner, which passes row-level security (BYPASSRLS, or a superuser): every
     # tenant's versions, a thousand at a time, each entry as registry.prompts.listing stores it.
+    # Versions are immutable (immutable_v1, migrations/sql/0001_triggers_v1.sql); the entry is
+    # derived from what the version says, so this one fill sets the trigger aside inside the
+    # migration's transaction (writes of versions wait for it to commit) and puts it back.
     bind = op.get_bind()
+    op.execute("ALTER TABLE prompt_versions DISABLE TRIGGER immutable_v1")
     after: dict[str, Any] = {"tenant": _NOTHING, "prompt": _NOTHING, "version": 0}
     while rows := bind.execute(_UNFILLED, after).all():
         bind.execute(
@@ -70,15 +81,9 @@ def upgrade() -> None:
         )
         tenant, prompt, version = rows[-1][:3]
         after = {"tenant": tenant, "prompt": prompt, "version": version}
+    op.execute("ALTER TABLE prompt_versions ENABLE TRIGGER immutable_v1")
+    bind.execute(_LABELS)
 
 
 def downgrade() -> None:
-    # The entries filled in stay: 0015's schema reads them as entries written with their versions.
-    op.execute("DROP TRIGGER entry_filled_v1 ON prompt_versions")
-    op.execute("DROP FUNCTION registry_version_entry_filled_v1()")
-    op.execute("DROP TRIGGER immutable_v2 ON prompt_versions")
-    op.execute(
-        "CREATE TRIGGER immutable_v1 BEFORE UPDATE OR DELETE ON prompt_versions"
-        " FOR EACH ROW EXECUTE FUNCTION registry_forbid_change_v1()"
-    )
-    op.execute("DROP FUNCTION registry_forbid_version_change_v1()")
+    pass  # the entries filled in stay: every schema since 0015 reads them as written with the version

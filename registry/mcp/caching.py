@@ -229,8 +229,9 @@ async def listing(
     generation = caches.listings.generation(tenant.id)
     reads = await db.read_pool(tenant.id)
     if shaping.serves_stored_entries(revision):  # each version's entry as written, concatenated
-        stored = await reading.served_entries(reads, tenant, label, after=after, limit=limit)
-        encoded, last_name, more = stored
+        encoded, last_name, more = await reading.served_entries(
+            reads, tenant, label, after=after, limit=limit
+        )
     else:
         page, more = await reading.served_page(reads, tenant, label, after=after, limit=limit)
         encoded = orjson.dumps(shaping.prompt_entries(revision, page))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import asyncpg
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.engine import Connection
@@ -80,8 +82,8 @@ async def test_upgrading_fills_the_entries_of_versions_written_before_them(
     pg_server: PgServer, empty_db_name: str
 ) -> None:
     """A version written at schema 0016 (the one seed_tenant writes, without a list entry, with an
-    argument and a label) has its entry filled in by 0017, as the write path would have stored it,
-    and its label serves it from then on."""
+    argument and a label) has its entry filled in by 0017, as the write path would have stored it;
+    its label takes it and serves it from then on."""
     url = pg_server.url(empty_db_name)
     await asyncio.to_thread(migrate.upgrade, url, "0016")
     conn = await pg_server.connect(empty_db_name)
@@ -101,6 +103,15 @@ async def test_upgrading_fills_the_entries_of_versions_written_before_them(
             )
             == expected
         )
+        assert (
+            await conn.fetchval("SELECT list_entry FROM labels WHERE tenant_id = $1", tenant)
+            == expected
+        )
+        # The fill set the immutability trigger aside for itself only: versions are immutable again.
+        with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
+            await conn.execute(
+                "UPDATE prompt_versions SET list_entry = 'x' WHERE tenant_id = $1", tenant
+            )
         async with conn.transaction():
             served = await conn.fetch(
                 "SELECT entry, served FROM registry_served_entries_v2($1, 'production', NULL, 10)",

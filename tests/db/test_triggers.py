@@ -212,32 +212,3 @@ async def test_a_label_carries_its_versions_entry_and_its_prompts_state(
     assert [tuple(r) for r in both] == [('{"name":"two"}', False)] * 2
     await run(moved, v=1)
     assert tuple(await superuser.fetchrow(row, tenant, "production")) == (None, False)
-
-
-async def test_a_versions_missing_entry_is_filled_once_by_the_owner(
-    superuser: asyncpg.Connection, tenant: uuid.UUID
-) -> None:
-    """The seeded version has no list entry (as one written before schema 0015): the owner may fill
-    it in, its labels take it, and it never changes again; nothing else of a version ever does."""
-    fill = "UPDATE prompt_versions SET list_entry = $1 WHERE tenant_id = $2 AND version = 1"
-    await superuser.execute(fill, '{"name":"alpha-prompt"}', tenant)
-    assert (
-        await superuser.fetchval("SELECT list_entry FROM labels WHERE tenant_id = $1", tenant)
-        == '{"name":"alpha-prompt"}'
-    )
-    with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
-        await superuser.execute(fill, '{"name":"changed"}', tenant)
-    prompt_id = await superuser.fetchval("SELECT id FROM prompts WHERE tenant_id = $1", tenant)
-    await superuser.execute(
-        "INSERT INTO prompt_versions (tenant_id, prompt_id, version, author, content_hash)"
-        " VALUES ($1, $2, 2, 'test', $3)",
-        tenant,
-        prompt_id,
-        bytes(32),
-    )
-    with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
-        await superuser.execute(
-            "UPDATE prompt_versions SET list_entry = '{}', description = 'changed'"
-            " WHERE tenant_id = $1 AND version = 2",
-            tenant,
-        )
