@@ -138,4 +138,10 @@ async def listeners(superuser: asyncpg.Connection, count: int) -> None:
 
 
 async def seq_of(superuser: asyncpg.Connection, slug: str) -> int:
-    return int(await superuser.fetchval("SELECT change_seq FROM tenants WHERE slug = $1", slug))
+    return int(
+        await superuser.fetchval(
+            "SELECT s.seq FROM change_sequences s JOIN tenants t ON t.id = s.tenant_id "
+            "WHERE t.slug = $1",
+            slug,
+        )
+    )

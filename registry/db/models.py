@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -24,10 +24,12 @@ from sqlalchemy import (
     MetaData,
     Text,
     UniqueConstraint,
+    func,
+    select,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_N_label)s",
@@ -97,10 +99,48 @@ class Tenant(Base):
     instructions: Mapped[str | None] = mapped_column(Text)
     # API keys are accepted (an operator may turn them off, leaving OAuth tokens only).
     api_keys: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
-    # Bumped by the change_log trigger: the tenant's change sequence, gap-free and ordered.
-    change_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    # The change sequence before 0018, no longer written: change_seq below is read from
+    # change_sequences (kept for workers of the previous release during an upgrade).
+    retired_change_seq: Mapped[int] = mapped_column(
+        "change_seq", BigInteger, server_default=text("0")
+    )
+    if TYPE_CHECKING:
+        change_seq: Mapped[int]  # mapped below, once ChangeSequence exists
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class ChangeSequence(Base):
+    """A tenant's change sequence, bumped by the change_log trigger as each change commits:
+    gap-free and ordered. A row of its own, beside the tenant's, so that the tenant's row does not
+    change on every write (migrations/sql/0018_change_sequences_v1.sql). Part of the directory, like
+    tenants: no row-level security (replica checks read it across tenants)."""
+
+    __tablename__ = "change_sequences"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        {"postgresql_with": {"fillfactor": 20}},
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+
+# Read with every tenant (a primary-key lookup); never written through the ORM. A tenant inserted
+# in this transaction has no row yet when RETURNING is computed: 0, its first value.
+Tenant.change_seq = column_property(
+    func.coalesce(
+        select(ChangeSequence.seq)
+        .where(ChangeSequence.tenant_id == Tenant.id)
+        .correlate_except(ChangeSequence)
+        .scalar_subquery(),
+        0,
+    ),
+    expire_on_flush=False,
+)
+
+# Keyed by tenant, but part of the directory (no row-level security), like tenants itself.
+DIRECTORY_TABLES_BY_TENANT = ("change_sequences",)
 
 
 class ApiKey(Base):

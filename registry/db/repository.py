@@ -37,7 +37,7 @@ async def set_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:
 
 _ENTER_ON_REPLICA = text(
     "SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, true), "
-    "(SELECT change_seq FROM tenants WHERE id = CAST(:tenant AS uuid))"
+    "(SELECT seq FROM change_sequences WHERE tenant_id = CAST(:tenant AS uuid))"
 )
 
 
@@ -52,7 +52,7 @@ async def enter_tenant_on_replica(
 
 async def replayed_sequence(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> int | None:
     """The tenant's change sequence as a replica has it (None: not replayed yet)."""
-    found = await pool.fetchval("SELECT change_seq FROM tenants WHERE id = $1", tenant_id)
+    found = await pool.fetchval("SELECT seq FROM change_sequences WHERE tenant_id = $1", tenant_id)
     return None if found is None else int(found)
 
 
@@ -126,9 +126,10 @@ async def append_journal(
 async def change_sequences(pool: asyncpg.Pool, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
     """Each tenant's change sequence now (after a commit: at least as far as what it wrote)."""
     rows = await pool.fetch(
-        "SELECT id, change_seq FROM tenants WHERE id = ANY($1::uuid[])", tenant_ids
+        "SELECT tenant_id, seq FROM change_sequences WHERE tenant_id = ANY($1::uuid[])",
+        tenant_ids,
     )
-    return {row["id"]: int(row["change_seq"]) for row in rows}
+    return {row["tenant_id"]: int(row["seq"]) for row in rows}
 
 
 async def changes_after(

@@ -154,7 +154,8 @@ async def test_failover_loses_no_acknowledged_write(
             )
             try:
                 final = await connection.fetchval(
-                    "SELECT change_seq FROM tenants WHERE slug = 'acme'"
+                    "SELECT s.seq FROM change_sequences s JOIN tenants t ON t.id = s.tenant_id "
+                    "WHERE t.slug = 'acme'"
                 )
             finally:
                 await connection.close()

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from registry.db import migrate
-from registry.db.models import TENANT_OWNED_TABLES, Base
+from registry.db.models import DIRECTORY_TABLES_BY_TENANT, TENANT_OWNED_TABLES, Base
 from registry.prompts.listing import served_prompt, stored_entry
 from tests.conftest import PgServer
 from tests.db.test_rls import seed_tenant
@@ -58,7 +58,9 @@ async def test_every_table_with_tenant_id_is_declared_tenant_owned(superuser) ->
         "SELECT table_name FROM information_schema.columns "
         "WHERE table_schema = 'public' AND column_name = 'tenant_id'"
     )
-    assert {r["table_name"] for r in rows} == set(TENANT_OWNED_TABLES)
+    assert {r["table_name"] for r in rows} == set(TENANT_OWNED_TABLES) | set(
+        DIRECTORY_TABLES_BY_TENANT
+    )
 
 
 async def test_tenant_id_leads_every_key_and_index(superuser) -> None:  # type: ignore[no-untyped-def]
@@ -118,5 +120,47 @@ async def test_upgrading_fills_the_entries_of_versions_written_before_them(
                 tenant,
             )
         assert [tuple(r) for r in served] == [(expected, None)]
+    finally:
+        await conn.close()
+
+
+async def test_upgrading_moves_each_tenants_change_sequence_to_its_own_row(
+    pg_server: PgServer, empty_db_name: str
+) -> None:
+    """0018: the sequence a tenant reached on its tenants row goes on from its change_sequences row;
+    the tenants row no longer changes when a change commits; a new tenant starts at 0; downgrading
+    gives the sequence back to the tenants row."""
+    url = pg_server.url(empty_db_name)
+    await asyncio.to_thread(migrate.upgrade, url, "0017")
+    conn = await pg_server.connect(empty_db_name)
+    change = "INSERT INTO change_log (tenant_id, seq, kind) VALUES ($1, 0, 'x') RETURNING seq"
+    try:
+        tenant = await seed_tenant(conn, "alpha")
+        for _ in range(3):
+            await conn.fetchval(change, tenant)
+        before = await conn.fetchval("SELECT change_seq FROM tenants WHERE id = $1", tenant)
+        assert before >= 3
+        await asyncio.to_thread(migrate.upgrade, url)
+        row = "SELECT xmin::text, change_seq FROM tenants WHERE id = $1"
+        untouched = tuple(await conn.fetchrow(row, tenant))
+        assert await conn.fetchval(change, tenant) == before + 1
+        assert await conn.fetchval(change, tenant) == before + 2
+        assert tuple(await conn.fetchrow(row, tenant)) == untouched  # not even a new row version
+        assert (
+            await conn.fetchval("SELECT seq FROM change_sequences WHERE tenant_id = $1", tenant)
+            == before + 2
+        )
+        fresh = await seed_tenant(conn, "beta")  # created at 0018: numbered from 1
+        recorded = await conn.fetchval(
+            "SELECT count(*) FROM change_log WHERE tenant_id = $1", fresh
+        )
+        assert await conn.fetchval(change, fresh) == recorded + 1
+
+        await asyncio.to_thread(migrate.downgrade, url, "0017")
+        assert (
+            await conn.fetchval("SELECT change_seq FROM tenants WHERE id = $1", tenant)
+            == before + 2
+        )
+        assert await conn.fetchval(change, tenant) == before + 3
     finally:
         await conn.close()

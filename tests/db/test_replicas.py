@@ -100,12 +100,17 @@ async def test_reads_use_a_fresh_replica_and_never_go_behind(
         key = keys["publisher"]
         auth = {"Authorization": f"Bearer {key}"}
         base = "/api/v1/tenants/acme"
-        seq = await superuser.fetchval("SELECT change_seq FROM tenants WHERE slug = 'acme'")
+        seq = await superuser.fetchval(
+            "SELECT s.seq FROM change_sequences s JOIN tenants t ON t.id = s.tenant_id "
+            "WHERE t.slug = 'acme'"
+        )
 
         async def replayed() -> bool:
             return bool(
                 await standby.fetchval(
-                    "SELECT change_seq >= $1 FROM tenants WHERE slug = 'acme'", seq
+                    "SELECT s.seq >= $1 FROM change_sequences s JOIN tenants t ON t.id = s.tenant_id "
+                    "WHERE t.slug = 'acme'",
+                    seq,
                 )
             )
 

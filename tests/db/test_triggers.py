@@ -140,7 +140,7 @@ async def test_change_sequence_is_per_tenant(db: Database, superuser: asyncpg.Co
         (False, 3, "y"),
         (True, 2, "x"),
     ]
-    assert await superuser.fetchval("SELECT change_seq FROM tenants WHERE id = $1", a) == 2
+    assert await superuser.fetchval("SELECT seq FROM change_sequences WHERE tenant_id = $1", a) == 2
     assert await superuser.fetchval("SELECT count(*) FROM change_pending") == 0
 
 
