@@ -4,18 +4,15 @@ role, as every read does; each stream takes one of the worker's stream slots."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
 
 from registry.api.auth import require_credential, tenant_scope
 from registry.errors import InvalidInput
 from registry.events import changes
-from registry.events.streams import caller_of, wait_seconds
+from registry.events.streams import EventStream, caller_of, wait_seconds
 from registry.naming import LABEL_PATTERN, MAX_SEQUENCE, PROMPT_NAME_PATTERN, ascii_number
 
 router = APIRouter(
@@ -38,7 +35,7 @@ def _position(header: str | None, after: int | None) -> int | None:
 @router.get(
     "/changes",
     summary="Server-sent events: every change of what the tenant serves, replayable",
-    response_class=StreamingResponse,
+    response_class=EventStream,
     responses={200: {"content": {"text/event-stream": {}}}},
 )
 async def change_stream(
@@ -49,7 +46,7 @@ async def change_stream(
     ] = None,
     label: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
     prompt: Annotated[str | None, Query(pattern=PROMPT_NAME_PATTERN)] = None,
-) -> StreamingResponse:
+) -> EventStream:
     start = _position(request.headers.get("last-event-id"), after)
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         tenant_id, current, principal = scope.tenant.id, scope.tenant.change_seq, scope.principal
@@ -58,36 +55,14 @@ async def change_stream(
         tenant_id, caller_of(principal, request.client.host if request.client else None)
     )
 
+    subscription = state.hub.subscribe(tenant_id, None, seen=current, owner=principal)
     events = changes.stream(
         state.db,
-        state.hub,
-        tenant_id,
-        principal,
+        subscription,
         after=current if start is None else start,
         current=current,
         label=label,
         prompt=prompt,
         wait=partial(wait_seconds, keepalive=state.settings.sse_keepalive_seconds),
     )
-    return _Stream(
-        events,
-        release,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
-
-
-class _Stream(StreamingResponse):
-    """A stream that gives its slot back however it ends (even when it never started)."""
-
-    def __init__(
-        self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: Any
-    ) -> None:
-        super().__init__(content, **kw)
-        self.release = release
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.release()
+    return EventStream(events, subscription, release=release)

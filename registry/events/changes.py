@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from registry.db import repository as repo
 from registry.db.engine import Database
-from registry.events.hub import Hub
+from registry.events.hub import Subscription
 
 PAGE = 500  # change-log rows read at a time
 
@@ -77,18 +77,19 @@ async def _start(db: Database, tenant_id: uuid.UUID, after: int, current: int) -
 
 async def stream(
     db: Database,
-    hub: Hub,
-    tenant_id: uuid.UUID,
-    owner: Any,
+    subscription: Subscription,
     *,
     after: int,
     current: int,
     label: str | None,
     prompt: str | None,
     wait: Callable[[Any], float],
-) -> AsyncIterator[bytes]:
-    """The events of one change stream, until the server or the caller's access ends it."""
-    with hub.subscribe(tenant_id, None, seen=current, owner=owner) as subscription:
+) -> AsyncGenerator[bytes]:
+    """The events of one change stream, until the server or the caller's access ends it (or the
+    client goes away: ``subscription`` is closed then), told by ``subscription``, a subscription
+    to every label of the tenant."""
+    tenant_id = subscription.tenant_id
+    with subscription:
         sent, gap = await _start(db, tenant_id, after, current)
         if gap:
             yield sse("gap", sent, {"after": after, "resume_after": sent})

@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from registry.bodies import BodyReader
 from registry.config import Settings
@@ -30,7 +30,7 @@ from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
 from registry.errors import NotFound, RegistryError, Unauthenticated
 from registry.events.hub import Hub, Subscription
-from registry.events.streams import StreamSlots, caller_of, wait_seconds
+from registry.events.streams import EventStream, StreamSlots, caller_of, wait_seconds
 from registry.mcp import core, errors, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.core import Core
@@ -209,14 +209,10 @@ class McpEndpoint:
             )
         else:
             response = await self.handle(request)
+        del request  # an open stream keeps its own state only, not the request it came from
         if allowed and origin is not None:  # a browser client of an allowed origin may read it
             response.headers.update(_cors(origin))
-        try:
-            await response(scope, receive, send)
-        finally:
-            release = getattr(response, "release_slot", None)
-            if release is not None:  # the stream is over, however it ended
-                release()
+        await response(scope, receive, send)
 
     async def _body(self, request: Request) -> bytes:
         """The request body, refused (413) past ``max_request_bytes``, declared or actual, and
@@ -417,9 +413,7 @@ class McpEndpoint:
         access.check_anonymous(tenant, principal, served)
         if message.method == "subscriptions/listen":
             release = self.slots.take(tenant.id, _caller(principal, request))
-            response = self._listen(message, revision, tenant, principal, served, tenant.change_seq)
-            response.release_slot = release  # type: ignore[attr-defined]
-            return response
+            return self._listen(message, tenant, principal, served, release)
         async with LazyTx(self.db, tenant.id, reads_on_replica=True) as tx:
             answer = await self.core.call(tx, tenant, principal, served, revision, message)
         assert answer is not None
@@ -428,20 +422,18 @@ class McpEndpoint:
     def _listen(
         self,
         message: Message,
-        revision: str,
         tenant: Any,
         principal: Principal,
         label: str,
-        current: int,
+        release: Callable[[], None],
     ) -> Response:
-        honored = stateless.honored(message)
-        changed = _sse(stateless.list_changed(message.id))  # the same bytes on every change
+        request_id, honored = message.id, stateless.honored(message)  # not the message: it is big
+        changed = _sse(stateless.list_changed(request_id))  # the same bytes on every change
+        subscription = self.hub.subscribe(tenant.id, label, seen=tenant.change_seq, owner=principal)
 
-        async def events() -> AsyncIterator[bytes]:
-            with self.hub.subscribe(
-                tenant.id, label, seen=current, owner=principal
-            ) as subscription:
-                yield _sse(stateless.acknowledged(message.id, honored))
+        async def events() -> AsyncGenerator[bytes]:
+            with subscription:
+                yield _sse(stateless.acknowledged(request_id, honored))
                 while not subscription.closed:
                     seq = await subscription.next(self._wait(subscription))
                     if seq is None:
@@ -450,15 +442,11 @@ class McpEndpoint:
                     elif honored:
                         yield changed
                 if subscription.reason is not None:  # the caller may no longer read: say why
-                    yield _sse(error_message(message.id, errors.UNAUTHORIZED, subscription.reason))
+                    yield _sse(error_message(request_id, errors.UNAUTHORIZED, subscription.reason))
                 else:  # the server ended it (shutdown): a graceful close
-                    yield _sse(stateless.closed(message.id))
+                    yield _sse(stateless.closed(request_id))
 
-        return StreamingResponse(
-            events(),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return EventStream(events(), subscription, release=release)
 
     # --- GET: the server-to-client stream ------------------------------------------------------
 
@@ -471,34 +459,23 @@ class McpEndpoint:
             principal = scope.principal
         resume_from = _last_event_id(request.headers.get("last-event-id"), current)
         release = self.slots.take(tenant_id, _caller(principal, request))
-        response = StreamingResponse(
-            self._stream(
-                session.id,
-                session.protocol_version,
-                tenant_id,
-                session.label,
-                current,
-                resume_from,
-                principal,
-            ),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        subscription = self.hub.subscribe(
+            tenant_id, session.label, seen=resume_from, owner=principal
         )
-        response.release_slot = release  # type: ignore[attr-defined]
-        return response
+        events = self._stream(
+            session.id, session.protocol_version, subscription, current, resume_from
+        )
+        return EventStream(events, subscription, release=release)
 
     async def _stream(
         self,
         session_id: str,
         revision: str,
-        tenant_id: Any,
-        label: str,
+        subscription: Subscription,
         current: int,
         resume_from: int,
-        principal: Principal,
-    ) -> AsyncIterator[bytes]:
-        subscribing = self.hub.subscribe(tenant_id, label, seen=resume_from, owner=principal)
-        with subscribing as subscription:
+    ) -> AsyncGenerator[bytes]:
+        with subscription:
             previous = self.streams.pop(session_id, None)
             if previous is not None:  # one message goes on one stream: the newest replaces the old
                 previous.close()

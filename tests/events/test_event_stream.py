@@ -1,0 +1,95 @@
+"""EventStream, the answer every SSE stream is sent as: driven through its ASGI interface with a
+real hub, as uvicorn drives it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from registry.events.hub import Hub, Subscription
+from registry.events.streams import EventStream
+
+
+def _events(subscription: Subscription, ended: list[str]) -> AsyncGenerator[bytes]:
+    async def events() -> AsyncGenerator[bytes]:
+        try:
+            with subscription:
+                yield b"data: hello\n\n"
+                while not subscription.closed:
+                    seq = await subscription.next(30)
+                    if seq is not None:
+                        yield f"id: {seq}\n\n".encode()
+                yield b"data: bye\n\n"
+        finally:
+            ended.append("events")
+
+    return events()
+
+
+async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot() -> None:
+    hub, tenant = Hub(), uuid.uuid4()
+    subscription = hub.subscribe(tenant, "production", seen=0)
+    ended: list[str] = []
+    sent: list[dict[str, Any]] = []
+    started, delivered, gone = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        body = message.get("body", b"")
+        if body.startswith(b"data: hello"):  # the subscription is in the hub by now
+            started.set()
+        if body.startswith(b"id: 1"):
+            delivered.set()
+
+    async def receive() -> dict[str, Any]:
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    stream = EventStream(
+        _events(subscription, ended), subscription, release=lambda: ended.append("slot")
+    )
+    answering = asyncio.create_task(stream({"type": "http"}, receive, send))
+    await asyncio.wait_for(started.wait(), 5)
+    assert hub.publish(tenant, 1, {"production"}) == 1
+    await asyncio.wait_for(delivered.wait(), 5)
+    gone.set()  # the client disconnects while the stream waits for the next change
+    await asyncio.wait_for(answering, 5)
+
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
+    assert (b"content-type", b"text/event-stream; charset=utf-8") in sent[0]["headers"]
+    assert [m.get("body") for m in sent[1:]] == [
+        b"data: hello\n\n",
+        b"id: 1\n\n",
+        b"data: bye\n\n",
+        b"",
+    ]
+    assert ended == ["events", "slot"]
+    assert not hub.watching(tenant)
+
+
+async def test_a_stream_whose_send_fails_still_leaves_the_hub_and_gives_back_its_slot() -> None:
+    hub, tenant = Hub(), uuid.uuid4()
+    subscription = hub.subscribe(tenant, None, seen=0)
+    ended: list[str] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message.get("body"):
+            raise OSError("the client is gone")  # an ASGI 2.4 server says so on send
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.Event().wait()  # never: only the failed send ends this stream
+        return {}
+
+    stream = EventStream(
+        _events(subscription, ended), subscription, release=lambda: ended.append("slot")
+    )
+    try:
+        await asyncio.wait_for(stream({"type": "http"}, receive, send), 5)
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the failed send was swallowed")
+    assert ended == ["events", "slot"]
+    assert not hub.watching(tenant)
