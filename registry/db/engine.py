@@ -30,11 +30,13 @@ from registry.db import repository as repo
 from registry.db.audit import append_pending
 from registry.db.errors import OUTAGES, translate_db_error
 from registry.errors import Unavailable
+from registry.naming import SLUG_RE
 from registry.tokens import TokenCodec
 
 logger = logging.getLogger("registry.db")
 
 if TYPE_CHECKING:
+    from registry.db.models import Tenant
     from registry.db.replicas import Replicas
 
 APP_ROLE = "registry_app"
@@ -281,6 +283,19 @@ class Database:
         async with self._transaction() as session:
             await repo.enter_role(session, APP_ROLE)
             yield session
+
+    @asynccontextmanager
+    async def named_tenant_tx(self, slug: str) -> AsyncIterator[tuple[AsyncSession, Tenant | None]]:
+        """``tenant_tx`` for a tenant known by its name, found in the same round trip that scopes
+        the transaction to it (every REST request and MCP session starts so); for a name no
+        tenant has, None, in a transaction that sees the tenant directory only (``app_tx``)."""
+        async with self._transaction() as session:
+            if SLUG_RE.fullmatch(slug):
+                tenant = await repo.enter_named_tenant(session, APP_ROLE, slug)
+            else:  # not a name at all: no lookup
+                tenant = None
+                await repo.enter_role(session, APP_ROLE)
+            yield session, tenant
 
     @asynccontextmanager
     async def operator_tx(self) -> AsyncIterator[AsyncSession]:

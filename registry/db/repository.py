@@ -9,11 +9,11 @@ from typing import Any
 
 import asyncpg
 import orjson
-from sqlalchemy import func, select, text
+from sqlalchemy import Text, bindparam, cast, func, select, text
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from registry.db.models import ChangeLog, RegistrySecret
+from registry.db.models import ChangeLog, RegistrySecret, Tenant
 
 # One round trip: drop to the application role and set the tenant, both for this transaction only.
 _ENTER_TENANT = text(
@@ -29,6 +29,29 @@ async def enter_role(session: AsyncSession, role: str, tenant_id: uuid.UUID | No
         await session.execute(_ENTER_ROLE, {"role": role})
     else:
         await session.execute(_ENTER_TENANT, {"role": role, "tenant": str(tenant_id)})
+
+
+# One round trip: the tenant named :slug, and this transaction dropped to :role and scoped to it.
+# tenants has no row-level security, so the lookup reads the same whichever role it runs as.
+_ENTER_NAMED_TENANT = (
+    select(Tenant)
+    .add_columns(
+        func.set_config("role", bindparam("role"), True),
+        func.set_config("registry.tenant_id", cast(Tenant.id, Text), True),
+    )
+    .where(Tenant.slug == bindparam("slug"))
+)
+
+
+async def enter_named_tenant(session: AsyncSession, role: str, slug: str) -> Tenant | None:
+    """This transaction runs as ``role`` and sees the rows of the tenant named ``slug``, which is
+    returned; None when no tenant has that name (then it sees no tenant's rows)."""
+    row = (await session.execute(_ENTER_NAMED_TENANT, {"role": role, "slug": slug})).first()
+    if row is None:
+        await enter_role(session, role)
+        return None
+    tenant: Tenant = row[0]
+    return tenant
 
 
 async def set_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:

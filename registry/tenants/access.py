@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db.engine import Database, enter_tenant
+from registry.db.engine import Database
 from registry.db.models import Tenant
 from registry.errors import Forbidden, KeyRefused, NotFound, RegistryError, Unauthenticated
 from registry.principal import OPERATOR, Principal
@@ -88,7 +88,6 @@ async def _token_principal(
             # the same words as for an untrusted issuer: a token cannot probe which tenants exist
             raise oauth.InvalidToken(f"tenant {slug!r} does not trust the issuer of this token")
         return None
-    await enter_tenant(session, tenant.id)
     trusted = await tenants.issuers(session, tenant.id)
     if not tokens.accepts(credential, trusted):
         return None
@@ -129,20 +128,19 @@ async def tenant_scope(
     foreign = False
     used: Principal | None = None
     try:
-        async with db.app_tx() as session:
-            tenant = await tenants.find_tenant(session, slug)
+        # Scoped to the path's tenant from the start: nothing of it is read before the caller is
+        # settled below, and a caller refused there ends the transaction.
+        async with db.named_tenant_tx(slug) as (session, tenant):
             if operator:
                 if tenant is None:
                     raise NotFound(f"tenant {slug!r} not found", field="tenant")
                 principal = OPERATOR
-                await enter_tenant(session, tenant.id)
             elif credential is None:
                 if not (allow_anonymous and tenant is not None and tenant.public_read):
                     raise Unauthenticated(
                         "missing 'Authorization: Bearer <api key or access token>'", missing=True
                     )
                 principal = Principal(role="reader", tenant_id=tenant.id, anonymous=True)
-                await enter_tenant(session, tenant.id)
             elif token := await _token_principal(session, tenant, slug, credential, tokens):
                 principal = token
             else:
@@ -153,7 +151,6 @@ async def tenant_scope(
                     raise KeyRefused(
                         f"tenant {slug!r} accepts OAuth access tokens only: its API keys are off"
                     )
-                await enter_tenant(session, tenant.id)
                 principal = await tenants.authenticate(session, tenant.id, credential)
                 used = principal if principal.use_due else None
             if not principal.has(role):
