@@ -23,8 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-# The registry's own rows of bench/run (the peers are the same code on both sides).
-FIGURES = ("rps", "p50_ms", "p99_ms")
+# The registry's own rows of bench/run (the peers are the same code on both sides); CPU per request
+# where bench/run recorded it (since it does), 0 where it did not.
+FIGURES = ("rps", "p50_ms", "p99_ms", "server_cpu_ms", "postgres_cpu_ms")
 
 
 def measure(
@@ -43,17 +44,19 @@ def measure(
 
 def rows_of(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, float]]:
     found = {
-        (row["workload"], row["connections"]): {k: row[k] for k in FIGURES}
+        (row["workload"], row["connections"]): {k: row.get(k, 0.0) for k in FIGURES}
         for row in result["wrk"]
         if row["target"] == "registry"
     }
     walk = result["walk"]
-    found[("full walk of bench-big (s)", 1)] = {"rps": walk["seconds"], "p50_ms": 0, "p99_ms": 0}
+    found[("full walk of bench-big (s)", 1)] = {
+        **dict.fromkeys(FIGURES, 0.0),
+        "rps": walk["seconds"],
+    }
     if "again_seconds" in walk:  # the same walk answered from memory (bench/run since 0015)
         found[("walk again, from memory (s)", 1)] = {
+            **dict.fromkeys(FIGURES, 0.0),
             "rps": walk["again_seconds"],
-            "p50_ms": 0,
-            "p99_ms": 0,
         }
     return found
 
@@ -69,8 +72,9 @@ def table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
     old, new = median_rows(before), median_rows(after)
     lines = [
         "| workload | connections | requests/s before | after | after/before "
-        "| p50 ms before | after | p99 ms before | after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| p50 ms before | after | p99 ms before | after "
+        "| server CPU ms/request before | after | PostgreSQL CPU ms/request before | after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, was in old.items():
         now = new.get(key)
@@ -80,13 +84,15 @@ def table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
         if workload.endswith("(s)"):  # a time, not a rate
             lines.append(
                 f"| {workload} | 1 | {was['rps']:.2f} s | {now['rps']:.2f} s | "
-                f"{now['rps'] / was['rps']:.2f} | | | | |"
+                f"{now['rps'] / was['rps']:.2f} | | | | | | | | |"
             )
             continue
         lines.append(
             f"| {workload} | {connections} | {was['rps']:,.0f} | {now['rps']:,.0f} | "
             f"{now['rps'] / was['rps']:.2f} | {was['p50_ms']:.2f} | {now['p50_ms']:.2f} | "
-            f"{was['p99_ms']:.2f} | {now['p99_ms']:.2f} |"
+            f"{was['p99_ms']:.2f} | {now['p99_ms']:.2f} | "
+            f"{was['server_cpu_ms']:.3f} | {now['server_cpu_ms']:.3f} | "
+            f"{was['postgres_cpu_ms']:.3f} | {now['postgres_cpu_ms']:.3f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -144,23 +144,60 @@ def figures_of(out: str) -> dict[str, Any]:
     raise RuntimeError(f"wrk printed no figures:\n{out[-2000:]}")
 
 
-def wrk(url: str, connections: int, seconds: int, warmup: int, *args: str) -> dict[str, Any]:
-    """One wrk run (after a warm-up of a third of its length); requests/s and latencies in ms."""
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of these processes so far (those gone meanwhile count 0)."""
+    total = 0.0
+    for pid in pids:
+        with suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def postgres_pids() -> list[int]:
+    """PostgreSQL's processes on this machine (the server and its backends)."""
+    found = []
+    for process in psutil.process_iter(["name"]):
+        if process.info["name"] in ("postgres", "postmaster"):
+            found.append(process.pid)
+    return found
+
+
+def wrk(
+    url: str,
+    connections: int,
+    seconds: int,
+    warmup: int,
+    *args: str,
+    server_pids: list[int] | None = None,
+) -> dict[str, Any]:
+    """One wrk run (after a warm-up of a third of its length); requests/s and latencies in ms.
+
+    With ``server_pids``: the CPU time the server's processes and PostgreSQL's spent per request
+    during the measured run, in ms. On a shared two-core machine the rates move from run to run
+    with whatever else runs; the CPU a request costs moves much less."""
     # A request slower than 10 s counts as an error (a socket timeout); wrk's own default is 2 s.
     base = ["wrk", "-t2", f"-c{connections}", "--timeout", "10s", "-s", str(LUA), url]
     base += ["--", *args]
     warm_up = [*base[:3], f"-d{warmup}s", *base[3:]]
     subprocess.run(warm_up, capture_output=True, check=True)  # noqa: S603 - wrk, arguments built here
     measured = [*base[:3], f"-d{seconds}s", *base[3:]]
+    database = postgres_pids() if server_pids is not None else []
+    started = (cpu_seconds(server_pids or []), cpu_seconds(database))
     out = subprocess.run(measured, capture_output=True, text=True, check=True).stdout  # noqa: S603
+    spent = (cpu_seconds(server_pids or []) - started[0], cpu_seconds(database) - started[1])
     figures = figures_of(out)
-    return {
+    result = {
         "rps": figures["requests"] / (figures["duration_us"] / 1e6),
         "p50_ms": figures["p50_us"] / 1000,
         "p99_ms": figures["p99_us"] / 1000,
         "max_ms": figures["max_us"] / 1000,
         "errors": figures["jsonrpc_errors"] + figures["non_2xx"] + figures["socket_errors"],
     }
+    if server_pids is not None and figures["requests"]:
+        result["server_cpu_ms"] = 1000 * spent[0] / figures["requests"]
+        result["postgres_cpu_ms"] = 1000 * spent[1] / figures["requests"]
+    return result
 
 
 async def db_ceiling(url: str, seconds: float, concurrency: int) -> dict[str, Any]:
@@ -246,17 +283,20 @@ def autogroup() -> bool | None:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors |",
-        "|---|---|---|---|---|---|---|---|",
+        "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors "
+        "| server CPU ms/request | PostgreSQL CPU ms/request |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["wrk"]:
         lines.append(
             f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
-            f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['max_ms']:.1f} | {row['errors']} |"
+            f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['max_ms']:.1f} | {row['errors']} | "
+            f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} |"
         )
     db = results["db_ceiling"]
     lines.append(
-        f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} | | | | 0 |"
+        f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} "
+        "| | | | 0 | | |"
     )
     if results["machine"].get("sched_autogroup"):
         lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
@@ -291,6 +331,10 @@ def table(results: dict[str, Any]) -> str:
     for name, value in results["ratios"].items():
         lines.append(f"| {name} | {value:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
 
 
 def streams_per_worker(fanout_result: dict[str, Any]) -> dict[str, int]:
@@ -427,7 +471,7 @@ def run(
         walk_result["again_seconds"] = walk(registry.url, BIG_TENANT)["seconds"]
         print(f"walk: {walk_result}", file=sys.stderr)
         for c in connections:
-            measure = _measure(rows, registry.url, c, duration, warmup, "registry")
+            measure = _measure(rows, registry.url, c, duration, warmup, "registry", pids)
             measure("prompts/get", "", "targets", str(targets))
             measure(
                 "prompts/get (peer set)",
@@ -447,7 +491,7 @@ def run(
         memory["after reads"] = {str(pid): rss_kib(pid) for pid in pids}
         asyncio.run(prepare_writes(registry.url, token))
         for c in connections:
-            measure = _measure(rows, registry.url, c, duration, warmup, "registry")
+            measure = _measure(rows, registry.url, c, duration, warmup, "registry", pids)
             measure("admin: new version", "", "write", WRITE_TENANT, str(WRITE_PROMPTS), token)
         fanout_tenant_slugs = [f"fanout-{i:03d}" for i in range(fanout_tenants)]
         fanouts = []
@@ -482,8 +526,9 @@ def run(
         ]
     for name, factory, path in peer_targets:
         with server(uvicorn(factory, workers), {}, path, timeout=300) as peer:
+            peer_pids = worker_pids(peer.pid)
             for c in connections:
-                measure = _measure(rows, peer.url, c, duration, warmup, name)
+                measure = _measure(rows, peer.url, c, duration, warmup, name, peer_pids)
                 measure("prompts/get (peer set)", "/mcp", "get", "1", str(PEER_PROMPTS), "peer")
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -506,10 +551,16 @@ def run(
 
 
 def _measure(
-    rows: list[dict[str, Any]], url: str, connections: int, duration: int, warmup: int, target: str
+    rows: list[dict[str, Any]],
+    url: str,
+    connections: int,
+    duration: int,
+    warmup: int,
+    target: str,
+    pids: list[int],
 ) -> Any:
     def measure(workload: str, path: str, *script_args: str) -> None:
-        result = wrk(url + path, connections, duration, warmup, *script_args)
+        result = wrk(url + path, connections, duration, warmup, *script_args, server_pids=pids)
         rows.append({"workload": workload, "target": target, "connections": connections, **result})
         print(rows[-1], file=sys.stderr)
 
