@@ -154,13 +154,26 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def postgres_pids() -> list[int]:
-    """PostgreSQL's processes on this machine (the server and its backends)."""
-    found = []
-    for process in psutil.process_iter(["name"]):
-        if process.info["name"] in ("postgres", "postmaster"):
-            found.append(process.pid)
-    return found
+async def postmaster_of(url: str) -> int | None:
+    """The process id of the PostgreSQL server at ``url`` when it runs on this machine (the
+    parent of the backend that answers, read while that backend is there), else None."""
+    connection = await asyncpg.connect(**asyncpg_arguments(url))
+    try:
+        backend = int(await connection.fetchval("SELECT pg_backend_pid()"))
+        with suppress(psutil.Error):
+            return int(psutil.Process(backend).ppid())
+        return None
+    finally:
+        await connection.close()
+
+
+def server_processes(postmaster: int | None) -> list[int]:
+    """That server and its processes now (the backends come and go)."""
+    if postmaster is None:
+        return []
+    with suppress(psutil.Error):
+        return [postmaster, *(child.pid for child in psutil.Process(postmaster).children())]
+    return []
 
 
 def wrk(
@@ -170,19 +183,21 @@ def wrk(
     warmup: int,
     *args: str,
     server_pids: list[int] | None = None,
+    postmaster: int | None = None,
 ) -> dict[str, Any]:
     """One wrk run (after a warm-up of a third of its length); requests/s and latencies in ms.
 
-    With ``server_pids``: the CPU time the server's processes and PostgreSQL's spent per request
-    during the measured run, in ms. On a shared two-core machine the rates move from run to run
-    with whatever else runs; the CPU a request costs moves much less."""
+    With ``server_pids``: the CPU time the server's processes and the PostgreSQL server's
+    (``postmaster`` and its children) spent per request during the measured run, in ms: what a
+    request costs, beside how fast requests went (on a shared two-core machine both move between
+    runs; the cost tells where the time goes)."""
     # A request slower than 10 s counts as an error (a socket timeout); wrk's own default is 2 s.
     base = ["wrk", "-t2", f"-c{connections}", "--timeout", "10s", "-s", str(LUA), url]
     base += ["--", *args]
     warm_up = [*base[:3], f"-d{warmup}s", *base[3:]]
     subprocess.run(warm_up, capture_output=True, check=True)  # noqa: S603 - wrk, arguments built here
     measured = [*base[:3], f"-d{seconds}s", *base[3:]]
-    database = postgres_pids() if server_pids is not None else []
+    database = server_processes(postmaster) if server_pids is not None else []
     started = (cpu_seconds(server_pids or []), cpu_seconds(database))
     out = subprocess.run(measured, capture_output=True, text=True, check=True).stdout  # noqa: S603
     spent = (cpu_seconds(server_pids or []) - started[0], cpu_seconds(database) - started[1])
@@ -462,6 +477,7 @@ def run(
         memory: dict[str, Any] = {"idle": {str(pid): rss_kib(pid) for pid in pids}}
         env_url = os.environ.get("REGISTRY_DATABASE_URL")
         db = asyncio.run(db_ceiling(env_url or _embedded_url(settings), duration, 16))
+        postmaster = asyncio.run(postmaster_of(env_url or _embedded_url(settings)))
         print(f"asyncpg ceiling: {db['rps']:,.0f}/s", file=sys.stderr)
         walk_result = walk(
             registry.url, BIG_TENANT, stop_at=int(0.9 * _prompt_count(tenants, BIG_TENANT))
@@ -471,7 +487,9 @@ def run(
         walk_result["again_seconds"] = walk(registry.url, BIG_TENANT)["seconds"]
         print(f"walk: {walk_result}", file=sys.stderr)
         for c in connections:
-            measure = _measure(rows, registry.url, c, duration, warmup, "registry", pids)
+            measure = _measure(
+                rows, registry.url, c, duration, warmup, "registry", pids, postmaster
+            )
             measure("prompts/get", "", "targets", str(targets))
             measure(
                 "prompts/get (peer set)",
@@ -491,7 +509,9 @@ def run(
         memory["after reads"] = {str(pid): rss_kib(pid) for pid in pids}
         asyncio.run(prepare_writes(registry.url, token))
         for c in connections:
-            measure = _measure(rows, registry.url, c, duration, warmup, "registry", pids)
+            measure = _measure(
+                rows, registry.url, c, duration, warmup, "registry", pids, postmaster
+            )
             measure("admin: new version", "", "write", WRITE_TENANT, str(WRITE_PROMPTS), token)
         fanout_tenant_slugs = [f"fanout-{i:03d}" for i in range(fanout_tenants)]
         fanouts = []
@@ -528,7 +548,7 @@ def run(
         with server(uvicorn(factory, workers), {}, path, timeout=300) as peer:
             peer_pids = worker_pids(peer.pid)
             for c in connections:
-                measure = _measure(rows, peer.url, c, duration, warmup, name, peer_pids)
+                measure = _measure(rows, peer.url, c, duration, warmup, name, peer_pids, None)
                 measure("prompts/get (peer set)", "/mcp", "get", "1", str(PEER_PROMPTS), "peer")
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -558,9 +578,18 @@ def _measure(
     warmup: int,
     target: str,
     pids: list[int],
+    postmaster: int | None,
 ) -> Any:
     def measure(workload: str, path: str, *script_args: str) -> None:
-        result = wrk(url + path, connections, duration, warmup, *script_args, server_pids=pids)
+        result = wrk(
+            url + path,
+            connections,
+            duration,
+            warmup,
+            *script_args,
+            server_pids=pids,
+            postmaster=postmaster,
+        )
         rows.append({"workload": workload, "target": target, "connections": connections, **result})
         print(rows[-1], file=sys.stderr)
 

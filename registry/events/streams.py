@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import uuid
 from collections import Counter
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,14 +39,13 @@ class EventStream(Response):
         subscription: Subscription,
         *,
         release: Callable[[], None] | None = None,
-        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.events = events
         self.subscription = subscription
         self.release = release
         self.status_code = 200
         self.background = None
-        self.init_headers({**SSE_HEADERS, **(headers or {})})
+        self.init_headers(SSE_HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watcher = asyncio.get_running_loop().create_task(self._watch(receive))

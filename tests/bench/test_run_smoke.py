@@ -59,7 +59,8 @@ def test_every_workload_completes_without_errors(
     for row in results["wrk"]:
         assert row["errors"] == 0, row
         assert row["server_cpu_ms"] > 0, row  # the CPU a request cost the server, measured
-        assert row["postgres_cpu_ms"] >= 0, row
+        if row["workload"] == "admin: new version":  # writes reach the database being measured
+            assert row["postgres_cpu_ms"] > 0, row
         assert row["rps"] > 0, row
     assert results["db_ceiling"]["rps"] > 0
     assert results["walk"]["prompts"] == 400
