@@ -147,7 +147,8 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         auth_caches=[caches.directory.principals],
         access_checks=[endpoint.revalidate],  # streams end with their key or the public access
         session_ends=[endpoint.session_ended],
-        sequences=[db.saw, dispatcher.poke],  # a committed change may have filled the outbox
+        sequences=[db.saw],
+        outbox=[dispatcher.poke],  # a committed change queued webhook deliveries
     )
     caches.live = feed.connected.is_set
     if db.replicas is not None:

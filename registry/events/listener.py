@@ -57,6 +57,7 @@ class ChangeFeed:
         access_checks: list[Callable[[uuid.UUID], Awaitable[None]]] | None = None,
         session_ends: list[Callable[[uuid.UUID, str], None]] | None = None,
         sequences: list[Callable[[uuid.UUID, int], None]] | None = None,
+        outbox: list[Callable[[], None]] | None = None,
         probe_seconds: float = 5.0,
         max_backoff_seconds: float = 5.0,
     ) -> None:
@@ -71,6 +72,9 @@ class ChangeFeed:
         self.session_ends = session_ends or []
         # Told every change sequence heard (read replicas answer only once they have replayed it).
         self.sequences = sequences or []
+        # Told when a committed change queued webhook deliveries (and after a reconnect, when such a
+        # notification may have gone unheard): the dispatcher looks for them at once.
+        self.outbox = outbox or []
         self._checking: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._recheck: set[uuid.UUID] = set()
         self.probe_seconds = probe_seconds
@@ -149,6 +153,10 @@ class ChangeFeed:
             tenant_id = uuid.UUID(str(event["tenant"]))
         except (ValueError, KeyError, TypeError):
             logger.warning("listener_bad_payload")
+            return
+        if event.get("webhooks"):
+            for wake in self.outbox:
+                wake()
             return
         if event.get("auth"):
             for cache in self.auth_caches:
@@ -269,6 +277,8 @@ class ChangeFeed:
         self._labels.clear()  # notifications may have been lost: read the log for these ranges
         for cache in [*self.caches, *self.auth_caches]:
             cache.clear()
+        for wake in self.outbox:
+            wake()
         watched = self.hub.tenants()
         if not watched:
             return

@@ -4,8 +4,9 @@ signs), at least once, in order per endpoint, and never the same attempt from tw
 delivery is claimed with ``FOR UPDATE SKIP LOCKED`` and only the oldest pending delivery of an
 endpoint may be claimed. A failed delivery is tried again after growing, jittered delays for about
 40 hours, then given up; an endpoint that has failed for ``webhook_disable_after_hours`` is disabled
-and the audit log says so. Woken by each committed change, and every ``webhook_poll_seconds`` for
-retries; a worker stopped mid-delivery leaves it pending for the next (its transaction rolls back).
+and the audit log says so. Woken when a committed change queued deliveries (the outbox trigger
+notifies), and every ``webhook_poll_seconds`` for retries; a worker stopped mid-delivery leaves it
+pending for the next (its transaction rolls back).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -64,8 +64,8 @@ class Dispatcher:
         self.poll = settings.webhook_poll_seconds
         self._wake = asyncio.Event()
 
-    def poke(self, tenant_id: uuid.UUID | None = None, seq: int | None = None) -> None:
-        """A change committed (its deliveries are in the outbox): look now."""
+    def poke(self) -> None:
+        """A committed change queued deliveries (the outbox trigger said so): look now."""
         self._wake.set()
 
     async def run(self) -> None:

@@ -102,10 +102,13 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
         first = await superuser_seq(pg_server, db_name, "one")
         second = await superuser_seq(pg_server, db_name, "two")
 
-        # Notifications arrive in commit order, so the rolled-back one would have come first.
-        received = [json.loads(await asyncio.wait_for(queue.get(), 5)) for _ in range(2)]
+        # Notifications arrive in commit order, so the rolled-back one would have come first. The
+        # tenant has a webhook endpoint: the outbox says it queued deliveries, once per transaction.
+        queued = {"tenant": str(tenant), "webhooks": True}
+        received = [json.loads(await asyncio.wait_for(queue.get(), 5)) for _ in range(3)]
         assert received == [
             {"tenant": str(tenant), "seq": first, "label": None},
+            queued,
             {"tenant": str(tenant), "seq": second, "label": None},
         ]
         # The seeded row took seq 1; a rolled-back change never took a number.
@@ -114,11 +117,8 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
         async with db.tenant_tx(tenant) as session:
             record_change(session, tenant_id=tenant, kind="three")  # appended as it commits
         third = await superuser_seq(pg_server, db_name, "three")
-        assert json.loads(await asyncio.wait_for(queue.get(), 5)) == {
-            "tenant": str(tenant),
-            "seq": third,
-            "label": None,
-        }
+        received = [json.loads(await asyncio.wait_for(queue.get(), 5)) for _ in range(2)]
+        assert received == [{"tenant": str(tenant), "seq": third, "label": None}, queued]
         assert queue.empty()
     finally:
         await listener.close()
