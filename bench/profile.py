@@ -35,8 +35,10 @@ from bench.run import (
 from bench.seed import BIG_TENANT
 
 
-def aggregate(raw: Path, top: int) -> list[tuple[float, str]]:
-    """Inclusive share of the main thread's samples per function (once per stack)."""
+def aggregate(raw: Path, top: int, by_module: bool = False) -> list[tuple[float, str]]:
+    """Inclusive share of the main thread's samples per function (once per stack); with
+    ``by_module``, the exclusive share of each source file (the frame running when sampled), so
+    that the cost of a library shows as one line however many of its functions a request calls."""
     counts: collections.Counter[str] = collections.Counter()
     total = 0
     for line in raw.read_text().splitlines():
@@ -45,6 +47,10 @@ def aggregate(raw: Path, top: int) -> list[tuple[float, str]]:
             continue  # the thread pool's idle threads: the main thread is the worker
         n = int(samples)
         total += n
+        if by_module:
+            where = stack.rsplit(";", 1)[-1].partition(" (")[2].split(":")[0]
+            counts[_module_of(where)] += n
+            continue
         seen = set()
         for frame in stack.split(";"):
             function, _, where = frame.partition(" (")
@@ -55,12 +61,26 @@ def aggregate(raw: Path, top: int) -> list[tuple[float, str]]:
     return [(100 * n / total, name) for name, n in counts.most_common(top)] if total else []
 
 
+def _module_of(path: str) -> str:
+    """A sampled file as a short name: the part after site-packages or the checkout."""
+    for marker in ("site-packages/", "/registry/", "/lib/python3"):
+        _, found, tail = path.rpartition(marker)
+        if found:
+            return tail if marker == "site-packages/" else (marker.strip("/") + "/" + tail)
+    return path or "(native)"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench/profile", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=["hit", "miss", "list", "write"], default="hit")
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--top", type=int, default=60)
+    parser.add_argument(
+        "--by-module",
+        action="store_true",
+        help="exclusive share per source file instead of inclusive share per function",
+    )
     args = parser.parse_args(argv)
     for tool in ("wrk", "py-spy"):
         if shutil.which(tool) is None and not (Path(sys.executable).parent / tool).exists():
@@ -111,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"workload {args.workload}: {rps:,.0f} requests/s (one worker, {args.connections} connections)"
     )
-    for share, name in aggregate(raw, args.top):
+    for share, name in aggregate(raw, args.top, by_module=args.by_module):
         print(f"{share:5.1f}%  {name}")
 
 
