@@ -151,6 +151,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         outbox=[dispatcher.poke],  # a committed change queued webhook deliveries
     )
     caches.live = feed.connected.is_set
+    db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
     if db.replicas is not None:
         db.replicas.trusted = feed.connected.is_set  # what this worker knows is complete
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -175,6 +175,10 @@ class Database:
         self._tokens: TokenCodec | None = None
         self._reads: asyncpg.Pool | None = None
         self._reads_opening: asyncio.Lock | None = None
+        # Told, right after a commit, of each tenant whose changes it appended (set by the app: the
+        # worker's own caches of the tenant go at once, before the change's notification comes back
+        # through LISTEN, so that what a worker wrote is what it serves next).
+        self.committed: list[Callable[[uuid.UUID], None]] = []
 
     async def reads(self) -> asyncpg.Pool:
         """The primary's plain asyncpg pool for the hot read path (MCP serving).
@@ -227,6 +231,9 @@ class Database:
                 async with session.begin():
                     yield session
                     changed = await append_pending(session)  # last: see record_change
+                for tenant_id in changed:
+                    for told in self.committed:
+                        told(tenant_id)
                 if changed and self.replicas is not None:
                     await self._saw_committed(changed)
             except DBAPIError as error:

@@ -11,6 +11,7 @@ import asyncpg
 import httpx
 import pytest
 
+from registry.events.listener import CHANNEL
 from registry.mcp import shaping
 from registry.prompts.listing import served_prompt
 from tests.api.conftest import SIMPLE, Api, auth
@@ -273,6 +274,39 @@ async def test_auth(api: Api, tenant: dict[str, str]) -> None:
     assert (
         await c.post("/mcp/open", json=init, headers={"Accept": ACCEPT, **auth(other["admin"])})
     ).status_code == 403
+
+
+async def test_a_worker_serves_its_own_write_before_its_notification_comes_back(
+    api: Api, tenant: dict[str, str]
+) -> None:
+    """What a worker commits, it serves on its next request, without waiting for the change's
+    notification to come back through LISTEN (deafened here: its cached answers stay trusted)."""
+    c = api.client
+    v2 = {k: v for k, v in SIMPLE.items() if k != "name"} | {"description": "second"}
+    await add_prompts(api, "acme", tenant["publisher"], [SIMPLE])
+    await c.post(
+        "/api/v1/tenants/acme/prompts/greet/versions", json=v2, headers=auth(tenant["editor"])
+    )
+    production = mcp(api, tenant)
+    await production.initialize()
+
+    async def served() -> tuple[str | None, str]:
+        listed = await production.result("prompts/list")
+        got = await production.result("prompts/get", {"name": "greet", "arguments": {"who": "a"}})
+        entry = next(p for p in listed["prompts"] if p["name"] == "greet")
+        return entry.get("description"), got["description"]
+
+    assert await served() == ("Says hello", "Says hello")  # now cached
+    feed = api.app.state.feed
+    await feed.connection.remove_listener(CHANNEL, feed._on_notify)
+    assert feed.connected.is_set()  # still trusted
+    moved = await c.put(
+        "/api/v1/tenants/acme/prompts/greet/labels/production",
+        json={"version": 2},
+        headers=auth(tenant["publisher"]),
+    )
+    assert moved.status_code == 200, moved.text
+    assert await served() == ("second", "second")
 
 
 async def test_labels_and_pins(api: Api, tenant: dict[str, str]) -> None:
