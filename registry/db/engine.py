@@ -236,7 +236,7 @@ class Database:
                         told(tenant_id)
                 if changed and self.replicas is not None:
                     await self._saw_committed(changed)
-            except DBAPIError as error:
+            except (DBAPIError, asyncpg.PostgresError) as error:  # the latter: driver statements
                 raise translate_db_error(error) from error
             except OUTAGES as error:  # the database is not there: 503, retry later
                 raise Unavailable("the database is unavailable") from error

@@ -51,8 +51,9 @@ def _driver_cause(error: BaseException) -> BaseException | None:
     return None
 
 
-def translate_db_error(error: DBAPIError, **values: object) -> Exception:
-    """The registry error for a driver error, or the error itself when it is not a known case.
+def translate_db_error(error: DBAPIError | asyncpg.PostgresError, **values: object) -> Exception:
+    """The registry error for a driver error (through SQLAlchemy, or from a statement run on the
+    driver connection under a session), or the error itself when it is not a known case.
 
     ``values`` name what the caller was writing; they are added to the message when the server gives
     no detail (PostgreSQL withholds key values on tables with row-level security).
@@ -72,15 +73,18 @@ def translate_db_error(error: DBAPIError, **values: object) -> Exception:
         elif values:
             message = f"{message}: {', '.join(f'{k}={v}' for k, v in values.items())}"
         return cls(message, constraint=constraint)
-    if isinstance(error, InterfaceError) or error.connection_invalidated:
+    if isinstance(error, InterfaceError) or getattr(error, "connection_invalidated", False):
         # The connection died under the statement, its COMMIT or the rollback after it (a server
         # stopped or failing over): the database is not there right now, nothing was acknowledged.
         return Unavailable("the database is unavailable")
-    state = getattr(cause, "sqlstate", None) or getattr(error.orig, "sqlstate", None) or ""
+    orig = getattr(error, "orig", None)
+    state = getattr(cause, "sqlstate", None) or getattr(orig, "sqlstate", None) or ""
     if isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES):
         return Unavailable("the database is unavailable")
     if state in ("40001", "40P01"):  # serialization failure, deadlock: nothing was written
         return Unavailable("the database aborted this request to resolve a conflict: retry it")
+    if state == "57014":  # a statement timeout the server was given, or an operator's cancel
+        return Unavailable("the database cancelled this request's statement: nothing was written")
     if isinstance(state, str) and state.startswith(
         "22"
     ):  # data exception: a value PostgreSQL refuses

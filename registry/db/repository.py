@@ -114,22 +114,29 @@ async def read_secret(session: AsyncSession, name: str) -> bytes:
     return bytes(result.scalar_one())
 
 
-_APPEND_JOURNAL = text(
-    """
-    WITH audit AS (
-        INSERT INTO audit_log (tenant_id, actor, action, target, before, after)
-        SELECT (a.row->>'tenant_id')::uuid, a.row->>'actor', a.row->>'action', a.row->>'target',
-               nullif(a.row->'before', 'null'), nullif(a.row->'after', 'null')
-          FROM jsonb_array_elements(CAST(:audit AS jsonb)) WITH ORDINALITY AS a(row, n)
-         ORDER BY a.n
-    )
-    INSERT INTO change_pending (tenant_id, kind, prompt_id, label)
-    SELECT (c.row->>'tenant_id')::uuid, c.row->>'kind', (c.row->>'prompt_id')::uuid,
-           c.row->>'label'
-      FROM jsonb_array_elements(CAST(:changes AS jsonb)) WITH ORDINALITY AS c(row, n)
-     ORDER BY c.n
-    """
+async def driver(reads: asyncpg.Pool | AsyncSession) -> Any:
+    """Something asyncpg answers ``fetch`` and ``execute`` on: a plain pool, or the driver
+    connection under a session (its statements join the session's transaction, with none of the
+    ORM's statement machinery; a driver error is translated as the transaction ends)."""
+    if not isinstance(reads, AsyncSession):
+        return reads
+    raw = await (await reads.connection()).get_raw_connection()
+    return raw.driver_connection
+
+
+_APPEND_JOURNAL = """
+WITH audit AS (
+    INSERT INTO audit_log (tenant_id, actor, action, target, before, after)
+    SELECT (a.row->>'tenant_id')::uuid, a.row->>'actor', a.row->>'action', a.row->>'target',
+           nullif(a.row->'before', 'null'), nullif(a.row->'after', 'null')
+      FROM jsonb_array_elements(CAST($1::text AS jsonb)) WITH ORDINALITY AS a(row, n)
+     ORDER BY a.n
 )
+INSERT INTO change_pending (tenant_id, kind, prompt_id, label)
+SELECT (c.row->>'tenant_id')::uuid, c.row->>'kind', (c.row->>'prompt_id')::uuid, c.row->>'label'
+  FROM jsonb_array_elements(CAST($2::text AS jsonb)) WITH ORDINALITY AS c(row, n)
+ ORDER BY c.n
+"""
 
 
 def _json(rows: list[dict[str, Any]]) -> str:
@@ -143,7 +150,7 @@ async def append_journal(
     JSON arrays). A change row waits in change_pending until the transaction commits: then a
     deferred trigger moves it to the change log, numbered per tenant, stamped with the moment of
     committing, and NOTIFYs (see migrations/sql/0014_change_at_commit_v1.sql)."""
-    await session.execute(_APPEND_JOURNAL, {"audit": _json(audit), "changes": _json(changes)})
+    await (await driver(session)).execute(_APPEND_JOURNAL, _json(audit), _json(changes))
 
 
 async def change_sequences(pool: asyncpg.Pool, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:

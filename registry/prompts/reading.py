@@ -82,10 +82,16 @@ async def versions_out(
 
 
 async def prompt_out(
-    session: AsyncSession, prompt: Prompt, *, latest: VersionOut | None = None
+    session: AsyncSession,
+    prompt: Prompt,
+    *,
+    latest: VersionOut | None = None,
+    labels: dict[str, int] | None = None,
 ) -> PromptOut:
-    """The prompt with its labels and latest version (``latest`` when the caller has it already)."""
-    labels = (await repo.labels_of(session, [prompt]))[prompt.id]
+    """The prompt with its labels and latest version (``latest`` and ``labels`` when the caller
+    has them already)."""
+    if labels is None:
+        labels = (await repo.labels_of(session, [prompt]))[prompt.id]
     if latest is None and prompt.latest_version:
         latest = (await versions_out(session, prompt, [prompt.latest_version]))[0]
     fields = PromptFields.model_validate(prompt).model_dump()

@@ -12,14 +12,13 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import asyncpg
 import orjson
 from sqlalchemy import (
     UUID,
     Integer,
-    Table,
     Text,
     and_,
     bindparam,
@@ -52,19 +51,11 @@ from registry.db.models import (
     PromptPartial,
     PromptVersion,
 )
+from registry.db.repository import driver as _driver
 
 # --- serving ----------------------------------------------------------------------------------
 
 _SERVED_VERSION = "SELECT registry_served_version_v3($1, $2, $3, $4)"
-
-
-async def _driver(reads: asyncpg.Pool | AsyncSession) -> Any:
-    """Something asyncpg answers ``fetchval`` on: the hot path's plain pool, or the driver connection
-    under a session (its statements join the session's transaction)."""
-    if not isinstance(reads, AsyncSession):
-        return reads
-    raw = await (await reads.connection()).get_raw_connection()
-    return raw.driver_connection
 
 
 async def served_version(
@@ -203,15 +194,12 @@ async def list_prompts(
 # --- versions ---------------------------------------------------------------------------------
 
 
-# The tables under the child rows of a version, for Core inserts.
-_ARGUMENT_ROWS = cast(Table, PromptArgument.__table__)
-_MESSAGE_ROWS = cast(Table, PromptMessage.__table__)
-_PARTIAL_ROWS = cast(Table, PromptPartial.__table__)
-
-
 # A new version in one round trip on the driver (no ORM statement): the prompt's latest version is
-# bumped and the version row inserted, unless the latest version already has this content (then
-# nothing is written and no row comes back). The prompt must be locked FOR UPDATE by the caller.
+# bumped, the version row inserted and its child rows with it (arguments, messages, partial locks:
+# each a JSON array of rows, read as the table's row type), unless the latest version already has
+# this content (then nothing is written and no row comes back). The child rows' foreign keys are
+# checked at the end of the statement, when the version row is there. The prompt must be locked FOR
+# UPDATE by the caller.
 _WRITE_VERSION = """
 WITH same AS (
     SELECT 1 FROM prompt_versions
@@ -228,6 +216,22 @@ WITH same AS (
            CAST($8::text AS jsonb), $9, $10, $4, $11
       FROM bumped
     RETURNING version, created_at
+), arguments AS (
+    INSERT INTO prompt_arguments
+           (tenant_id, prompt_id, version, position, name, title, description, required, "default",
+            enum, pattern, max_length, suggestions)
+    SELECT $1, $2, inserted.version, a.position, a.name, a.title, a.description,
+           coalesce(a.required, false), a."default", a.enum, a.pattern, a.max_length, a.suggestions
+      FROM inserted, jsonb_populate_recordset(NULL::prompt_arguments, CAST($12::text AS jsonb)) a
+), messages AS (
+    INSERT INTO prompt_messages (tenant_id, prompt_id, version, position, role, content, blob_sha256)
+    SELECT $1, $2, inserted.version, m.position, m.role, m.content, m.blob_sha256
+      FROM inserted, jsonb_populate_recordset(NULL::prompt_messages, CAST($13::text AS jsonb)) m
+), partials AS (
+    INSERT INTO prompt_partials
+           (tenant_id, prompt_id, version, ref, child_name, child_prompt_id, child_version)
+    SELECT $1, $2, inserted.version, l.ref, l.child_name, l.child_prompt_id, l.child_version
+      FROM inserted, jsonb_populate_recordset(NULL::prompt_partials, CAST($14::text AS jsonb)) l
 )
 SELECT inserted.version, inserted.created_at, bumped.updated_at
   FROM inserted, bumped
@@ -240,6 +244,18 @@ _VERSION_META = ("title", "description", "icons", "config", "commit_message")
 
 def _jsonb(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
+
+
+def _row_array(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows as one JSON array for jsonb_populate_recordset: bytes as bytea's hex input, the rest
+    as JSON gives it."""
+    return orjson.dumps(
+        [
+            {k: "\\x" + v.hex() if isinstance(v, bytes) else v for k, v in row.items()}
+            for row in rows
+        ],
+        default=str,  # ids: any UUID
+    ).decode()
 
 
 async def insert_version(
@@ -272,27 +288,22 @@ async def insert_version(
         columns["commit_message"],
         author,
         list_entry,
+        _row_array({**a, "position": i} for i, a in enumerate(arguments)),
+        _row_array({**m, "position": i} for i, m in enumerate(messages)),
+        _row_array(partials),
     )
     if found is None:
         return None
     set_committed_value(prompt, "latest_version", found["version"])
     set_committed_value(prompt, "updated_at", found["updated_at"])
-    key = {"tenant_id": prompt.tenant_id, "prompt_id": prompt.id, "version": found["version"]}
-    # The child rows through the tables (Core executemany), not the ORM's bulk insert: compiled
-    # once and cached, with none of the ORM's per-row bookkeeping (nothing reads them as objects).
-    if arguments:
-        await session.execute(
-            insert(_ARGUMENT_ROWS),
-            [{**key, "position": i, **a} for i, a in enumerate(arguments)],
-        )
-    await session.execute(
-        insert(_MESSAGE_ROWS),
-        [{**key, "position": i, **m} for i, m in enumerate(messages)],
-    )
-    if partials:
-        await session.execute(insert(_PARTIAL_ROWS), [{**key, **p} for p in partials])
     return PromptVersion(
-        **key, **columns, author=author, content_hash=content_hash, created_at=found["created_at"]
+        tenant_id=prompt.tenant_id,
+        prompt_id=prompt.id,
+        version=found["version"],
+        **columns,
+        author=author,
+        content_hash=content_hash,
+        created_at=found["created_at"],
     )
 
 
@@ -530,8 +541,13 @@ async def version_by_hash(session: AsyncSession, prompt: Prompt, content_hash: b
 _LABELS_OF = """
 SELECT prompt_id, label, version FROM labels
  WHERE tenant_id = $1 AND prompt_id = ANY($2::uuid[])
- ORDER BY label
+ ORDER BY label COLLATE "C"
 """
+
+
+def _in_label_order(labels: dict[str, int]) -> dict[str, int]:
+    """Labels ordered as _LABELS_OF orders them (by code point: labels are ASCII)."""
+    return dict(sorted(labels.items()))
 
 
 async def labels_of(
@@ -594,7 +610,8 @@ async def label_version(
 
 
 class MovedLabel(NamedTuple):
-    """A label as one move left it, and the version it pointed at before (None: it is new)."""
+    """A label as one move left it, the version it pointed at before (None: it is new), and every
+    label of its prompt after the move, in label order."""
 
     prompt_name: str
     label: str
@@ -602,6 +619,7 @@ class MovedLabel(NamedTuple):
     updated_by: str
     updated_at: datetime
     before: int | None
+    labels: dict[str, int]
 
 
 # A label moved, with its history row, in one round trip on the driver; no row comes back when it
@@ -622,7 +640,11 @@ WITH before AS (
     SELECT $1, $2, $3, (SELECT version FROM before), $5, $6 FROM moved
 )
 SELECT moved.prompt_name, moved.label, moved.version, moved.updated_by, moved.updated_at,
-       (SELECT version FROM before) AS before
+       (SELECT version FROM before) AS before,
+       (SELECT array_agg(label ORDER BY label) FROM labels
+         WHERE tenant_id = $1 AND prompt_id = $2) AS labels,
+       (SELECT array_agg(version ORDER BY label) FROM labels
+         WHERE tenant_id = $1 AND prompt_id = $2) AS versions
   FROM moved
 """
 
@@ -636,7 +658,19 @@ async def move_label(
     )
     if found is None:
         return None
-    moved = MovedLabel(*found)
+    # The statement's labels are as they were before it (a statement does not see its own writes);
+    # the caller holds the prompt locked, which every label write takes, so nothing else moved.
+    labels = dict(zip(found["labels"] or (), found["versions"] or (), strict=True))
+    labels[label] = version
+    moved = MovedLabel(
+        found["prompt_name"],
+        found["label"],
+        found["version"],
+        found["updated_by"],
+        found["updated_at"],
+        found["before"],
+        _in_label_order(labels),
+    )
     held = session.identity_map.get(identity_key(Label, (prompt.tenant_id, prompt.id, label)))
     if held is not None:  # an ORM row of this label read earlier in the transaction: keep it true
         for name in ("version", "updated_by", "updated_at"):

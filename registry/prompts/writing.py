@@ -134,6 +134,8 @@ class VersionWrite:
     version: VersionOut
     detail: str
     labels_moved: tuple[str, ...] = ()
+    # The prompt's labels after the write, when a move told them (else read them again).
+    labels: dict[str, int] | None = None
 
 
 async def write_version(
@@ -142,14 +144,15 @@ async def write_version(
     caller: Principal,
     prompt: Prompt,
     prepared: PreparedVersion,
-    labels: Sequence[str],
+    requested: Sequence[str],
     *,
     if_match: int | None,
     force: bool = False,
 ) -> VersionWrite:
-    """The one path every version write takes. ``prompt`` must be locked FOR UPDATE; it is kept
-    current (its latest version) as the write goes."""
-    for label in labels:
+    """The one path every version write takes: the version, then the ``requested`` labels moved
+    onto it. ``prompt`` must be locked FOR UPDATE; it is kept current (its latest version) as the
+    write goes."""
+    for label in requested:
         check_label_name(label)
     latest = prompt.latest_version
     if if_match is not None and if_match != latest:
@@ -169,6 +172,7 @@ async def write_version(
         messages=prepared.messages,
         partials=prepared.lock_rows(),
     )
+    labels: dict[str, int] | None = None
     if row is None:  # the latest version has this content already
         written = (await versions_out(session, prompt, [latest]))[0]
         outcome = VersionWrite(
@@ -189,7 +193,8 @@ async def write_version(
                 "commit_message": prepared.meta.get("commit_message"),
             },
         )
-        await move_label(session, tenant, prompt, LATEST, number, caller)
+        latest_moved = await move_label(session, tenant, prompt, LATEST, number, caller)
+        labels = latest_moved.labels if latest_moved is not None else None
         written = version_out(
             prompt,
             row,
@@ -199,12 +204,14 @@ async def write_version(
         )
         outcome = VersionWrite(True, written, f"version {number} written")
     moved = []
-    for label in labels:
-        if await move_label(
+    for label in requested:
+        found = await move_label(
             session, tenant, prompt, label, outcome.version.version, caller, force=force
-        ):
+        )
+        if found is not None:
             moved.append(label)
-    return dataclasses.replace(outcome, labels_moved=tuple(moved))
+            labels = found.labels
+    return dataclasses.replace(outcome, labels_moved=tuple(moved), labels=labels)
 
 
 async def _result(
@@ -219,7 +226,7 @@ async def _result(
         detail=detail,
         dry_run=dry_run,
         labels_moved=list(outcome.labels_moved),
-        prompt=await prompt_out(session, prompt, latest=outcome.version),
+        prompt=await prompt_out(session, prompt, latest=outcome.version, labels=outcome.labels),
     )
 
 
