@@ -316,16 +316,20 @@ def table(results: dict[str, Any]) -> str:
     if results["machine"].get("sched_autogroup"):
         lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
     walk_result = results["walk"]
-    lines += [
-        "",
-        f"Full walk of {BIG_TENANT}: {walk_result['prompts']:,} prompts in {walk_result['pages']} "
-        f"pages, {walk_result['seconds']:.2f} s; again, answered from memory, "
-        f"{walk_result.get('again_seconds', 0):.2f} s.",
-        "",
-        "| fan-out: open streams (per worker) | tenants | rounds | p50 ms | p99 ms | max ms | missed "
-        "| p99 ms from the write's request | write p50 ms | KiB per open stream |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    if walk_result:  # with the reads
+        lines += [
+            "",
+            f"Full walk of {BIG_TENANT}: {walk_result['prompts']:,} prompts in "
+            f"{walk_result['pages']} pages, {walk_result['seconds']:.2f} s; again, answered from "
+            f"memory, {walk_result.get('again_seconds', 0):.2f} s.",
+        ]
+    if results["fanout"]:
+        lines += [
+            "",
+            "| fan-out: open streams (per worker) | tenants | rounds | p50 ms | p99 ms | max ms "
+            "| missed | p99 ms from the write's request | write p50 ms | KiB per open stream |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
     for f in results["fanout"]:
         spread = " + ".join(str(n) for n in streams_per_worker(f).values())
         lines.append(
@@ -334,8 +338,12 @@ def table(results: dict[str, Any]) -> str:
             f"{f['write_p50_ms']:.1f} | "
             f"{per_stream_kib(f):.1f} |"
         )
-    lines += ["", "| memory (RSS, MiB) | " + " | ".join(f"worker {i + 1}" for i in range(2)) + " |"]
-    lines.append("|---|---|---|")
+    count = len(results["memory_kib"]["idle"])
+    lines += [
+        "",
+        "| memory (RSS, MiB) | " + " | ".join(f"worker {i + 1}" for i in range(count)) + " |",
+    ]
+    lines.append("|---" * (count + 1) + "|")
     for moment, workers in results["memory_kib"].items():
         values = " | ".join(f"{kib / 1024:.1f}" for kib in workers.values())
         lines.append(f"| {moment} | {values} |")
@@ -344,7 +352,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| {f['streams']:,} streams open | {values} |")
     lines += ["", "| ratio | value |", "|---|---|"]
     for name, value in results["ratios"].items():
-        lines.append(f"| {name} | {value:.2f} |")
+        if value == value:  # NaN: a workload of the ratio was not run
+            lines.append(f"| {name} | {value:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -416,7 +425,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--workers", type=int, default=2, help="uvicorn workers of the registry and of every peer"
     )
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help="which parts to run, of: reads (the registry's, the walk, the peers and the bare ASGI "
+        "ceiling), writes, fanout",
+    )
     args = parser.parse_args(argv)
+    workloads = {w for w in args.workloads.split(",") if w}
+    if not workloads or workloads - set(WORKLOADS):
+        parser.error(f"--workloads: a comma-separated list of {', '.join(WORKLOADS)}")
     if shutil.which("wrk") is None:
         sys.exit("bench/run needs wrk: apt-get install wrk")
     if autogroup():
@@ -430,6 +448,7 @@ def main(argv: list[str] | None = None) -> None:
         peers=args.peers,
         out=args.out,
         workers=args.workers,
+        workloads=workloads,
     )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     (args.out / f"{stamp}.json").write_text(json.dumps(results, indent=2))
@@ -448,8 +467,11 @@ def run(
     peers: bool,
     out: Path,
     workers: int = 2,
+    workloads: set[str] | None = None,
 ) -> dict[str, Any]:
-    """Every workload, one after the other on the same machine; the results as one JSON value."""
+    """Every workload (or those of ``workloads``), one after the other on the same machine; the
+    results as one JSON value."""
+    workloads = set(WORKLOADS) if workloads is None else workloads
     from registry.cli import attached_database
     from registry.config import load_settings
 
@@ -479,14 +501,16 @@ def run(
         db = asyncio.run(db_ceiling(env_url or _embedded_url(settings), duration, 16))
         postmaster = asyncio.run(postmaster_of(env_url or _embedded_url(settings)))
         print(f"asyncpg ceiling: {db['rps']:,.0f}/s", file=sys.stderr)
-        walk_result = walk(
-            registry.url, BIG_TENANT, stop_at=int(0.9 * _prompt_count(tenants, BIG_TENANT))
-        )
-        # The same walk again, answered from the worker's memory (one connection, so one worker):
-        # what the client's parsing and HTTP cost without the database, in the same run.
-        walk_result["again_seconds"] = walk(registry.url, BIG_TENANT)["seconds"]
-        print(f"walk: {walk_result}", file=sys.stderr)
-        for c in connections:
+        walk_result: dict[str, Any] = {}
+        if "reads" in workloads:
+            walk_result = walk(
+                registry.url, BIG_TENANT, stop_at=int(0.9 * _prompt_count(tenants, BIG_TENANT))
+            )
+            # The same walk again, answered from the worker's memory (one connection, so one
+            # worker): what the client's parsing and HTTP cost without the database, in the same run.
+            walk_result["again_seconds"] = walk(registry.url, BIG_TENANT)["seconds"]
+            print(f"walk: {walk_result}", file=sys.stderr)
+        for c in connections if "reads" in workloads else []:
             measure = _measure(
                 rows, registry.url, c, duration, warmup, "registry", pids, postmaster
             )
@@ -507,15 +531,16 @@ def run(
                 walk_result["deep_cursor"] or "",
             )
         memory["after reads"] = {str(pid): rss_kib(pid) for pid in pids}
-        asyncio.run(prepare_writes(registry.url, token))
-        for c in connections:
+        if "writes" in workloads:
+            asyncio.run(prepare_writes(registry.url, token))
+        for c in connections if "writes" in workloads else []:
             measure = _measure(
                 rows, registry.url, c, duration, warmup, "registry", pids, postmaster
             )
             measure("admin: new version", "", "write", WRITE_TENANT, str(WRITE_PROMPTS), token)
         fanout_tenant_slugs = [f"fanout-{i:03d}" for i in range(fanout_tenants)]
         fanouts = []
-        for count in streams:
+        for count in streams if "fanout" in workloads else []:
             port = int(registry.url.rsplit(":", 1)[1])
 
             def snapshot(port: int = port) -> dict[str, Any]:
@@ -544,7 +569,7 @@ def run(
             ("high-level SDK", "bench.peers:highlevel_app", "/mcp"),
             *peer_targets,
         ]
-    for name, factory, path in peer_targets:
+    for name, factory, path in peer_targets if "reads" in workloads else []:
         with server(uvicorn(factory, workers), {}, path, timeout=300) as peer:
             peer_pids = worker_pids(peer.pid)
             for c in connections:
@@ -596,6 +621,7 @@ def _measure(
     return measure
 
 
+WORKLOADS = ("reads", "writes", "fanout")
 WRITE_TENANT = "bench-writes"
 WRITE_PROMPTS = 100
 
@@ -620,13 +646,14 @@ async def prepare_writes(url: str, token: str) -> None:
 
 
 def worker_pids(parent: int) -> list[int]:
-    """The uvicorn worker processes of ``registry serve`` (its Python children)."""
+    """The uvicorn worker processes of ``registry serve`` (its Python children); the server itself
+    when it has none (one worker serves in the main process)."""
     found = []
     for child in psutil.Process(parent).children():
         with suppress(psutil.Error):
             if any("spawn_main" in part for part in child.cmdline()):
                 found.append(child.pid)
-    return sorted(found)
+    return sorted(found) or [parent]
 
 
 def rss_kib(pid: int) -> int:

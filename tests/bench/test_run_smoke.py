@@ -75,3 +75,30 @@ def test_every_workload_completes_without_errors(
     assert opened == 60  # every stream was counted on one of the workers
     assert len(results["memory_kib"]["idle"]) == 2  # both workers were found and read
     assert (out / result_file.name.replace(".json", ".md")).read_text().startswith("| workload")
+
+
+def test_a_chosen_workload_runs_alone_and_an_unknown_one_is_refused(
+    wrk: str, pg_server: PgServer, db_name: str, tmp_path: Path
+) -> None:
+    asyncio.run(seed(pg_server.url(db_name), tenants=2, prompts=10, big=50, seed=4))
+    env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    env.pop("REGISTRY_DATA_DIR", None)
+    out = tmp_path / "results"
+    command = [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "1",
+               "--connections", "4", "--workers", "1", "--out", str(out)]  # fmt: skip
+    refused = subprocess.run(
+        [*command, "--workloads", "writes,reeds"], env=env, cwd=ROOT, capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "--workloads" in refused.stderr
+    ran = subprocess.run(
+        [*command, "--workloads", "writes"], env=env, cwd=ROOT, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    [result_file] = out.glob("*.json")
+    results = json.loads(result_file.read_text())
+    assert [row["workload"] for row in results["wrk"]] == ["admin: new version"]
+    assert results["wrk"][0]["errors"] == 0 and results["wrk"][0]["rps"] > 0
+    assert results["walk"] == {} and results["fanout"] == []
+    assert len(results["memory_kib"]["idle"]) == 1
