@@ -39,13 +39,20 @@ def wrk() -> str:
     return found
 
 
+def seeded(
+    pg_server: PgServer, db_name: str, tmp_path: Path, **dataset: int
+) -> tuple[dict[str, str], Path]:
+    """A small dataset in the test database; the environment and output folder of bench/run."""
+    asyncio.run(seed(pg_server.url(db_name), **dataset))
+    env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    env.pop("REGISTRY_DATA_DIR", None)
+    return env, tmp_path / "results"
+
+
 def test_every_workload_completes_without_errors(
     wrk: str, pg_server: PgServer, db_name: str, tmp_path: Path
 ) -> None:
-    asyncio.run(seed(pg_server.url(db_name), tenants=3, prompts=30, big=400, seed=3))
-    env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
-    env.pop("REGISTRY_DATA_DIR", None)
-    out = tmp_path / "results"
+    env, out = seeded(pg_server, db_name, tmp_path, tenants=3, prompts=30, big=400, seed=3)
     ran = subprocess.run(
         [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "1", "--connections", "4",
          "--streams", "60", "--fanout-tenants", "3", "--out", str(out)],
@@ -80,10 +87,7 @@ def test_every_workload_completes_without_errors(
 def test_a_chosen_workload_runs_alone_and_an_unknown_one_is_refused(
     wrk: str, pg_server: PgServer, db_name: str, tmp_path: Path
 ) -> None:
-    asyncio.run(seed(pg_server.url(db_name), tenants=2, prompts=10, big=50, seed=4))
-    env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
-    env.pop("REGISTRY_DATA_DIR", None)
-    out = tmp_path / "results"
+    env, out = seeded(pg_server, db_name, tmp_path, tenants=2, prompts=10, big=50, seed=4)
     command = [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "1",
                "--connections", "4", "--workers", "1", "--out", str(out)]  # fmt: skip
     refused = subprocess.run(
