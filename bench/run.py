@@ -167,13 +167,18 @@ async def postmaster_of(url: str) -> int | None:
         await connection.close()
 
 
-def server_processes(postmaster: int | None) -> list[int]:
-    """That server and its processes now (the backends come and go)."""
+def database_cpu_seconds(postmaster: int | None) -> float:
+    """User and system CPU time of that server so far: its processes now, and those that have
+    exited (their time is added to the postmaster's children's once it reaps them). Backends come
+    and go during a run; read so, one that exits in between still counts what it spent."""
     if postmaster is None:
-        return []
+        return 0.0
     with suppress(psutil.Error):
-        return [postmaster, *(child.pid for child in psutil.Process(postmaster).children())]
-    return []
+        server = psutil.Process(postmaster)
+        times = server.cpu_times()
+        gone = float(times.children_user + times.children_system)
+        return gone + cpu_seconds([postmaster, *(child.pid for child in server.children())])
+    return 0.0
 
 
 def wrk(
@@ -197,10 +202,13 @@ def wrk(
     warm_up = [*base[:3], f"-d{warmup}s", *base[3:]]
     subprocess.run(warm_up, capture_output=True, check=True)  # noqa: S603 - wrk, arguments built here
     measured = [*base[:3], f"-d{seconds}s", *base[3:]]
-    database = server_processes(postmaster) if server_pids is not None else []
-    started = (cpu_seconds(server_pids or []), cpu_seconds(database))
+    database = postmaster if server_pids is not None else None
+    started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
     out = subprocess.run(measured, capture_output=True, text=True, check=True).stdout  # noqa: S603
-    spent = (cpu_seconds(server_pids or []) - started[0], cpu_seconds(database) - started[1])
+    spent = (
+        cpu_seconds(server_pids or []) - started[0],
+        database_cpu_seconds(database) - started[1],
+    )
     figures = figures_of(out)
     result = {
         "rps": figures["requests"] / (figures["duration_us"] / 1e6),
