@@ -254,7 +254,7 @@ def _row_array(rows: Iterable[dict[str, Any]]) -> str:
             {k: "\\x" + v.hex() if isinstance(v, bytes) else v for k, v in row.items()}
             for row in rows
         ],
-        default=str,  # ids: any UUID
+        default=str,  # ids read from the driver are asyncpg's own UUID type, which orjson does not know
     ).decode()
 
 
@@ -624,7 +624,9 @@ class MovedLabel(NamedTuple):
 
 # A label moved, with its history row, in one round trip on the driver; no row comes back when it
 # already points there. The caller holds the prompt locked FOR UPDATE, which every label move
-# takes first, so the label row cannot change between the read of ``before`` and the write.
+# takes first, so the label row cannot change between the read of ``before`` and the write. The
+# prompt's labels come back in the same scan of them (as they were before the move: the caller
+# applies it), so a write's answer needs no read of its own.
 _MOVE_LABEL = """
 WITH before AS (
     SELECT version FROM labels WHERE tenant_id = $1 AND prompt_id = $2 AND label = $3
@@ -640,12 +642,11 @@ WITH before AS (
     SELECT $1, $2, $3, (SELECT version FROM before), $5, $6 FROM moved
 )
 SELECT moved.prompt_name, moved.label, moved.version, moved.updated_by, moved.updated_at,
-       (SELECT version FROM before) AS before,
-       (SELECT array_agg(label ORDER BY label) FROM labels
-         WHERE tenant_id = $1 AND prompt_id = $2) AS labels,
-       (SELECT array_agg(version ORDER BY label) FROM labels
-         WHERE tenant_id = $1 AND prompt_id = $2) AS versions
-  FROM moved
+       (SELECT version FROM before) AS before, held.labels, held.versions
+  FROM moved,
+       LATERAL (SELECT array_agg(label ORDER BY label) AS labels,
+                       array_agg(version ORDER BY label) AS versions
+                  FROM labels WHERE tenant_id = $1 AND prompt_id = $2) AS held
 """
 
 
