@@ -1,8 +1,9 @@
 """What the MCP endpoint keeps in memory, and the cached paths through the prompts service.
 
 Compiled versions and blobs never change, so they are kept until evicted. What a label serves (which
-version a name resolves to, the listing pages and their count) is dropped for a tenant as soon as that
-tenant's change notification reaches this worker, and so are tenants (looked up by slug) and checked
+version a name resolves to, the listing pages and their count, and the encoded answers to prompts/get
+already given) is dropped for a tenant as soon as that tenant's change notification reaches this
+worker (or its own write to the tenant commits), and so are tenants (looked up by slug) and checked
 credentials (on a key change; and at least once a minute, when the key's last use is recorded). While
 the LISTEN connection is down nothing cached is trusted: every request reads the database.
 """
@@ -15,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -24,6 +25,7 @@ from registry.db.models import Tenant
 from registry.errors import NotFound
 from registry.events.cache import MISSING, Lru, TenantScoped
 from registry.mcp import shaping
+from registry.mcp.protocol import Message
 from registry.principal import Principal
 from registry.prompts import reading, rendering
 from registry.prompts.rendering import CompiledVersion
@@ -106,6 +108,22 @@ def _weigh_listing(listing: Listing) -> int:
     return listing.size
 
 
+# An answer larger than this (inline images, say) is rendered each time rather than kept: its blobs
+# are cached anyway, and one such answer would push out hundreds of small ones.
+ANSWER_MAX_BYTES = 256 * 1024
+
+
+class Answer(NamedTuple):
+    """A prompts/get result as it was sent, encoded once (served until the tenant changes)."""
+
+    result: orjson.Fragment
+    size: int  # bytes of the result and of its key: what the cache weighs
+
+
+def _weigh_answer(answer: Answer) -> int:
+    return answer.size
+
+
 @dataclass
 class McpCaches:
     versions: Lru[CompiledVersion] = field(default_factory=lambda: Lru("versions", 20_000))
@@ -114,6 +132,9 @@ class McpCaches:
     counts: TenantScoped[int] = field(default_factory=lambda: TenantScoped("counts", 100_000))
     listings: TenantScoped[Listing] = field(
         default_factory=lambda: TenantScoped("listings", 64 * 1024 * 1024, weigh=_weigh_listing)
+    )
+    answers: TenantScoped[Answer] = field(
+        default_factory=lambda: TenantScoped("answers", 32 * 1024 * 1024, weigh=_weigh_answer)
     )
     directory: Directory = field(default_factory=Directory)
     # Whether cached answers may be trusted: the LISTEN connection is up (set by the app).
@@ -124,7 +145,7 @@ class McpCaches:
         return self.live()
 
     def tenant_scoped(self) -> list[TenantScoped[Any] | _DirectoryPart]:
-        return [self.resolved, self.counts, self.listings, self.directory.tenants]
+        return [self.resolved, self.counts, self.listings, self.answers, self.directory.tenants]
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         for cache in self.tenant_scoped():
@@ -133,6 +154,52 @@ class McpCaches:
     def clear(self) -> None:
         for cache in self.tenant_scoped():
             cache.clear()
+
+
+def answer_key(
+    caches: McpCaches, label: str, revision: str, principal: Principal, message: Message
+) -> bytes | None:
+    """What a prompts/get answer depends on besides its tenant, or None when it is not kept.
+
+    A rendered answer is a function of the served label, the revision (its shape and ``_meta``),
+    whether the caller is anonymous (which labels it may read) and every param but ``_meta`` (the
+    name with its version or label, the arguments, and any field a later check might refuse),
+    compared as canonical JSON; the rest is the tenant's, whose change drops the answers. Retries of
+    an input-required result (``requestState``) and the forms they answer are never kept.
+    """
+    if (
+        not caches.enabled
+        or message.kind != "request"
+        or message.method != "prompts/get"
+        or "requestState" in message.params
+    ):
+        return None
+    params = {k: v for k, v in message.params.items() if k != "_meta"}
+    return b"%s\0%s\0%d\0%s" % (
+        label.encode(),
+        revision.encode(),
+        principal.anonymous,
+        orjson.dumps(params, option=orjson.OPT_SORT_KEYS),
+    )
+
+
+def remember_answer(
+    caches: McpCaches,
+    tenant_id: uuid.UUID,
+    key: bytes,
+    answer: dict[str, Any],
+    generation: tuple[int, int],
+) -> None:
+    """Keep a successful, complete prompts/get answer (encoded once: the transport sends the same
+    bytes); errors and input-required results are answered afresh each time."""
+    result = answer.get("result")
+    if not isinstance(result, dict) or result.get("resultType") == "input_required":
+        return
+    encoded = orjson.dumps(result)
+    fragment = orjson.Fragment(encoded)
+    answer["result"] = fragment
+    if len(encoded) <= ANSWER_MAX_BYTES:
+        caches.answers.put(tenant_id, key, Answer(fragment, len(encoded) + len(key)), generation)
 
 
 @dataclass(frozen=True)

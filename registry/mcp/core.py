@@ -7,6 +7,7 @@ or subscriptions, and manage streams.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,10 +18,17 @@ from registry import inputs
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import McpSession, Tenant
-from registry.mcp import handlers, stateless
+from registry.events.cache import MISSING
+from registry.mcp import caching, handlers, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.errors import InvalidRequest, McpError, ParseError
-from registry.mcp.protocol import STATELESS_REVISIONS, Message, classify, error_message
+from registry.mcp.protocol import (
+    STATELESS_REVISIONS,
+    Message,
+    classify,
+    error_message,
+    result_message,
+)
 from registry.principal import Principal
 
 NOT_JSON = "parse error: the body is not valid JSON"
@@ -111,7 +119,16 @@ class Core:
         *,
         session: McpSession | None = None,
     ) -> dict[str, Any] | None:
-        """Answer one message (None for notifications and responses)."""
+        """Answer one message (None for notifications and responses). A prompts/get answered
+        before, and not changed since, is sent as it was (``caching.answer_key``)."""
+        started = time.perf_counter()
+        key = caching.answer_key(self.caches, label, revision, principal, message)
+        if key is not None:
+            remembered = self.caches.answers.get(tenant.id, key)
+            if remembered is not MISSING:
+                handlers.count_answered(message, started)
+                return result_message(message.id, remembered.result)
+            generation = self.caches.answers.generation(tenant.id)
         call = handlers.Call(
             db=self.db,
             tx=tx,
@@ -132,4 +149,6 @@ class Core:
             answer["result"] = stateless.complete(
                 answer["result"], revision, tenant, label, self.settings.public_url
             )
+        if key is not None and answer is not None:
+            caching.remember_answer(self.caches, tenant.id, key, answer, generation)
         return answer

@@ -83,7 +83,9 @@ def _id_of(obj: Any) -> str | int | None:
     return None
 
 
-def result_message(request_id: str | int | None, result: dict[str, Any]) -> dict[str, Any]:
+def result_message(
+    request_id: str | int | None, result: dict[str, Any] | orjson.Fragment
+) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 

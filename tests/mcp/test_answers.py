@@ -1,0 +1,118 @@
+"""A worker keeps the prompts/get answers it rendered (registry.mcp.caching.answer_key): the same
+request is answered again without rendering, with its own id, until the tenant changes; what the key
+leaves out (who may read what, other arguments, notifications) never gets someone else's answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from registry.prompts import rendering
+from tests.conftest import Api, auth
+from tests.mcp.conftest import CONFORMANCE_PROMPTS, RawMcp, add_prompts
+from tests.mcp.test_stateless import Stateless, meta
+
+ARGS = {"arg1": "one", "arg2": "two"}
+
+
+@pytest.fixture
+def renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The descriptions of the versions rendered, one entry per rendering."""
+    seen: list[str] = []
+    render = rendering.render_compiled
+
+    def counted(compiled: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(compiled.description)
+        return render(compiled, *args, **kwargs)
+
+    monkeypatch.setattr(rendering, "render_compiled", counted)
+    return seen
+
+
+async def _get(client: Stateless, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+    response = await client.post(
+        "prompts/get", {"_meta": meta(), "name": name, "arguments": arguments}
+    )
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def test_the_same_request_is_answered_again_with_its_own_id(
+    api: Api, renders: list[str]
+) -> None:
+    keys = await api.tenant("acme")
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    first = await _get(client, "test_prompt_with_arguments", ARGS)
+    again = await _get(client, "test_prompt_with_arguments", ARGS)
+    assert (first["id"], again["id"]) == (1, 2)
+    assert again["result"] == first["result"]
+    assert renders == ["A prompt with required arguments"]  # the second answer was not rendered
+
+    other = await _get(client, "test_prompt_with_arguments", {"arg1": "three", "arg2": "two"})
+    text = other["result"]["messages"][0]["content"]["text"]
+    assert text == "Prompt with arguments: arg1='three', arg2='two'"
+    assert len(renders) == 2
+
+    session = RawMcp(api.client, "/mcp/acme", auth(keys["reader"]))
+    await session.initialize()
+    params = {"name": "test_prompt_with_arguments", "arguments": ARGS}
+    for _ in range(2):
+        assert "result" in await session.call("prompts/get", params)
+    notified = await api.client.post(  # the same params as a notification: no answer at all
+        "/mcp/acme",
+        json={"jsonrpc": "2.0", "method": "prompts/get", "params": params},
+        headers=session._headers(),
+    )
+    assert (notified.status_code, notified.content) == (202, b"")
+    assert len(renders) == 3  # once more for the session's revision
+
+
+async def test_a_change_of_the_tenant_is_served_at_once(api: Api, renders: list[str]) -> None:
+    keys = await api.tenant("acme")
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    assert (await _get(client, "test_simple_prompt", {}))["result"]["description"] == (
+        "A simple prompt without arguments"
+    )
+    simple = {k: v for k, v in CONFORMANCE_PROMPTS[0].items() if k != "name"}
+    written = await api.client.post(
+        "/api/v1/tenants/acme/prompts/test_simple_prompt/versions",
+        json={**simple, "description": "second", "labels": ["production"]},
+        headers=auth(keys["publisher"]),
+    )
+    assert written.status_code == 201, written.text
+    # This worker wrote it: its answers of the tenant are dropped as the write commits.
+    assert (await _get(client, "test_simple_prompt", {}))["result"]["description"] == "second"
+    assert renders == ["A simple prompt without arguments", "second"]
+
+
+async def test_an_anonymous_caller_never_gets_a_key_holders_answer(
+    api: Api, renders: list[str]
+) -> None:
+    keys = await api.tenant("acme", public_read=True)
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS, label="staging")
+    published = await api.client.put(
+        "/api/v1/tenants/acme/prompts/test_simple_prompt/labels/production",
+        json={"version": 1},
+        headers=auth(keys["publisher"]),
+    )
+    assert published.status_code == 200, published.text
+    holder = Stateless(api.client, "/mcp/acme/staging", auth(keys["reader"]))
+    anonymous = Stateless(api.client, "/mcp/acme/staging", {})
+    for client in (holder, holder):
+        assert "result" in await _get(client, "test_prompt_with_arguments", ARGS)
+    refused = await anonymous.post(
+        "prompts/get", {"_meta": meta(), "name": "test_prompt_with_arguments", "arguments": ARGS}
+    )
+    assert refused.status_code == 401, refused.text
+
+    # A pinned version on the published label: the holder's answer is not the anonymous caller's.
+    holder_published = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    pinned = {"_meta": meta(), "name": "test_simple_prompt@1"}
+    assert (await holder_published.post("prompts/get", pinned)).status_code == 200
+    assert (await holder_published.post("prompts/get", pinned)).status_code == 200
+    anonymous_published = Stateless(api.client, "/mcp/acme", {})
+    assert "error" in (await anonymous_published.post("prompts/get", pinned)).json()
+    assert renders.count("A simple prompt without arguments") == 1
