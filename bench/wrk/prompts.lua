@@ -2,6 +2,7 @@
 -- load. Arguments after `--`: mode, then
 --   targets FILE    prompts/get of random lines of FILE: "path<TAB>name<TAB>arguments-json"
 --   get 1 N peer    prompts/get of a random peer prompt (peer-00000 .. N-1) on the URL's path
+--   get 1 N peer-new the same with a new topic each time (no answer given before can be sent again)
 --   list CURSOR     prompts/list from CURSOR ("" for the first page)
 --   write T N TOKEN admin API: a new version of a random prompt w-000 .. N-1 of tenant T (201)
 -- JSON-RPC errors arrive with HTTP 200, so bodies are checked and counted as errors too.
@@ -63,7 +64,11 @@ function request()
   end
   if mode == "get" then
     local name, path
-    if names == "peer" then
+    local arguments = '{"topic":"billing"}'
+    if names == "peer-new" then
+      arguments = '{"topic":"t' .. math.random(1, 1000000000) .. '"}'
+    end
+    if names == "peer" or names == "peer-new" then
       name = string.format("peer-%05d", math.random(0, prompts - 1))
       path = wrk.path
     else
@@ -73,7 +78,7 @@ function request()
     headers["Mcp-Method"] = "prompts/get"
     headers["Mcp-Name"] = name
     local body = '{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{' .. meta
-      .. ',"name":"' .. name .. '","arguments":{"topic":"billing"}}}'
+      .. ',"name":"' .. name .. '","arguments":' .. arguments .. '}}'
     return wrk.format("POST", path, headers, body)
   end
   headers["Mcp-Method"] = "prompts/list"

@@ -20,11 +20,14 @@ from tests.conftest import ROOT, PgServer
 WORKLOADS = {
     ("prompts/get", "registry"),
     ("prompts/get (peer set)", "registry"),
+    ("prompts/get (peer set, new arguments)", "registry"),
     ("prompts/list page 1", "registry"),
     ("prompts/list deep page", "registry"),
     ("admin: new version", "registry"),
     ("prompts/get (peer set)", "low-level SDK"),
+    ("prompts/get (peer set, new arguments)", "low-level SDK"),
     ("prompts/get (peer set)", "high-level SDK"),
+    ("prompts/get (peer set, new arguments)", "high-level SDK"),
     ("prompts/get (peer set)", "bare ASGI"),
 }
 
