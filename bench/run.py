@@ -136,6 +136,7 @@ def uvicorn(factory: str, workers: int) -> list[str]:
         str(workers),
         "--log-level",
         "warning",
+        "--no-access-log",  # as `registry serve` runs uvicorn: no per-request access line built
         "--host",
         "127.0.0.1",
     ]
