@@ -92,7 +92,9 @@ class TenantScoped(Generic[V]):
             return value
         keys = self._keys.setdefault(tenant_id, set())
         keys.add(key)
-        if len(keys) > self._lru.capacity:  # forget keys the LRU already evicted
+        # Forget keys the LRU already evicted once they outnumber what it holds (its capacity may
+        # be bytes, not entries): a tenant's set stays within about twice the cache's entries.
+        if len(keys) > 2 * len(self._lru) + 64:
             keys.intersection_update(k for k in list(keys) if (tenant_id.int, k) in self._lru)
         return self._lru.put((tenant_id.int, key), value)
 

@@ -113,6 +113,10 @@ def _weigh_listing(listing: Listing) -> int:
 ANSWER_MAX_BYTES = 256 * 1024
 
 
+# How many requests the doorkeeper remembers having seen once before it starts afresh.
+SEEN_ONCE = 100_000
+
+
 class Answer(NamedTuple):
     """A prompts/get result as it was sent, encoded once (served until the tenant changes)."""
 
@@ -136,6 +140,9 @@ class McpCaches:
     answers: TenantScoped[Answer] = field(
         default_factory=lambda: TenantScoped("answers", 32 * 1024 * 1024, weigh=_weigh_answer)
     )
+    # Hashes of answer keys seen once: an answer is kept the second time it is asked for, so that
+    # requests that never repeat (new arguments each time) cost no encoding and no eviction.
+    seen_once: set[int] = field(default_factory=set)
     directory: Directory = field(default_factory=Directory)
     # Whether cached answers may be trusted: the LISTEN connection is up (set by the app).
     live: Callable[[], bool] = lambda: False
@@ -190,11 +197,18 @@ def remember_answer(
     answer: dict[str, Any],
     generation: tuple[int, int],
 ) -> None:
-    """Keep a successful, complete prompts/get answer (encoded once: the transport sends the same
-    bytes); errors and input-required results are answered afresh each time."""
+    """Keep a successful, complete prompts/get answer the second time it is asked for (encoded once:
+    the transport sends the same bytes); errors and input-required results are answered afresh."""
     result = answer.get("result")
     if not isinstance(result, dict) or result.get("resultType") == "input_required":
         return
+    seen, digest = caches.seen_once, hash(key)
+    if digest not in seen:
+        if len(seen) >= SEEN_ONCE:
+            seen.clear()
+        seen.add(digest)
+        return
+    seen.discard(digest)
     encoded = orjson.dumps(result)
     fragment = orjson.Fragment(encoded)
     answer["result"] = fragment
