@@ -126,7 +126,7 @@ class Core:
         if key is not None:
             remembered = self.caches.answers.get(tenant.id, key)
             if remembered is not MISSING:
-                handlers.count_answered(message, started)
+                handlers.count(message, started, "ok")
                 return result_message(message.id, remembered.result)
             generation = self.caches.answers.generation(tenant.id)
         call = handlers.Call(
@@ -144,7 +144,7 @@ class Core:
         modern = revision in STATELESS_REVISIONS
         if modern:
             call.client_capabilities = stateless.client_capabilities(message)
-        answer = await handlers.dispatch(call, message)
+        answer = await handlers.dispatch(call, message, started)
         if modern and answer is not None and "result" in answer:
             answer["result"] = stateless.complete(
                 answer["result"], revision, tenant, label, self.settings.public_url

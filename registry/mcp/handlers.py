@@ -349,24 +349,23 @@ SESSION_ONLY = frozenset({"ping", "logging/setLevel"})
 STATELESS_ONLY = frozenset({"server/discover"})
 
 
-async def dispatch(call: Call, message: Message) -> dict[str, Any] | None:
-    """Run one request and return its response message (None for notifications and responses)."""
+async def dispatch(call: Call, message: Message, started: float) -> dict[str, Any] | None:
+    """Run one request and return its response message (None for notifications and responses);
+    ``started`` is the ``time.perf_counter()`` reading taken when the message arrived."""
     if message.kind != "request":
         return None
-    assert message.method is not None
-    name = message.method if message.method in HANDLERS else "other"
-    started = time.perf_counter()
     answer = await _dispatch(call, message)
-    timings("mcp", name).observe(time.perf_counter() - started)
-    tally(REQUESTS, "mcp", name, "error" if "error" in answer else "ok").inc()
+    count(message, started, "error" if "error" in answer else "ok")
     return answer
 
 
-def count_answered(message: Message, started: float) -> None:
-    """Count a request answered from memory, as ``dispatch`` counts the others."""
-    assert message.method in HANDLERS
-    timings("mcp", message.method).observe(time.perf_counter() - started)
-    tally(REQUESTS, "mcp", message.method, "ok").inc()
+def count(message: Message, started: float, outcome: Literal["ok", "error"]) -> None:
+    """Count one answered request: its time since ``started`` and its outcome, under its method's
+    name (``other`` for a method the server does not have)."""
+    assert message.method is not None
+    name = message.method if message.method in HANDLERS else "other"
+    timings("mcp", name).observe(time.perf_counter() - started)
+    tally(REQUESTS, "mcp", name, outcome).inc()
 
 
 async def _dispatch(call: Call, message: Message) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from registry import metrics
 from registry.prompts import rendering
 from tests.conftest import Api, auth
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, RawMcp, add_prompts
@@ -121,3 +122,28 @@ async def test_an_anonymous_caller_never_gets_a_key_holders_answer(
     anonymous_published = Stateless(api.client, "/mcp/acme", {})
     assert "error" in (await anonymous_published.post("prompts/get", pinned)).json()
     assert renders.count("A simple prompt without arguments") == 2
+
+
+def _counted(outcome: str) -> tuple[float, float]:
+    """prompts/get requests counted with this outcome, and the observations of their latency."""
+    metrics.flush()
+    requests = metrics.REQUESTS.labels("mcp", "prompts/get", outcome)._value.get()
+    latency = metrics.LATENCY.labels("mcp", "prompts/get")
+    return requests, sum(bucket.get() for bucket in latency._buckets)
+
+
+async def test_an_answer_sent_again_is_counted_like_a_rendered_one(
+    api: Api, renders: list[str]
+) -> None:
+    keys = await api.tenant("acme")
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    ok, observed = _counted("ok")
+    errors, _ = _counted("error")
+    for _ in range(3):
+        await _get(client, "test_prompt_with_arguments", ARGS)
+    missing = await _get(client, "no_such_prompt", ARGS)
+    assert "error" in missing
+    assert len(renders) == 2  # the third answer was sent again
+    assert _counted("ok") == (ok + 3, observed + 4)
+    assert _counted("error")[0] == errors + 1
