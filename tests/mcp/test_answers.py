@@ -32,6 +32,13 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+async def _acme(api: Api) -> tuple[dict[str, str], Stateless]:
+    """Tenant acme with the conformance prompts, and a stateless client with its reader key."""
+    keys = await api.tenant("acme")
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    return keys, Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+
+
 async def _get(client: Stateless, name: str, arguments: dict[str, str]) -> dict[str, Any]:
     response = await client.post(
         "prompts/get", {"_meta": meta(), "name": name, "arguments": arguments}
@@ -43,9 +50,7 @@ async def _get(client: Stateless, name: str, arguments: dict[str, str]) -> dict[
 async def test_the_same_request_is_answered_again_with_its_own_id(
     api: Api, renders: list[str]
 ) -> None:
-    keys = await api.tenant("acme")
-    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
-    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    keys, client = await _acme(api)
     first = await _get(client, "test_prompt_with_arguments", ARGS)
     again = await _get(client, "test_prompt_with_arguments", ARGS)
     third = await _get(client, "test_prompt_with_arguments", ARGS)
@@ -75,9 +80,7 @@ async def test_the_same_request_is_answered_again_with_its_own_id(
 
 
 async def test_a_change_of_the_tenant_is_served_at_once(api: Api, renders: list[str]) -> None:
-    keys = await api.tenant("acme")
-    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
-    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    keys, client = await _acme(api)
     for _ in range(2):
         assert (await _get(client, "test_simple_prompt", {}))["result"]["description"] == (
             "A simple prompt without arguments"
@@ -135,9 +138,7 @@ def _counted(outcome: str) -> tuple[float, float]:
 async def test_an_answer_sent_again_is_counted_like_a_rendered_one(
     api: Api, renders: list[str]
 ) -> None:
-    keys = await api.tenant("acme")
-    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
-    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    _, client = await _acme(api)
     ok, observed = _counted("ok")
     errors, _ = _counted("error")
     for _ in range(3):
