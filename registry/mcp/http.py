@@ -69,8 +69,6 @@ class _Json(Response):
     """A JSON answer with its headers written out directly (Starlette's ``init_headers`` looks for
     each header it would add among those given: about 1 µs of a cached prompts/get)."""
 
-    media_type = "application/json"
-
     def __init__(self, body: bytes, status_code: int, headers: dict[str, str] | None) -> None:
         self.status_code = status_code
         self.background = None
@@ -306,8 +304,9 @@ class McpEndpoint:
 
     def metadata_url(self, request: _Request) -> str | None:
         """The protected resource metadata (RFC 9728) of the endpoint this request came to."""
-        base = self.settings.public_url or f"{request.url.scheme}://{request.url.netloc}"
-        return oauth.metadata_url(base, request.url.path)
+        url = request.url
+        base = self.settings.public_url or f"{url.scheme}://{url.netloc}"
+        return oauth.metadata_url(base, url.path)
 
     def _scope(self, request: _Request) -> Any:
         return access.tenant_scope(

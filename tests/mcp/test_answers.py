@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from registry import metrics
 from registry.prompts import rendering
@@ -128,11 +129,13 @@ async def test_an_anonymous_caller_never_gets_a_key_holders_answer(
 
 
 def _counted(outcome: str) -> tuple[float, float]:
-    """prompts/get requests counted with this outcome, and the observations of their latency."""
+    """prompts/get requests counted with this outcome, and the observations of their latency, as
+    the process's metrics registry reports them."""
     metrics.flush()
-    requests = metrics.REQUESTS.labels("mcp", "prompts/get", outcome)._value.get()
-    latency = metrics.LATENCY.labels("mcp", "prompts/get")
-    return requests, sum(bucket.get() for bucket in latency._buckets)
+    name = {"kind": "mcp", "name": "prompts/get"}
+    requests = REGISTRY.get_sample_value("registry_requests_total", {**name, "outcome": outcome})
+    latency = REGISTRY.get_sample_value("registry_request_seconds_count", name)
+    return requests or 0.0, latency or 0.0
 
 
 async def test_an_answer_sent_again_is_counted_like_a_rendered_one(
