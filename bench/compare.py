@@ -53,6 +53,11 @@ def rows_of(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, float]]:
         **dict.fromkeys(FIGURES, 0.0),
         "rps": walk["seconds"],
     }
+    if "server_seconds" in walk:  # the part spent waiting for answers (recorded since 2026-11-25)
+        found[("full walk, waiting for answers (s)", 1)] = {
+            **dict.fromkeys(FIGURES, 0.0),
+            "rps": walk["server_seconds"],
+        }
     if "again_seconds" in walk:  # the same walk answered from memory (bench/run since 0015)
         found[("walk again, from memory (s)", 1)] = {
             **dict.fromkeys(FIGURES, 0.0),
