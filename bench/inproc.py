@@ -1,6 +1,7 @@
-"""The registry's own work per cached MCP request, without an HTTP server: prompts/get and
-prompts/list (2026-07-28) called through the ASGI app, so that two checkouts can be compared on what
-they do themselves (run it from each checkout, in turns, against a migrated database of its own).
+"""The registry's own work per MCP request, without an HTTP server: prompts/get and prompts/list
+(2026-07-28) called through the ASGI app, answered from memory and (prompts/get) not, so that two
+checkouts can be compared on what they do themselves (run it from each checkout, in turns, against a
+migrated database of its own).
 
     REGISTRY_DATABASE_URL=postgresql://... python -m bench.inproc [--calls 5000] [--profile]
 
