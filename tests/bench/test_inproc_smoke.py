@@ -1,0 +1,27 @@
+"""bench/inproc on a fresh database, a few calls of each kind, so the in-process measurement the
+benchmark notes quote cannot rot. Only that it ran and measured something is asserted: the figures
+themselves are reported, never judged here."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from tests.conftest import ROOT, PgServer
+
+ROWS = ("prompts/get", "prompts/list", "prompts/get, not in memory")
+
+
+def test_inproc_measures_answers_from_memory_and_a_miss(pg_server: PgServer, db_name: str) -> None:
+    env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    env.pop("REGISTRY_DATA_DIR", None)
+    ran = subprocess.run(
+        [sys.executable, "-m", "bench.inproc", "--calls", "50"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    measured = dict(re.findall(r"^(.+?): ([0-9.]+) µs", ran.stdout, flags=re.MULTILINE))
+    assert set(measured) == set(ROWS), ran.stdout
+    assert all(float(value) > 0 for value in measured.values()), ran.stdout
