@@ -237,6 +237,9 @@ class McpEndpoint:
                 if allowed
                 else _refuse(errors.Forbidden(f"origin {origin!r} is not allowed"))
             )
+        elif origin is not None and not allowed:
+            forbidden = errors.Forbidden(f"origin {origin!r} is not allowed")
+            response = _refuse(forbidden, self.metadata_url(request))
         elif request.method not in ("GET", "POST", "DELETE"):
             response = _refuse(
                 MethodNotAllowed(
@@ -272,10 +275,8 @@ class McpEndpoint:
         return body.data
 
     async def handle(self, request: _Request) -> Response:
+        """A request whose origin, if it has one, is allowed (the caller checked it)."""
         try:
-            origin = request.headers.get("origin")
-            if origin is not None and not origin_allowed(origin, self.settings.allowed_origins):
-                raise errors.Forbidden(f"origin {origin!r} is not allowed")
             label = request.path_params.get("label")
             if label is not None and not LABEL_RE.fullmatch(label):
                 raise NotFound(f"invalid label {label!r} in the path")
