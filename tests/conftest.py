@@ -171,6 +171,11 @@ def registry_command(
 class LiveServer:
     url: str
     process: subprocess.Popen[str]
+    log: Path  # the server's stderr: a file, since a pipe nobody reads fills and stalls the server
+
+    def said(self) -> str:
+        """What the server wrote to stderr so far (for a failing test's message)."""
+        return self.log.read_text(errors="replace")
 
     def tenant(
         self,
@@ -210,24 +215,31 @@ def start_server(
     import httpx
 
     port = port or free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "registry.app:create_app", "--factory",
-         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
-        env={**os.environ, **env}, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    handle, name = tempfile.mkstemp(prefix="registry-server-", suffix=".log")
+    with os.fdopen(handle, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "registry.app:create_app", "--factory",
+             "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
+            env={**os.environ, **env}, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True,
+        )  # fmt: skip
+    server = LiveServer(f"http://127.0.0.1:{port}", process, Path(name))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited: {process.stderr.read() if process.stderr else ''}")
+            said = server.said()
+            server.log.unlink()
+            raise RuntimeError(f"server exited: {said}")
         try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return LiveServer(url, process)
+            if httpx.get(f"{server.url}/readyz", timeout=1).status_code == 200:
+                return server
         except httpx.TransportError:
             pass
         time.sleep(0.1)
     process.kill()
-    raise RuntimeError("server did not become ready")
+    process.wait()
+    said = server.said()
+    server.log.unlink()
+    raise RuntimeError(f"server did not become ready: {said}")
 
 
 def stop_server(server: LiveServer) -> None:
@@ -237,8 +249,7 @@ def stop_server(server: LiveServer) -> None:
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait()
-    if server.process.stderr is not None:
-        server.process.stderr.close()
+    server.log.unlink(missing_ok=True)
 
 
 # --- `registry serve` on the embedded server ---------------------------------------------

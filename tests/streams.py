@@ -73,11 +73,21 @@ class Stream:
         if last_event_id is not None:
             self.headers["Last-Event-ID"] = str(last_event_id)
         self.task = asyncio.create_task(self._read())
-        await asyncio.wait_for(self.ready.wait(), WAIT)
+        ready = asyncio.create_task(self.ready.wait())
+        done, _ = await asyncio.wait(
+            {ready, self.task}, timeout=WAIT, return_when=asyncio.FIRST_COMPLETED
+        )
+        ready.cancel()
+        if self.task in done:  # it ended before its priming event: say why, at once
+            self.task.result()
+            raise AssertionError(f"the stream at {self.path} ended before its priming event")
+        assert done, f"no priming event on the stream at {self.path} within {WAIT} s"
 
     async def _read(self) -> None:
         async with self.client.stream("GET", self.path, headers=self.headers) as response:
-            assert response.status_code == 200
+            if response.status_code != 200:
+                await response.aread()
+                raise AssertionError(f"GET {self.path}: {response.status_code} {response.text}")
             data: str | None = None
             event_id: str | None = None
             async for line in response.aiter_lines():
@@ -107,7 +117,10 @@ async def streams(
     server: LiveServer, slug: str, key: str | None, count: int, label: str = ""
 ) -> AsyncIterator[list[Stream]]:
     headers = {"Accept": ACCEPT, **({"Authorization": f"Bearer {key}"} if key else {})}
-    limits = httpx.Limits(max_connections=count * 2 + 10, max_keepalive_connections=count * 2 + 10)
+    # No connection is reused: a request sent on an idle keep-alive connection can cross the
+    # server's closing it (uvicorn closes them after 5 s idle, and opening hundreds of streams on a
+    # loaded machine takes about that long), and that request then fails.
+    limits = httpx.Limits(max_connections=count * 2 + 10, max_keepalive_connections=0)
     async with httpx.AsyncClient(
         base_url=server.url, headers=headers, timeout=60, limits=limits
     ) as client:
@@ -115,8 +128,13 @@ async def streams(
             Stream(client, f"/mcp/{slug}{'/' + label if label else ''}") for _ in range(count)
         ]
         try:
-            for chunk in range(0, count, 50):
-                await asyncio.gather(*(s.open() for s in opened[chunk : chunk + 50]))
+            try:
+                for chunk in range(0, count, 50):
+                    await asyncio.gather(*(s.open() for s in opened[chunk : chunk + 50]))
+            except (AssertionError, httpx.HTTPError) as error:
+                raise AssertionError(
+                    f"{error!r}; the server said: {server.said()[-4000:]}"
+                ) from error
             yield opened
         finally:
             await asyncio.gather(*(s.close() for s in opened))
