@@ -224,22 +224,17 @@ def start_server(
         )  # fmt: skip
     server = LiveServer(f"http://127.0.0.1:{port}", process, Path(name))
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            said = server.said()
-            server.log.unlink()
-            raise RuntimeError(f"server exited: {said}")
+    while time.monotonic() < deadline and process.poll() is None:
         try:
             if httpx.get(f"{server.url}/readyz", timeout=1).status_code == 200:
                 return server
         except httpx.TransportError:
             pass
         time.sleep(0.1)
-    process.kill()
-    process.wait()
+    why = "did not become ready" if process.poll() is None else "exited"
     said = server.said()
-    server.log.unlink()
-    raise RuntimeError(f"server did not become ready: {said}")
+    stop_server(server)
+    raise RuntimeError(f"server {why}: {said}")
 
 
 def stop_server(server: LiveServer) -> None:
