@@ -46,16 +46,27 @@ def _binary() -> str:
     return found
 
 
-async def _accepting(port: int, user: str, process: subprocess.Popen[bytes]) -> None:
+def _said(work: Path) -> str:
+    """What PgBouncer wrote, to stderr and to its log file (for a failed start's message)."""
+    return "".join(
+        path.read_text(errors="replace")
+        for path in (work / "stderr.log", work / "pgbouncer.log")
+        if path.exists()
+    )[-4000:]
+
+
+async def _accepting(port: int, user: str, process: subprocess.Popen[bytes], work: Path) -> None:
     deadline = asyncio.get_running_loop().time() + WAIT
     while True:
-        assert process.poll() is None, "pgbouncer exited at start-up"
+        assert process.poll() is None, f"pgbouncer exited at start-up: {_said(work)}"
         try:
             connection = await asyncpg.connect(
                 host="127.0.0.1", port=port, user=user, database="postgres", timeout=5
             )
         except (OSError, asyncpg.PostgresError):
-            assert asyncio.get_running_loop().time() < deadline, "pgbouncer did not start"
+            assert asyncio.get_running_loop().time() < deadline, (
+                f"pgbouncer did not start: {_said(work)}"
+            )
             await asyncio.sleep(0.05)
             continue
         await connection.close()
@@ -98,9 +109,11 @@ def pgbouncer(pg_server: PgServer) -> Iterator[Pooler]:
         for path in [work, *work.iterdir()]:
             shutil.chown(path, user=run_as)
         command = [binary, "-u", run_as, str(config)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Its stderr goes to a file: a pipe nobody reads fills with a line per connection and stalls it.
+    with (work / "stderr.log").open("wb") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        asyncio.run(_accepting(port, user, process))
+        asyncio.run(_accepting(port, user, process, work))
         yield Pooler(port=port, user=user)
     finally:
         process.terminate()
@@ -109,6 +122,4 @@ def pgbouncer(pg_server: PgServer) -> Iterator[Pooler]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
         shutil.rmtree(work, ignore_errors=True)

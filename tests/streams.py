@@ -78,7 +78,7 @@ class Stream:
             {ready, self.task}, timeout=WAIT, return_when=asyncio.FIRST_COMPLETED
         )
         ready.cancel()
-        if self.task in done:  # it ended before its priming event: say why, at once
+        if ready not in done and self.task in done:  # it ended before its priming event: say why
             self.task.result()
             raise AssertionError(f"the stream at {self.path} ended before its priming event")
         assert done, f"no priming event on the stream at {self.path} within {WAIT} s"
