@@ -54,9 +54,36 @@ def check_url(url: str) -> tuple[str, str, int]:
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries inside it (mapped, 6to4, Teredo's server and
+    client, NAT64, the deprecated compatible form): each is judged as if dialled itself."""
+    found: list[ipaddress.IPv4Address] = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if any(address in network for network in _NAT64) or (
+        address in _COMPATIBLE and int(address) > 1
+    ):
+        found.append(low32)
+    return found
+
+
 def _why_private(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        for inner in _embedded_ipv4(address):
+            reason = _why_private(inner)
+            if reason is not None:
+                return reason
+        if address.ipv4_mapped is not None:
+            return None  # judged above as the IPv4 address it is
     for reason, test in (
         ("a loopback", address.is_loopback),
         ("a link-local", address.is_link_local),
@@ -79,7 +106,7 @@ def check_literal(host: str, *, allow_private: bool) -> None:
         return  # a name: checked when it is resolved, at each delivery
     reason = _why_private(address)
     if reason is not None and not allow_private:
-        raise Refused(f"{host} is {reason} address; the registry calls public addresses only")
+        raise Refused(f"the host is {reason} address; the registry calls public addresses only")
 
 
 async def resolve(host: str, port: int, *, allow_private: bool) -> str:
@@ -96,8 +123,10 @@ async def resolve(host: str, port: int, *, allow_private: bool) -> str:
     for text in addresses:
         reason = _why_private(ipaddress.ip_address(text.split("%", 1)[0]))
         if reason is not None and not allow_private:
+            # The address itself is not named: a refusal must not tell a caller what an internal
+            # name resolves to.
             raise Refused(
-                f"{host} resolves to {text}, {reason} address; the registry calls public addresses only"
+                f"{host} resolves to {reason} address; the registry calls public addresses only"
             )
     return addresses[0]
 

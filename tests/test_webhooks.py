@@ -271,6 +271,12 @@ async def outbox(url: str) -> set[str]:
         ("http://169.254.169.254/latest/meta-data", "link-local"),
         ("http://10.1.2.3/x", "private"),
         ("http://[::1]/x", "loopback"),
+        # IPv6 forms that carry a private IPv4 address inside them
+        ("http://[2002:7f00:1::1]/x", "loopback"),  # 6to4 of 127.0.0.1
+        ("http://[64:ff9b::a00:1]/x", "private"),  # NAT64 of 10.0.0.1
+        ("http://[::ffff:10.0.0.1]/x", "private"),  # mapped
+        ("http://[::127.0.0.1]/x", "loopback"),  # compatible
+        ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/x", "loopback"),  # Teredo, client 127.0.0.1
         ("http://user:secret@hooks.example/x", "credentials"),
         ("ftp://hooks.example/x", "http or https"),
     ],
@@ -294,6 +300,8 @@ async def test_a_name_that_resolves_to_a_private_address_is_not_called(receiver:
     )
     assert outcome.status_code is None
     assert outcome.error is not None and "loopback address" in outcome.error
+    # what the name resolved to is not told: a refusal is no oracle of internal names
+    assert "127.0.0.1" not in outcome.error and "::1" not in outcome.error
     assert receiver.requests == []
     allowed = await outbound.post(
         f"http://localhost:{port}/hook", b"{}", {}, seconds=5, allow_private=True

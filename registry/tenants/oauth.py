@@ -16,12 +16,13 @@ the same issuer, time, audience and role checks. The JOSE work is PyJWT's; fetch
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -116,23 +117,33 @@ def discovery_urls(issuer: str) -> list[str]:
 
 @dataclass
 class _Issuer:
-    """What a worker knows of one issuer: its discovery document and signing keys."""
+    """What a worker knows of one issuer: its discovery document and signing keys. ``lock`` lets
+    one fetch run at a time: callers that need it meanwhile wait for it instead of being refused."""
 
     issuer: str
     metadata: dict[str, Any] = field(default_factory=dict)
     keys: dict[str | None, jwt.PyJWK] = field(default_factory=dict)
     fetched_at: float | None = None
+    failed: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 @dataclass(frozen=True)
 class _Introspected:
     claims: dict[str, Any] | None  # None: inactive
-    issuer: str | None
     until: float
 
 
+# The key types each signing algorithm takes (a header naming ES256 over an RSA key is refused).
+_KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
+
+
 class TokenVerifier:
-    """One per worker: the issuers' keys and introspection answers it has, kept across requests."""
+    """One per worker: the issuers' keys and introspection answers it has, kept across requests.
+
+    Introspection answers are kept per tenant, per issuer asked and per token: an answer one issuer
+    gave about a string is never read for another tenant, nor taken as another issuer's word.
+    """
 
     def __init__(
         self,
@@ -141,13 +152,15 @@ class TokenVerifier:
         skew_seconds: float,
         allow_private: bool,
         refresh_seconds: float = 30.0,
+        retry_seconds: float = 1.0,
     ) -> None:
         self.public_url = public_url
         self.skew = skew_seconds
         self.allow_private = allow_private
         self.refresh_seconds = refresh_seconds
+        self.retry_seconds = min(retry_seconds, refresh_seconds)  # after a failed fetch
         self._issuers: dict[str, _Issuer] = {}
-        self._introspected: OrderedDict[str, _Introspected] = OrderedDict()
+        self._introspected: OrderedDict[tuple[int, str, bytes], _Introspected] = OrderedDict()
         self.fetches = 0  # discovery rounds made (each a document and a key set)
 
     def accepts(self, credential: str, trusted: Sequence[TenantIssuer]) -> bool:
@@ -177,14 +190,11 @@ class TokenVerifier:
             )
         rules = next(i.rules for i in trusted if i.issuer == issuer)
         role, narrowed_from = _role(claims, rules, tenant)
-        expires = claims.get("exp")
         return Principal(
             role=role,
             tenant_id=tenant.id,
             subject=f"{claims.get('sub') or claims.get('client_id') or '?'} from {issuer}",
-            expires_at=datetime.fromtimestamp(float(expires), UTC)
-            if isinstance(expires, int | float)
-            else None,
+            expires_at=datetime.fromtimestamp(_expiry(claims), UTC),
             narrowed_from=narrowed_from,
         )
 
@@ -209,12 +219,21 @@ class TokenVerifier:
                 "the bearer token is neither an API key nor a readable JWT"
             ) from None
         algorithm = header.get("alg")
-        if algorithm not in ALGORITHMS:
+        if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
             raise InvalidToken(f"tokens signed with {algorithm!r} are not accepted")
         issuer = unverified.get("iss")
         if not isinstance(issuer, str) or issuer not in {i.issuer for i in trusted}:
             raise InvalidToken(f"tenant {tenant.slug!r} does not trust the issuer {issuer!r}")
-        key = await self._key(issuer, header.get("kid"))
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise InvalidToken("the token's kid must be a string")
+        key = await self._key(issuer, kid)
+        wanted = _KEY_TYPES[algorithm[:2]]
+        if key.key_type != wanted:
+            raise InvalidToken(
+                f"the token does not verify: its header names {algorithm}, which takes an "
+                f"{wanted} key, and the issuer's key {kid!r} is an {key.key_type} key"
+            )
         try:
             claims: dict[str, Any] = jwt.decode(
                 token, key.key, algorithms=[algorithm], issuer=issuer, leeway=self.skew,
@@ -224,30 +243,41 @@ class TokenVerifier:
             raise InvalidToken("the token has expired") from None
         except jwt.ImmatureSignatureError:
             raise InvalidToken("the token is not valid yet") from None
-        except jwt.PyJWTError as error:
+        except (jwt.PyJWTError, ValueError, TypeError) as error:
+            # ValueError and TypeError: a key PyJWT cannot use with this algorithm
             raise InvalidToken(f"the token does not verify: {error}") from None
+        _expiry(claims)  # a number, or refused
         return issuer, claims
 
-    async def _key(self, issuer: str, kid: Any) -> jwt.PyJWK:
+    async def _key(self, issuer: str, kid: str | None) -> jwt.PyJWK:
         known = await self._issuer(issuer, need=lambda i: kid in i.keys)
         found = known.keys.get(kid)
         if found is None:
             raise InvalidToken(f"the issuer {issuer} has no signing key {kid!r}")
         return found
 
-    async def _issuer(self, issuer: str, need: Any) -> _Issuer:
+    async def _issuer(self, issuer: str, need: Callable[[_Issuer], bool]) -> _Issuer:
         """The issuer as known, fetched again when ``need`` does not hold of it and the last fetch
-        is older than the refresh bound (so unknown ``kid``s cannot make us fetch in a loop)."""
+        is older than the refresh bound (so unknown ``kid``s cannot make us fetch in a loop; a
+        failed fetch is tried again sooner). One fetch per issuer runs at a time: callers that
+        arrive meanwhile wait for it and then look again."""
         known = self._issuers.setdefault(issuer, _Issuer(issuer))
         if need(known):
             return known
-        now = time.monotonic()
-        if known.fetched_at is None or now - known.fetched_at >= self.refresh_seconds:
+        async with known.lock:
+            if need(known):
+                return known  # the fetch this caller waited for brought it
+            now = time.monotonic()
+            interval = self.retry_seconds if known.failed else self.refresh_seconds
+            if known.fetched_at is not None and now - known.fetched_at < interval:
+                return known
             known.fetched_at = now  # one fetch per interval, whatever comes of it
             try:
                 known.metadata, known.keys = await self._fetch(issuer)
             except outbound.Refused as refused:
+                known.failed = True
                 raise InvalidToken(f"cannot read the issuer {issuer}: {refused}") from None
+            known.failed = False
         return known
 
     async def _fetch(self, issuer: str) -> tuple[dict[str, Any], dict[str | None, jwt.PyJWK]]:
@@ -271,15 +301,12 @@ class TokenVerifier:
             jwks = await outbound.get_json(
                 metadata["jwks_uri"], seconds=FETCH_SECONDS, allow_private=self.allow_private
             )
-            for entry in jwks.get("keys", []) if isinstance(jwks, dict) else []:
-                if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
-                    continue
-                if entry.get("kty") == "oct":
-                    continue  # a shared secret is never an asymmetric issuer's key
-                try:
-                    found[entry.get("kid")] = jwt.PyJWK(entry)
-                except jwt.PyJWTError:
-                    continue  # a key of a type this registry does not use
+            if not isinstance(jwks, dict) or not isinstance(jwks.get("keys"), list):
+                raise outbound.Refused("its key set is not a JSON object with a list of keys")
+            for entry in jwks["keys"]:
+                key = _signing_key(entry)
+                if key is not None:
+                    found[entry.get("kid")] = key
         return metadata, found
 
     # --- opaque tokens (RFC 7662) -------------------------------------------------------------
@@ -287,61 +314,99 @@ class TokenVerifier:
     async def _introspect(
         self, token: str, tenant: Tenant, trusted: Sequence[TenantIssuer]
     ) -> tuple[str, dict[str, Any]]:
-        digest = hashlib.sha256(token.encode()).hexdigest()
-        now = time.monotonic()
-        kept = self._introspected.get(digest)
-        if kept is None or kept.until <= now:
-            kept = await self._ask(token, trusted, now)
-            self._introspected[digest] = kept
-            self._introspected.move_to_end(digest)
-            while len(self._introspected) > INTROSPECTED_KEPT:
-                self._introspected.popitem(last=False)
-        if kept.claims is None or kept.issuer is None:
-            raise InvalidToken("the token is not active (its issuer's introspection says so)")
-        if kept.issuer not in {i.issuer for i in trusted}:
-            raise InvalidToken(f"tenant {tenant.slug!r} does not trust the issuer {kept.issuer!r}")
-        claims = kept.claims
-        wall = time.time()
-        if isinstance(claims.get("exp"), int | float) and claims["exp"] + self.skew < wall:
-            raise InvalidToken("the token has expired")
-        if isinstance(claims.get("nbf"), int | float) and claims["nbf"] - self.skew > wall:
-            raise InvalidToken("the token is not valid yet")
-        return kept.issuer, claims
-
-    async def _ask(self, token: str, trusted: Sequence[TenantIssuer], now: float) -> _Introspected:
+        digest = hashlib.sha256(token.encode()).digest()
         reasons = []
         for entry in trusted:
             if not entry.introspection_client_id or not entry.introspection_secret:
                 continue
-            try:
-                known = await self._issuer(
-                    entry.issuer, need=lambda i: "introspection_endpoint" in i.metadata
-                )
-                endpoint = known.metadata.get("introspection_endpoint")
-                if not isinstance(endpoint, str):
-                    raise outbound.Refused("its metadata has no introspection_endpoint")
-                pair = f"{quote(entry.introspection_client_id, safe='')}:" + quote(
-                    entry.introspection_secret, safe=""
-                )
-                answer = await outbound.fetch_json(
-                    "POST", endpoint, seconds=FETCH_SECONDS, allow_private=self.allow_private,
-                    form={"token": token, "token_type_hint": "access_token"},
-                    headers={"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()},
-                )  # fmt: skip
-            except (outbound.Refused, RegistryError) as refused:
-                reasons.append(f"{entry.issuer}: {refused}")
-                continue
-            if not isinstance(answer, dict) or answer.get("active") is not True:
-                continue
-            named = answer.get("iss", entry.issuer)
-            issuer = named if isinstance(named, str) else None
-            lasts = INTROSPECTION_SECONDS
-            if isinstance(answer.get("exp"), int | float):
-                lasts = max(0.0, min(lasts, float(answer["exp"]) - time.time()))
-            return _Introspected(answer, issuer, now + lasts)
-        if reasons:  # nobody said no, but some could not be asked: not kept, not accepted
+            key = (tenant.id.int, entry.issuer, digest)
+            now = time.monotonic()
+            kept = self._introspected.get(key)
+            if kept is None or kept.until <= now:
+                try:
+                    kept = await self._ask(token, entry, now)
+                except InvalidToken as refused:
+                    reasons.append(f"{entry.issuer}: {refused}")
+                    continue
+                self._keep(key, kept)
+            if kept.claims is not None:
+                return entry.issuer, _current(kept.claims, self.skew)
+        if reasons:  # nobody said yes, and some could not be asked: not accepted
             raise InvalidToken("the token could not be introspected: " + "; ".join(reasons))
-        return _Introspected(None, None, now + INACTIVE_SECONDS)
+        raise InvalidToken("the token is not active (its issuer's introspection says so)")
+
+    def _keep(self, key: tuple[int, str, bytes], kept: _Introspected) -> None:
+        self._introspected[key] = kept
+        self._introspected.move_to_end(key)
+        while len(self._introspected) > INTROSPECTED_KEPT:
+            self._introspected.popitem(last=False)
+
+    async def _ask(self, token: str, entry: TenantIssuer, now: float) -> _Introspected:
+        """What ``entry``'s issuer says of ``token``. An answer naming another issuer is refused:
+        an issuer speaks for its own tokens only."""
+        assert entry.introspection_client_id
+        assert entry.introspection_secret
+        try:
+            known = await self._issuer(
+                entry.issuer, need=lambda i: "introspection_endpoint" in i.metadata
+            )
+            endpoint = known.metadata.get("introspection_endpoint")
+            if not isinstance(endpoint, str):
+                raise outbound.Refused("its metadata has no introspection_endpoint")
+            pair = f"{quote(entry.introspection_client_id, safe='')}:" + quote(
+                entry.introspection_secret, safe=""
+            )
+            answer = await outbound.fetch_json(
+                "POST", endpoint, seconds=FETCH_SECONDS, allow_private=self.allow_private,
+                form={"token": token, "token_type_hint": "access_token"},
+                headers={"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()},
+            )  # fmt: skip
+        except (outbound.Refused, RegistryError) as refused:
+            raise InvalidToken(str(refused)) from None
+        if not isinstance(answer, dict) or answer.get("active") is not True:
+            return _Introspected(None, now + INACTIVE_SECONDS)
+        if answer.get("iss", entry.issuer) != entry.issuer:
+            raise InvalidToken(
+                "its introspection answer names another issuer: an issuer speaks for its own "
+                "tokens only"
+            )
+        lasts = min(INTROSPECTION_SECONDS, _expiry(answer) - time.time())
+        return _Introspected(answer, now + max(0.0, lasts))
+
+
+def _signing_key(entry: Any) -> jwt.PyJWK | None:
+    """An issuer's published key usable to verify its tokens; None for anything else (a shared
+    secret, an encryption key, a type this registry does not use, a malformed entry)."""
+    if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+        return None
+    if entry.get("kty") == "oct" or not isinstance(entry.get("kid"), str | None):
+        return None  # a shared secret is never an asymmetric issuer's key; a kid is a string
+    try:
+        return jwt.PyJWK(entry)
+    except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _expiry(claims: dict[str, Any]) -> float:
+    """The token's ``exp`` as a number; a token without one, or with one of another type, is
+    refused (it would otherwise never expire)."""
+    value = claims.get("exp")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidToken("the token has no numeric exp (expiry) claim")
+    return float(value)
+
+
+def _current(claims: dict[str, Any], skew: float) -> dict[str, Any]:
+    """The claims of an introspection answer, if they hold now (exp and nbf within the skew)."""
+    wall = time.time()
+    if _expiry(claims) + skew < wall:
+        raise InvalidToken("the token has expired")
+    nbf = claims.get("nbf")
+    if nbf is not None and (isinstance(nbf, bool) or not isinstance(nbf, int | float)):
+        raise InvalidToken("the token's nbf claim is not a number")
+    if nbf is not None and nbf - skew > wall:
+        raise InvalidToken("the token is not valid yet")
+    return claims
 
 
 def _matches(claims: dict[str, Any], rule: dict[str, Any]) -> bool:

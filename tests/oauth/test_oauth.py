@@ -10,6 +10,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from tests.conftest import (
     start_server,
     stop_server,
 )
+from tests.oauth.hostile import HostileIssuer
 from tests.oauth.idp import INTROSPECTOR, Provider, new_key, redirect_query, sign_in, token_for
 
 pytestmark = pytest.mark.slow
@@ -547,3 +549,138 @@ def test_a_change_of_rules_reaches_tokens_a_worker_remembers(
     while mcp(server, "rules", bob).status_code != 403:
         assert time.monotonic() < deadline, "the rules' change never reached the remembered token"
         time.sleep(0.05)
+
+
+# --- issuers that lie, and issuers that fail ---------------------------------------------------
+
+
+@pytest.fixture
+def hostile() -> Iterator[HostileIssuer]:
+    issuer = HostileIssuer()
+    issuer.start()
+    yield issuer
+    issuer.stop()
+
+
+def _trust_hostile(server: LiveServer, slug: str, hostile: HostileIssuer) -> None:
+    trusted = httpx.put(
+        f"{server.url}/api/v1/tenants/{slug}/issuers",
+        json={"issuers": [{"issuer": hostile.issuer, "rules": RULES,
+                           "introspection_client_id": "c", "introspection_secret": "s"}]},
+        headers=OPERATOR,
+    )  # fmt: skip
+    assert trusted.status_code == 200, trusted.text
+
+
+def test_an_issuer_speaks_for_its_own_tokens_only(
+    server: LiveServer, provider: Provider, hostile: HostileIssuer
+) -> None:
+    """Tenant evil trusts an issuer of its own admin's, whose introspection vouches for a string in
+    the name of the victim's issuer and for the victim's audience (both public). The answer is
+    refused on evil, and the string stays nothing on the victim, however warm the worker is."""
+    server.tenant("evil", roles=(), prompts=[SIMPLE])
+    _trust_hostile(server, "evil", hostile)
+    rest = f"{server.url}/api/v1/tenants"
+    forged = "a-string-the-victims-issuer-never-issued"
+    hostile.introspection = {
+        "active": True, "iss": provider.issuer, "aud": f"{rest}/opaque", "sub": "alice",
+        "groups": ["prompt-publishers"], "scope": "prompts:read prompts:write",
+        "exp": int(time.time()) + 300,
+    }  # fmt: skip
+    evil = httpx.get(f"{rest}/evil/prompts", headers=_bearer(forged))
+    _refused(evil, 401, "names another issuer", "invalid_token")
+    assert hostile.asked, "the hostile issuer was never asked: the test proves nothing"
+    for _ in range(3):
+        victim = httpx.get(f"{rest}/opaque/prompts", headers=_bearer(forged))
+        _refused(victim, 401, "not active", "invalid_token")
+    # An issuer's word on its own tokens still counts, and is checked like any claim.
+    hostile.introspection = {**hostile.introspection, "iss": hostile.issuer, "aud": f"{rest}/evil"}
+    assert httpx.get(f"{rest}/evil/prompts", headers=_bearer("own-1")).status_code == 200
+    hostile.introspection["exp"] = "never"
+    _refused(
+        httpx.get(f"{rest}/evil/prompts", headers=_bearer("own-2")), 401, "numeric exp",
+        "invalid_token",
+    )  # fmt: skip
+
+
+def _rsa_public_jwk(kid: str) -> dict[str, Any]:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return {**json.loads(RSAAlgorithm.to_jwk(private.public_key())), "kid": kid, "use": "sig"}
+
+
+def _public(key: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in key.items() if name != "d"}
+
+
+def _unsigned_with_header(header: dict[str, Any], claims: dict[str, Any]) -> str:
+    import base64
+
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part(header)}.{part(claims)}.c2lnbmF0dXJl"
+
+
+async def test_malformed_keys_and_headers_are_refused_with_a_reason(
+    hostile: HostileIssuer,
+) -> None:
+    from registry.db.models import Tenant, TenantIssuer
+    from registry.tenants.oauth import InvalidToken
+
+    audience = "http://registry.test/mcp/acme"
+    signing = new_key()
+    hostile.keys = [
+        _rsa_public_jwk("rsa"), {**_public(new_key()), "kid": ["a", "list"]}, _public(signing),
+    ]  # fmt: skip
+    verifier = TokenVerifier("http://registry.test", skew_seconds=60, allow_private=True)
+    tenant = Tenant(slug="acme")
+    trusted = [TenantIssuer(issuer=hostile.issuer, rules=RULES)]
+    issuer = Provider(Path("."), keys=[signing])  # only to mint with the key, never started
+    good = issuer.mint(audience, issuer=hostile.issuer)
+    assert (await verifier.principal(good, tenant, trusted)).role == "publisher"
+    claims = {"iss": hostile.issuer, "aud": audience, "exp": 2**31, "groups": ["prompt-publishers"]}
+    cases = [
+        ({"alg": "ES256", "kid": "rsa"}, claims, "is an RSA key"),
+        ({"alg": "ES256", "kid": ["a", "list"]}, claims, "readable JWT|kid must be a string"),
+        ({"alg": "RS256", "kid": "rsa"}, {**claims, "exp": "never"}, "does not verify"),
+    ]
+    for header, body, words in cases:
+        with pytest.raises(InvalidToken, match=words):
+            await verifier.principal(_unsigned_with_header(header, body), tenant, trusted)
+    string_exp = issuer.mint(audience, issuer=hostile.issuer, exp="9999999999")
+    with pytest.raises(InvalidToken):
+        await verifier.principal(string_exp, tenant, trusted)
+
+
+async def test_first_tokens_wait_for_one_fetch_and_a_failed_fetch_is_retried_soon(
+    provider: Provider, hostile: HostileIssuer
+) -> None:
+    from registry.db.models import Tenant, TenantIssuer
+    from registry.tenants.oauth import InvalidToken
+
+    audience = "http://registry.test/mcp/acme"
+    tenant = Tenant(slug="acme")
+    verifier = TokenVerifier(
+        "http://registry.test", skew_seconds=60, allow_private=True, refresh_seconds=3600
+    )
+    trusted = [TenantIssuer(issuer=provider.issuer, rules=RULES)]
+    tokens = [provider.mint(audience) for _ in range(10)]
+    principals = await asyncio.gather(*(verifier.principal(t, tenant, trusted) for t in tokens))
+    assert [p.role for p in principals] == ["publisher"] * 10
+    assert verifier.fetches == 1
+    # An issuer that failed once is asked again soon, not after the refresh interval.
+    signing = new_key()
+    hostile.keys, hostile.broken = [_public(signing)], True
+    quick = TokenVerifier(
+        "http://registry.test", skew_seconds=60, allow_private=True, refresh_seconds=3600,
+        retry_seconds=0,
+    )  # fmt: skip
+    on_hostile = [TenantIssuer(issuer=hostile.issuer, rules=RULES)]
+    token = Provider(Path("."), keys=[signing]).mint(audience, issuer=hostile.issuer)
+    with pytest.raises(InvalidToken, match="cannot read the issuer"):
+        await quick.principal(token, tenant, on_hostile)
+    hostile.broken = False
+    assert (await quick.principal(token, tenant, on_hostile)).role == "publisher"
