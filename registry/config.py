@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     # Limits on what a client may send.
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     max_argument_length: int = Field(default=65536, ge=1)
+    # The most text one render may produce (a value inserted many times through partials could
+    # otherwise turn a small request into a huge answer): -32602 / 422 past it.
+    max_rendered_chars: int = Field(default=2_000_000, ge=1000)
     max_blob_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     # A request body must arrive whole within this many seconds (408 otherwise).
     body_timeout_seconds: float = Field(default=30, gt=0, le=3600)

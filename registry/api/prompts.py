@@ -395,6 +395,7 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
             version=body.version,
             label=body.label,
             max_value_length=_settings(request).max_argument_length,
+            max_rendered_chars=_settings(request).max_rendered_chars,
         )
     return conditional.answer(request, rendered, exclude_none=True)
 

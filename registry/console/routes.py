@@ -572,6 +572,7 @@ async def _preview(
                 result = await rendering.render(
                     console.session, console.tenant, name, values, version=number,
                     max_value_length=_settings(request).max_argument_length,
+                    max_rendered_chars=_settings(request).max_rendered_chars,
                 )  # fmt: skip
             except RegistryError as refused:
                 error = refused.message

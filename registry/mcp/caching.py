@@ -240,6 +240,7 @@ async def render(
     version: int | None,
     label: str,
     max_value_length: int,
+    max_rendered_chars: int = rendering.MAX_RENDERED_CHARS,
 ) -> RenderedPrompt:
     """prompts/get: from memory when this worker has seen the version, else one round trip."""
     enabled = caches.enabled
@@ -279,7 +280,10 @@ async def render(
             await rendering.load_blobs(await tx.session(), tenant.id, missing)
         ).items():
             blobs[sha] = caches.blobs.put((tenant.id.int, sha), data) if enabled else data
-    return rendering.render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
+    return rendering.render_compiled(
+        compiled, arguments, blobs, max_value_length=max_value_length,
+        max_rendered_chars=max_rendered_chars,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

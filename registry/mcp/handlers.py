@@ -218,6 +218,7 @@ async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             version=version,
             label=label or call.label,
             max_value_length=call.settings.max_argument_length,
+            max_rendered_chars=call.settings.max_rendered_chars,
         )
     except InvalidArgument as error:
         missing = error.detail.get("missing")

@@ -259,14 +259,15 @@ def check_expanded(
                 field=where,
                 unknown=unknown,
             )
-    expanded = template.expand(children)
-    if expanded.size() > MAX_TEMPLATE_CHARS:
+    # Measured before anything is built: a tag repeated over levels of partials multiplies.
+    size = template.size() + sum(children[p.ref].size() for p in template.partials())
+    if size > MAX_TEMPLATE_CHARS:
         raise InvalidInput(
-            f"{where}: with its partials the template holds {expanded.size():,} characters of "
-            f"text; the most is {MAX_TEMPLATE_CHARS:,}",
+            f"{where}: with its partials the template holds {size:,} characters of text and "
+            f"tags; the most is {MAX_TEMPLATE_CHARS:,}",
             field=where,
         )
-    return expanded
+    return template.expand(children)
 
 
 async def impact(session: AsyncSession, tenant: Tenant, name: str) -> list[ImpactEntry]:

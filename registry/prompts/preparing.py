@@ -21,6 +21,7 @@ from registry.naming import ABSOLUTE_URI_RE
 from registry.prompts import partials
 from registry.prompts import repository as repo
 from registry.prompts.partials import Lock
+from registry.prompts.rendering import MAX_RENDERED_CHARS
 from registry.prompts.schemas import ArgumentIn, MessageIn, VersionIn
 from registry.templates.arguments import ArgumentSpec, check_value, compile_pattern
 from registry.templates.mustache import Template, TemplateError, compiled, is_uri_template
@@ -201,7 +202,8 @@ async def prepare_version(
                         line=tag.line,
                         column=tag.column,
                     )
-    locks = await _resolve_partials(session, tenant, name, body, templates, declared)
+    locks, expanded = await _resolve_partials(session, tenant, name, body, templates, declared)
+    _check_longest_output(expanded, arguments)
     await blobs.flush()
     meta = {
         "title": body.title,
@@ -228,16 +230,41 @@ async def _resolve_partials(
     body: VersionIn,
     templates: list[tuple[int, Template]],
     declared: set[str],
-) -> list[Lock]:
+) -> tuple[list[Lock], list[Template]]:
     """The locks of the version's partial tags, once the children can be included (one text
-    message each, no cycle, not too deep, their variables the parent's arguments)."""
+    message each, no cycle, not too deep, their variables the parent's arguments); and the
+    templates with their partials in place."""
     tags = partials.refs(t for _, t in templates)
     if not tags and not body.partials:
-        return []
+        return [], [t for _, t in templates]
     pinned = {p.ref: p.version for p in body.partials} if body.partials is not None else None
     locks = await partials.resolve(session, tenant, tags, pinned=pinned, where="messages")
     nodes = await partials.load(session, tenant.id, [lock.key for lock in locks])
     children = partials.Expander(nodes, check=True).children(name, locks)
-    for index, template in templates:
+    expanded = [
         partials.check_expanded(template, children, declared, f"messages[{index}]")
-    return locks
+        for index, template in templates
+    ]
+    return locks, expanded
+
+
+def _check_longest_output(templates: list[Template], arguments: list[dict[str, Any]]) -> None:
+    """Refuse a version whose output is known, when written, to pass the bound of one render:
+    each value as long as its argument allows (its max_length, its longest enum value), inserted
+    everywhere the templates (with their partials) insert it. Arguments without such a bound
+    count for nothing here; the renderer checks them with the values it is given."""
+    longest = {}
+    for argument in arguments:
+        bounds = [argument["max_length"]] if argument.get("max_length") else []
+        if argument.get("enum"):
+            bounds.append(max(len(value) for value in argument["enum"]))
+        if bounds:
+            longest[argument["name"]] = min(bounds)
+    most = sum(template.most_rendered(longest, otherwise=0) for template in templates)
+    if most > MAX_RENDERED_CHARS:
+        raise InvalidInput(
+            f"messages: with values as long as their arguments allow, one render would produce "
+            f"{most:,} characters; the most one render may produce is {MAX_RENDERED_CHARS:,} "
+            "(include the arguments fewer times, or lower their max_length)",
+            field="messages",
+        )

@@ -22,7 +22,11 @@ from registry.prompts.reading import not_served
 from registry.prompts.schemas import RenderedPrompt
 from registry.templates import mustache
 from registry.templates.arguments import ArgumentSpec, InvalidArgument, resolve_arguments
-from registry.templates.mustache import Template
+from registry.templates.mustache import Template, Variable
+
+# The default bound of one render's text (REGISTRY_MAX_RENDERED_CHARS), far below what clients take
+# in one answer; a template whose longest output is known to pass it is refused when written.
+MAX_RENDERED_CHARS = 2_000_000
 
 
 def parse_prompt_ref(ref: str) -> tuple[str, int | None, str | None]:
@@ -153,9 +157,11 @@ def render_compiled(
     blobs: dict[bytes, str],
     *,
     max_value_length: int,
+    max_rendered_chars: int = MAX_RENDERED_CHARS,
 ) -> RenderedPrompt:
     """The one renderer: MCP prompts/get, the REST preview and the CLI all end here."""
     values = resolve_arguments(compiled.specs, arguments, max_value_length=max_value_length)
+    _check_output(compiled, values, max_rendered_chars)
     messages = []
     for position, m in enumerate(compiled.messages):
         content = m.kind.render(m.content, m.template, values, blobs)
@@ -165,6 +171,28 @@ def render_compiled(
     return RenderedPrompt(
         description=compiled.description, config=compiled.config, messages=messages
     )
+
+
+def _check_output(compiled: CompiledVersion, values: dict[str, str], limit: int) -> None:
+    """Refuse, before anything is built, a render whose text would pass ``limit`` characters (a
+    value inserted many times over, through partials, can multiply a small request)."""
+    templates = [m.template for m in compiled.messages if m.template is not None]
+    if sum(t.most_inserted(values) for t in templates) <= limit:
+        return  # the usual case: no walk
+    total = 0
+    for template in templates:
+        total += template.rendered_length(values, limit - total)
+        if total > limit:
+            used = sorted({v.name for v in template.variables() if isinstance(v, Variable)})
+            named = {"argument": used[0]} if used else {}
+            raise InvalidArgument(
+                f"the rendered prompt would be longer than {limit:,} characters, the most one "
+                f"render may produce (REGISTRY_MAX_RENDERED_CHARS); its text inserts "
+                + (", ".join(repr(u) for u in used) or "no argument")
+                + ": send shorter values",
+                limit=limit,
+                **named,
+            )
 
 
 def _rendered_uri(template: Template, values: dict[str, str], position: int) -> str:
@@ -191,8 +219,12 @@ async def render(
     version: int | None = None,
     label: str | None = None,
     max_value_length: int,
+    max_rendered_chars: int = MAX_RENDERED_CHARS,
 ) -> RenderedPrompt:
     """Resolve, compile and render in one go (the REST preview; MCP does the same steps with caches)."""
     _, _, compiled = await served_version(session, tenant, name, version=version, label=label)
     blobs = await load_blobs(session, tenant.id, compiled.blobs)
-    return render_compiled(compiled, arguments, blobs, max_value_length=max_value_length)
+    return render_compiled(
+        compiled, arguments, blobs, max_value_length=max_value_length,
+        max_rendered_chars=max_rendered_chars,
+    )  # fmt: skip

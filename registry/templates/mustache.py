@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from registry.errors import InvalidInput
 from registry.naming import LABEL_RE, PROMPT_NAME_RE, ascii_number
@@ -128,15 +129,65 @@ class Template:
         return Template(self.source, nodes(self.nodes))
 
     def size(self) -> int:
-        """Characters of literal text, counted through every section (what an expansion adds)."""
+        """Characters of literal text and of tags, counted through every section (what an
+        expansion adds; a tag counts as written, so the number of nodes is bounded too)."""
         total = 0
         stack = list(self.nodes)
         while stack:
             node = stack.pop()
             if isinstance(node, str):
                 total += len(node)
+            else:
+                total += len(node.name) + 4  # {{name}}: however written, at least this long
+                if isinstance(node, Section):
+                    stack.extend(node.children)
+        return total
+
+    @cached_property
+    def _text_and_uses(self) -> tuple[int, tuple[tuple[str, int], ...]]:
+        """Literal characters, and how many times each variable is inserted (sections included)."""
+        text, uses = 0, Counter[str]()
+        stack = list(self.nodes)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, str):
+                text += len(node)
+            elif isinstance(node, Variable):
+                uses[node.name] += 1
             elif isinstance(node, Section):
                 stack.extend(node.children)
+        return text, tuple(uses.items())
+
+    def most_rendered(self, longest: Mapping[str, int], otherwise: int) -> int:
+        """The longest output any values could give, each value at most ``longest[name]`` (or
+        ``otherwise``) characters long: what a writer can know before anything renders."""
+        text, uses = self._text_and_uses
+        return text + sum(count * longest.get(name, otherwise) for name, count in uses)
+
+    def most_inserted(self, values: Mapping[str, str]) -> int:
+        """The longest ``render(values)`` could be: every value inserted everywhere it appears
+        (sections left out can only make it shorter). No walk of the template."""
+        text, uses = self._text_and_uses
+        return text + sum(count * len(values.get(name, "")) for name, count in uses)
+
+    def rendered_length(self, values: Mapping[str, str], limit: int) -> int:
+        """The length ``render(values)`` has, counted without building it; counting stops once
+        past ``limit`` (the number returned is then some length above the limit)."""
+        total = 0
+        pending = [iter(self.nodes)]
+        while pending and total <= limit:
+            for node in pending[-1]:
+                if isinstance(node, str):
+                    total += len(node)
+                elif isinstance(node, Variable):
+                    total += len(values.get(node.name, ""))
+                elif isinstance(node, Section) and bool(values.get(node.name)) != node.inverted:
+                    pending.append(iter(node.children))
+                    break
+                if total > limit:
+                    break
+            else:
+                pending.pop()
         return total
 
     def render(self, values: Mapping[str, str]) -> str:

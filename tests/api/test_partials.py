@@ -225,3 +225,37 @@ async def test_export_then_import_into_an_empty_tenant_keeps_the_locks(acme: Acm
         "/api/v1/tenants/empty/import", json=document, headers=auth(keys["publisher"])
     )
     assert again.json()["versions_created"] == 0  # idempotent, locks included
+
+
+async def test_what_one_render_produces_is_bounded(acme: Acme) -> None:
+    """A leaf inserting a value, included ten times at each of five levels: a small request would
+    multiply its value 100,000 times. Refused while rendering (REST 422, MCP -32602) naming the
+    bound, and when written where the longest value is known."""
+    a = [{"name": "a"}]
+    assert (
+        await acme.create("fan0", "{{a}}", labels=["production"], arguments=a)
+    ).status_code == 201
+    for level in range(1, 6):
+        body = f"{{{{> fan{level - 1}}}}}" * 10
+        made = await acme.create(f"fan{level}", body, labels=["production"], arguments=a)
+        assert made.status_code == 201, made.text
+    assert len(await acme.render("fan5", {"a": "x"})) == 100_000  # small values still render
+    refused = await acme.api.client.post(
+        f"{T}/prompts/fan5/render", json={"arguments": {"a": "x" * 5000}},
+        headers=auth(acme.keys["reader"]),
+    )  # fmt: skip
+    assert refused.status_code == 422, refused.text[:500]
+    assert "longer than 2,000,000 characters" in refused.json()["detail"]
+    mcp = RawMcp(acme.api.client, "/mcp/acme", headers=auth(acme.keys["reader"]))
+    await mcp.initialize("2025-11-25")
+    error = await mcp.error("prompts/get", {"name": "fan5", "arguments": {"a": "x" * 5000}})
+    assert error["code"] == -32602 and "REGISTRY_MAX_RENDERED_CHARS" in error["message"]
+    # Known when written: every value of 'a' may be 100 characters long.
+    bounded = [{"name": "a", "max_length": 100}]
+    written = await acme.create("fan-top", "{{> fan4}}" * 10, arguments=bounded)
+    assert written.status_code == 422, written.text
+    assert "10,000,000 characters" in written.json()["detail"]
+    # Levels of partials cannot build a huge template either: size is measured before expanding.
+    wide = await acme.create("fan-wide", "{{> fan4}}" * 100, arguments=a)
+    assert wide.status_code == 422, wide.text
+    assert "characters of text and tags" in wide.json()["detail"]
