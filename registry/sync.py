@@ -23,6 +23,7 @@ import httpx
 import yaml
 
 from registry.content.kinds import KINDS
+from registry.inputs import load_yaml
 from registry.naming import PROMPT_NAME_RE
 from registry.templates import mustache
 
@@ -111,15 +112,15 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str]:
         raise FileError("front matter starts with '---' but has no closing '---' line")
     head = text[opening.end() + 1 : closing.start()]
     body = text[closing.end() + 1 :]
-    return _yaml_mapping(head), body
+    return _yaml_mapping(head, first_line=2), body  # the front matter starts below its '---'
 
 
-def _yaml_mapping(text: str) -> dict[str, Any]:
+def _yaml_mapping(text: str, *, first_line: int = 1) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        where = f" at line {mark.line + first_line}, column {mark.column + 1}" if mark else ""
         raise FileError(f"invalid YAML{where}: {getattr(error, 'problem', error)}") from None
     if data is None:
         return {}

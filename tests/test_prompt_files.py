@@ -71,3 +71,21 @@ def test_local_files_become_inline_bytes_where_each_kind_keeps_them(tmp_path: Pa
     assert resource["resource"]["blob"] == base64.b64encode(b"plain").decode()
     assert resource["resource"]["mimeType"] == "text/plain"
     assert resource["resource"]["uri"] == (tmp_path / "doc.txt").resolve().as_uri()
+
+
+BOMB = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + "".join(
+    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)  # about 400 bytes that a plain YAML loader expands into 9**9 strings
+
+
+def test_yaml_aliases_and_huge_documents_are_refused_before_anything_is_built(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bomb.md"
+    path.write_text(f"---\n{BOMB}---\nHello.\n")
+    with pytest.raises(FileError, match=r"at line 2, column 4: anchors and aliases"):
+        read_prompt_file(path)
+    many = tmp_path / "many.md"
+    many.write_text("---\ntags: [" + "x, " * 30_000 + "]\n---\nHello.\n")
+    with pytest.raises(FileError, match="more than 20,000 values"):
+        read_prompt_file(many)

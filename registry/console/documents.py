@@ -10,6 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from registry.errors import InvalidInput
+from registry.inputs import load_yaml
 from registry.prompts.schemas import VersionIn, VersionOut
 
 TEMPLATE = """\
@@ -73,7 +74,7 @@ def dump(version: VersionOut) -> str:
 def parse(text: str, *, commit_message: str | None) -> VersionIn:
     """The version the editor's text describes; InvalidInput naming the first problem."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = {"line": mark.line + 1, "column": mark.column + 1} if mark else {}
