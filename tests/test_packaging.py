@@ -62,7 +62,8 @@ def test_the_installed_wheel_migrates_and_serves_from_any_directory(
     scratch = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(scratch)], check=True, timeout=120)
     installed = subprocess.run(
-        [str(scratch / "bin" / "pip"), "install", "--quiet", str(wheel)],
+        [str(scratch / "bin" / "pip"), "install", "--quiet", "-c", str(ROOT / "constraints.txt"),
+         str(wheel)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr

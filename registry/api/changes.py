@@ -36,6 +36,7 @@ def _position(header: str | None, after: int | None) -> int | None:
     "/changes",
     summary="Server-sent events: every change of what the tenant serves, replayable",
     response_class=EventStream,
+    status_code=200,  # said outright: FastAPI cannot read it from EventStream's constructor
     responses={200: {"content": {"text/event-stream": {}}}},
 )
 async def change_stream(
