@@ -120,9 +120,11 @@ def woken_server(pg_server: PgServer, db_name: str) -> Iterator[LiveServer]:
     stop_server(made)
 
 
-def register(server: LiveServer, key: str, url: str, **body: Any) -> dict[str, Any]:
+def register(
+    server: LiveServer, key: str, url: str, *, tenant: str = "acme", **body: Any
+) -> dict[str, Any]:
     created = httpx.post(
-        f"{server.url}/api/v1/tenants/acme/webhooks",
+        f"{server.url}/api/v1/tenants/{tenant}/webhooks",
         json={"url": url, **body},
         headers=auth(f"Bearer {key}"),
     )
@@ -130,9 +132,11 @@ def register(server: LiveServer, key: str, url: str, **body: Any) -> dict[str, A
     return dict(created.json())
 
 
-def publish(server: LiveServer, key: str, name: str, text: str = "Hi") -> httpx.Response:
+def publish(
+    server: LiveServer, key: str, name: str, text: str = "Hi", *, tenant: str = "acme"
+) -> httpx.Response:
     return httpx.post(
-        f"{server.url}/api/v1/tenants/acme/prompts",
+        f"{server.url}/api/v1/tenants/{tenant}/prompts",
         json={"name": name, "labels": ["production"], "messages": [{"role": "user", "text": text}]},
         headers=auth(f"Bearer {key}"),
     )
@@ -372,3 +376,62 @@ def test_two_workers_never_send_the_same_attempt(
         assert seqs == sorted(seqs)  # in order for the endpoint, whichever worker sent it
     finally:
         stop_server(server)
+
+
+def test_one_tenants_dead_receivers_cost_only_that_tenant(
+    pg_server: PgServer, db_name: str, receiver: Receiver
+) -> None:
+    """Six endpoints of one tenant never answer (the timeout is longer than this test waits):
+    another tenant's delivery still goes at once, the slow tenant has at most PER_TENANT in
+    flight, and no connection sits idle in a transaction while receivers are called."""
+    from registry.webhooks.delivery import PER_TENANT
+
+    dead = Receiver()
+    dead.hold.set()
+    env = {
+        **ENV, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+        "REGISTRY_WEBHOOK_TIMEOUT_SECONDS": "120",  # the most; longer than receivers wait here
+    }  # fmt: skip
+    server = start_server(env)
+    try:
+        slow = server.tenant("slow", roles=("publisher", "admin"))
+        fast = server.tenant("fast", roles=("publisher", "admin"))
+        for _ in range(6):
+            register(server, slow["admin"], dead.url, tenant="slow")
+        register(server, fast["admin"], receiver.url, tenant="fast")
+        assert publish(server, slow["publisher"], "one", tenant="slow").status_code == 201
+        dead.wait_for(PER_TENANT)  # the slow tenant's deliveries are in flight, unanswered
+        url = pg_server.plain_url(db_name)
+        mark = asyncio.run(_database_clock(url))
+        assert publish(server, fast["publisher"], "two", tenant="fast").status_code == 201
+        got = receiver.wait_for(1)  # at once, not after the dead receivers' timeout
+        assert json.loads(got[0][1])["data"]["prompt"] == "two"
+        assert len(dead.requests) == PER_TENANT
+        idle = asyncio.run(_idle_in_transaction(url, since=mark))
+        assert idle == 0, f"{idle} connections idle in a transaction while receivers are called"
+    finally:
+        dead.close()
+        stop_server(server)
+
+
+async def _database_clock(url: str) -> Any:
+    conn = await asyncpg.connect(url)
+    try:
+        return await conn.fetchval("SELECT clock_timestamp()")
+    finally:
+        await conn.close()
+
+
+async def _idle_in_transaction(url: str, *, since: Any) -> int:
+    """Connections idle in a transaction that began before ``since`` (still open after it)."""
+    conn = await asyncpg.connect(url)
+    try:
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND state = 'idle in transaction' AND xact_start < $1",
+                since,
+            )
+        )
+    finally:
+        await conn.close()

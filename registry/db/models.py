@@ -523,6 +523,9 @@ class WebhookDelivery(Base):
     )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set while a worker sends it (no transaction is held across the HTTP call): another worker
+    # takes it only once the lease has run out, so a worker that died mid-send loses nothing.
+    leased_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class WebhookAttempt(Base):

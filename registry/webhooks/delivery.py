@@ -1,12 +1,16 @@
 """The dispatcher: each worker delivers what the outbox holds, signed as Standard Webhooks say
 (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``; the ``standardwebhooks`` package
 signs), at least once, in order per endpoint, and never the same attempt from two workers: a
-delivery is claimed with ``FOR UPDATE SKIP LOCKED`` and only the oldest pending delivery of an
-endpoint may be claimed. A failed delivery is tried again after growing, jittered delays for about
+delivery is leased in a short transaction (only the oldest pending delivery of an endpoint, and only
+while its tenant has fewer than ``PER_TENANT`` in flight across all workers), sent with no
+transaction open, and settled in another short transaction if the lease is still the worker's.
+Each delivery is a task of its own, at most ``PER_WORKER`` at once, so a receiver that never
+answers holds one slot of its own tenant for one timeout, not a batch of other tenants' deliveries.
+A failed delivery is tried again after growing, jittered delays for about
 40 hours, then given up; an endpoint that has failed for ``webhook_disable_after_hours`` is disabled
 and the audit log says so. Woken when a committed change queued deliveries (the outbox trigger
-notifies), and every ``webhook_poll_seconds`` for retries; a worker stopped mid-delivery leaves it
-pending for the next (its transaction rolls back).
+notifies), when a send ends, and every ``webhook_poll_seconds`` for retries; a worker stopped
+mid-delivery leaves it pending, and another worker sends it once its lease has run out.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ logger = logging.getLogger(__name__)
 # Delays before the 2nd, 3rd, ... attempt, in units of webhook_retry_seconds (5 s: 5 s, 30 s, 2 min,
 # 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 12 h, 12 h: twelve attempts over about 40 hours).
 RETRY_FACTORS = (1, 6, 24, 120, 360, 720, 1440, 2880, 5760, 8640, 8640)
-BATCH = 4  # deliveries sent at once by one worker (each holds its row lock while it is sent)
+PER_WORKER = 16  # deliveries one worker sends at once
+PER_TENANT = 4  # deliveries of one tenant in flight at once, across every worker and instance
+LEASE_MARGIN_SECONDS = 10.0  # how long a lease outlasts the send's timeout (time to settle it)
 USER_AGENT = f"prompt-registry/{registry.__version__} (webhooks)"
 
 
@@ -63,36 +69,61 @@ class Dispatcher:
         self.disable_after = timedelta(hours=settings.webhook_disable_after_hours)
         self.poll = settings.webhook_poll_seconds
         self._wake = asyncio.Event()
+        self._sending: set[asyncio.Task[None]] = set()
 
     def poke(self) -> None:
         """A committed change queued deliveries (the outbox trigger said so): look now."""
         self._wake.set()
 
     async def run(self) -> None:
-        while True:
-            self._wake.clear()
-            try:
-                busy = await self.deliver_due()
-            except (SQLAlchemyError, OSError) as error:
-                logger.warning(
-                    "webhook_dispatch_failed", extra={"fields": {"error": type(error).__name__}}
-                )
-                busy = False
-            if not busy:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll)
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    claimed = await self.claim()
+                except (SQLAlchemyError, OSError) as error:
+                    logger.warning(
+                        "webhook_dispatch_failed", extra={"fields": {"error": type(error).__name__}}
+                    )
+                    claimed = 0
+                if claimed == 0 or len(self._sending) >= PER_WORKER:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self.poll)
+        finally:
+            for task in self._sending:
+                task.cancel()
+            await asyncio.gather(*self._sending, return_exceptions=True)
 
-    async def deliver_due(self) -> bool:
-        """One batch of due deliveries sent and settled; whether there was any."""
+    async def claim(self) -> int:
+        """Lease what is due, as far as this worker has free slots, and start sending each; how
+        many were leased."""
+        free = PER_WORKER - len(self._sending)
+        if free <= 0:
+            return 0
         async with self.db.operator_tx() as session:
-            rows = await repo.claim_due(session, BATCH)
-            if not rows:
-                return False
-            outcomes = await asyncio.gather(*(self._send(row) for row in rows))
-            now = datetime.now(UTC)
-            for row, outcome in zip(rows, outcomes, strict=True):
-                await self._settle(session, row, outcome, now)
-        return True
+            rows = await repo.claim_due(
+                session, free, per_tenant=PER_TENANT,
+                lease_seconds=self.timeout + LEASE_MARGIN_SECONDS,
+            )  # fmt: skip
+        for row in rows:
+            task = asyncio.create_task(self._deliver(row))
+            self._sending.add(task)
+            task.add_done_callback(self._sent)
+        return len(rows)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        self._wake.set()  # a slot is free, and the endpoint's next delivery may go
+
+    async def _deliver(self, row: dict[str, Any]) -> None:
+        outcome = await self._send(row)  # no transaction is open while the receiver is called
+        try:
+            async with self.db.operator_tx() as session:
+                await self._settle(session, row, outcome, datetime.now(UTC))
+        except (SQLAlchemyError, OSError) as error:  # the lease runs out: it is sent again
+            logger.warning(
+                "webhook_settle_failed", extra={"fields": {"error": type(error).__name__}}
+            )
 
     async def _send(self, row: dict[str, Any]) -> outbound.Outcome:
         payload = row["payload"]
@@ -108,28 +139,28 @@ class Dispatcher:
     ) -> None:
         tenant_id, endpoint_id = row["tenant_id"], row["endpoint_id"]
         attempt = row["attempts"] + 1
+        if outcome.ok:
+            status, next_at = "delivered", None
+        elif attempt > len(RETRY_FACTORS):
+            status, next_at = "failed", None  # given up: kept in the log, redeliverable by id
+        else:
+            delay = self.retry * RETRY_FACTORS[attempt - 1] * random.uniform(0.8, 1.2)  # noqa: S311
+            status, next_at = "pending", now + timedelta(seconds=delay)
+        settled = await repo.settle_delivery(
+            session, tenant_id, row["id"], lease=row["leased_until"], attempts=attempt,
+            status=status, next_attempt_at=next_at, delivered_at=now if outcome.ok else None,
+        )  # fmt: skip
+        if not settled:
+            return  # the lease ran out and another worker took the delivery over
         await repo.record_attempt(
             session, tenant_id=tenant_id, delivery_id=row["id"], attempt=attempt,
             status_code=outcome.status_code, error=outcome.error, latency_ms=outcome.latency_ms,
             response_body=outcome.body,
         )  # fmt: skip
         if outcome.ok:
-            await repo.settle_delivery(
-                session, tenant_id, row["id"], attempts=attempt, status="delivered",
-                next_attempt_at=None, delivered_at=now,
-            )  # fmt: skip
             if row["failing_since"] is not None:
                 await repo.mark_endpoint(session, tenant_id, endpoint_id, failing_since=None)
             return
-        if attempt > len(RETRY_FACTORS):
-            status, next_at = "failed", None  # given up: kept in the log, redeliverable by id
-        else:
-            delay = self.retry * RETRY_FACTORS[attempt - 1] * random.uniform(0.8, 1.2)  # noqa: S311
-            status, next_at = "pending", now + timedelta(seconds=delay)
-        await repo.settle_delivery(
-            session, tenant_id, row["id"], attempts=attempt, status=status,
-            next_attempt_at=next_at, delivered_at=None,
-        )  # fmt: skip
         failing_since = row["failing_since"] or now
         if row["failing_since"] is None:
             await repo.mark_endpoint(session, tenant_id, endpoint_id, failing_since=now)

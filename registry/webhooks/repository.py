@@ -126,29 +126,56 @@ async def insert_delivery(session: AsyncSession, **values: Any) -> WebhookDelive
 
 _CLAIM = text(
     """
-    SELECT d.tenant_id, d.id, d.message_id, d.payload, d.attempts, d.created_at,
-           e.id AS endpoint_id, e.url, e.secret, e.previous_secret, e.previous_until,
-           e.failing_since
-      FROM webhook_deliveries d
-      JOIN webhook_endpoints e ON e.tenant_id = d.tenant_id AND e.id = d.endpoint_id
-     WHERE d.status = 'pending'
-       AND d.next_attempt_at <= now()
-       AND e.disabled_at IS NULL
-       AND NOT EXISTS (  -- in order per endpoint: only the oldest pending delivery may go
-           SELECT 1 FROM webhook_deliveries o
-            WHERE o.tenant_id = d.tenant_id AND o.endpoint_id = d.endpoint_id
-              AND o.status = 'pending' AND o.id < d.id)
-     ORDER BY d.next_attempt_at, d.id
-     LIMIT :limit
-       FOR UPDATE OF d SKIP LOCKED
+    WITH candidates AS (  -- due, not leased, and the oldest pending delivery of its endpoint
+        SELECT d.tenant_id, d.id, d.next_attempt_at,
+               row_number() OVER (PARTITION BY d.tenant_id ORDER BY d.next_attempt_at, d.id)
+                   AS place
+          FROM webhook_deliveries d
+          JOIN webhook_endpoints e ON e.tenant_id = d.tenant_id AND e.id = d.endpoint_id
+         WHERE d.status = 'pending'
+           AND d.next_attempt_at <= now()
+           AND (d.leased_until IS NULL OR d.leased_until <= now())
+           AND e.disabled_at IS NULL
+           AND NOT EXISTS (
+               SELECT 1 FROM webhook_deliveries o
+                WHERE o.tenant_id = d.tenant_id AND o.endpoint_id = d.endpoint_id
+                  AND o.status = 'pending' AND o.id < d.id)
+    ), sending AS (  -- what each tenant has in flight now, in every worker
+        SELECT tenant_id, count(*) AS n
+          FROM webhook_deliveries
+         WHERE status = 'pending' AND leased_until > now()
+         GROUP BY tenant_id
+    ), picked AS (
+        SELECT c.tenant_id, c.id
+          FROM candidates c LEFT JOIN sending s ON s.tenant_id = c.tenant_id
+         WHERE c.place + coalesce(s.n, 0) <= :per_tenant
+         ORDER BY c.next_attempt_at, c.id
+         LIMIT :limit
+    )
+    UPDATE webhook_deliveries d
+       SET leased_until = now() + make_interval(secs => :lease_seconds)
+      FROM picked p, webhook_endpoints e
+     WHERE d.tenant_id = p.tenant_id AND d.id = p.id
+       AND e.tenant_id = d.tenant_id AND e.id = d.endpoint_id
+       -- checked again on the row as it is now: a worker that leased it meanwhile wins
+       AND d.status = 'pending' AND (d.leased_until IS NULL OR d.leased_until <= now())
+    RETURNING d.tenant_id, d.id, d.message_id, d.payload, d.attempts, d.created_at,
+              d.leased_until, e.id AS endpoint_id, e.url, e.secret, e.previous_secret,
+              e.previous_until, e.failing_since
     """
 )
 
 
-async def claim_due(session: AsyncSession, limit: int) -> list[dict[str, Any]]:
-    """Due deliveries, each the oldest pending one of its endpoint, locked (skipping those another
-    worker holds) until the caller's transaction ends."""
-    result = await session.execute(_CLAIM, {"limit": limit})
+async def claim_due(
+    session: AsyncSession, limit: int, *, per_tenant: int, lease_seconds: float
+) -> list[dict[str, Any]]:
+    """Due deliveries, each the oldest pending one of its endpoint, leased to the caller for
+    ``lease_seconds`` (another worker takes none of them before the lease runs out); at most
+    ``per_tenant`` of one tenant in flight across all workers, so one tenant's slow receivers
+    hold up that tenant only."""
+    result = await session.execute(
+        _CLAIM, {"limit": limit, "per_tenant": per_tenant, "lease_seconds": lease_seconds}
+    )
     return [dict(row) for row in result.mappings().all()]
 
 
@@ -181,19 +208,32 @@ async def settle_delivery(
     tenant_id: uuid.UUID,
     delivery_id: int,
     *,
+    lease: datetime,
     attempts: int,
     status: str,
     next_attempt_at: datetime | None,
     delivered_at: datetime | None,
-) -> None:
-    values: dict[str, Any] = {"attempts": attempts, "status": status, "delivered_at": delivered_at}
+) -> bool:
+    """The delivery's outcome, if the caller's lease is still the delivery's (else another worker
+    took it over once the lease ran out, and this outcome is not recorded); whether it was."""
+    values: dict[str, Any] = {
+        "attempts": attempts, "status": status, "delivered_at": delivered_at, "leased_until": None,
+    }  # fmt: skip
     if next_attempt_at is not None:
         values["next_attempt_at"] = next_attempt_at
-    await session.execute(
+    result = await session.execute(
         update(WebhookDelivery)
-        .where(and_(WebhookDelivery.tenant_id == tenant_id, WebhookDelivery.id == delivery_id))
+        .where(
+            and_(
+                WebhookDelivery.tenant_id == tenant_id,
+                WebhookDelivery.id == delivery_id,
+                WebhookDelivery.leased_until == lease,
+            )
+        )
         .values(**values)
+        .returning(WebhookDelivery.id)
     )
+    return result.scalar_one_or_none() is not None
 
 
 async def mark_endpoint(
