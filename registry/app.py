@@ -158,10 +158,10 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         sequences=[db.saw],
         outbox=[dispatcher.poke],  # a committed change queued webhook deliveries
     )
-    caches.live = feed.connected.is_set
+    caches.live = feed.hearing
     db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
     if db.replicas is not None:
-        db.replicas.trusted = feed.connected.is_set  # what this worker knows is complete
+        db.replicas.trusted = feed.hearing  # what this worker knows is complete
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -58,7 +60,7 @@ class ChangeFeed:
         session_ends: list[Callable[[uuid.UUID, str], None]] | None = None,
         sequences: list[Callable[[uuid.UUID, int], None]] | None = None,
         outbox: list[Callable[[], None]] | None = None,
-        probe_seconds: float = 5.0,
+        probe_seconds: float = 1.0,
         max_backoff_seconds: float = 5.0,
     ) -> None:
         self.connect = connect
@@ -80,6 +82,11 @@ class ChangeFeed:
         self.probe_seconds = probe_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self.connected = asyncio.Event()
+        # When the connection last proved it carries notifications (a probe answered, or a
+        # notification came): what this worker keeps is trusted only for ``trust_seconds`` after,
+        # so a stalled connection (up, but silent) stops that trust within seconds.
+        self.heard_at = -math.inf
+        self.trust_seconds = 2 * probe_seconds
         self.connection: asyncpg.Connection | None = None
         self.reconnects = 0
         self._pending: dict[uuid.UUID, int] = {}
@@ -110,6 +117,7 @@ class ChangeFeed:
                     )
                 first = False
                 await self._resync()
+                self.heard_at = time.monotonic()
                 self.connected.set()
                 delay = 0.1
                 await self._watch(connection)
@@ -138,6 +146,12 @@ class ChangeFeed:
             if self._lost.is_set() or connection.is_closed():
                 raise ConnectionResetError("LISTEN connection terminated")
             await asyncio.wait_for(probe(connection), self.probe_seconds)
+            self.heard_at = time.monotonic()
+
+    def hearing(self) -> bool:
+        """Whether every change made now would reach this worker: connected, and heard from within
+        ``trust_seconds`` (what caches and read replicas ask before they are trusted)."""
+        return self.connected.is_set() and time.monotonic() - self.heard_at <= self.trust_seconds
 
     async def stop(self) -> None:
         self._stopped = True
@@ -148,6 +162,7 @@ class ChangeFeed:
     # --- notifications -------------------------------------------------------------------------
 
     def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
+        self.heard_at = time.monotonic()
         try:
             event = json.loads(payload)
             tenant_id = uuid.UUID(str(event["tenant"]))

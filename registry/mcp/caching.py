@@ -144,7 +144,8 @@ class McpCaches:
     # requests that never repeat (new arguments each time) cost no encoding and no eviction.
     seen_once: set[int] = field(default_factory=set)
     directory: Directory = field(default_factory=Directory)
-    # Whether cached answers may be trusted: the LISTEN connection is up (set by the app).
+    # Whether cached answers may be trusted: the LISTEN connection is up and was heard from within
+    # a couple of seconds (set by the app).
     live: Callable[[], bool] = lambda: False
 
     @property
