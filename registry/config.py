@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "REGISTRY_"
@@ -148,6 +148,22 @@ class Settings(BaseSettings):
     def _check_url(cls, value: object) -> object:
         return _postgres_url(value)
 
+    @model_validator(mode="after")
+    def _listener_follows_failover(self) -> Settings:
+        """A database URL naming several hosts finds a promoted primary by itself; a listen URL
+        naming one would keep dialling the old primary after a failover (and /readyz would stay
+        503), so it is refused."""
+        if self.database_url is None or self.listen_url is None:
+            return self
+        several = _hosts(self.database_url.get_secret_value()) > 1
+        if several and _hosts(self.listen_url.get_secret_value()) == 1:
+            raise ValueError(
+                "REGISTRY_LISTEN_URL names one host while REGISTRY_DATABASE_URL names several: "
+                "after a failover the listener would stay on the old primary; give it the same "
+                "hosts, with target_session_attrs=read-write"
+            )
+        return self
+
     @property
     def embedded(self) -> bool:
         return self.database_url is None
@@ -183,6 +199,16 @@ def _postgres_url(value: object) -> object:
     return text
 
 
+def _hosts(url: str) -> int:
+    """How many servers a URL names: ``host=`` parameters, or comma-separated hosts in its
+    address (``postgresql://a:5432,b:5432/db``)."""
+    after = url.split("://", 1)[1]
+    address = after.split("/", 1)[0].rpartition("@")[2]
+    query = after.partition("?")[2]
+    named = sum(1 for part in query.split("&") if part.startswith("host="))
+    return max(named, len([h for h in address.split(",") if h]))
+
+
 def to_asyncpg_url(url: str) -> str:
     scheme, rest = url.split("://", 1)
     if scheme in {"postgresql", "postgres"}:
@@ -193,9 +219,10 @@ def to_asyncpg_url(url: str) -> str:
 def describe_validation_error(error: ValidationError) -> str:
     """One line naming the first bad variable, e.g. `REGISTRY_PORT: Input should be ...`."""
     first = error.errors()[0]
-    field = str(first["loc"][0]) if first["loc"] else "?"
     message = first["msg"].removeprefix("Value error, ")
-    return f"invalid setting {ENV_PREFIX}{field.upper()}: {message}"
+    if not first["loc"]:  # a rule across settings: its message names them
+        return f"invalid settings: {message}"
+    return f"invalid setting {ENV_PREFIX}{str(first['loc'][0]).upper()}: {message}"
 
 
 def load_settings(**overrides: object) -> Settings:

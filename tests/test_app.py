@@ -64,6 +64,24 @@ def test_settings_errors_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> N
         load_settings()
 
 
+def test_a_listen_url_that_would_not_follow_a_failover_is_refused() -> None:
+    several = "postgresql://registry@db1:5432,db2:5432/registry?target_session_attrs=read-write"
+    with pytest.raises(SettingsError, match="listener would stay on the old primary"):
+        load_settings(database_url=several, listen_url="postgresql://registry@db1:5432/registry")
+    kept = load_settings(
+        database_url=several,
+        listen_url="postgresql://registry@/registry?host=db2:5432&host=db1:5432"
+        "&target_session_attrs=read-write",
+    )
+    assert kept.listen_url is not None
+    # Behind a pooler: the database URL names the pooler, the listen URL PostgreSQL itself.
+    pooled = load_settings(
+        database_url="postgresql://registry@pgbouncer:6432/registry",
+        listen_url="postgresql://registry@db1:5432/registry",
+    )
+    assert pooled.listen_url is not None
+
+
 def test_settings_defaults_and_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("REGISTRY_DATABASE_URL", "REGISTRY_ALLOWED_ORIGINS", "REGISTRY_LOG_LEVEL"):
         monkeypatch.delenv(name, raising=False)

@@ -85,6 +85,10 @@ async def test_failover_loses_no_acknowledged_write(
     server = start_server(
         {
             "REGISTRY_DATABASE_URL": url_of(primary, standby),
+            # The listener's own URL, as a deployment behind a pooler sets it: multi-host too, so
+            # the LISTEN connection follows the promotion and /readyz is ready again.
+            "REGISTRY_LISTEN_URL": url_of(standby, primary),
+            "REGISTRY_DATABASE_POOLER": "none",
             "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
         }
     )
