@@ -58,6 +58,8 @@ class Settings(BaseSettings):
 
     # Bearer token for the operator routes (tenant management over REST). Unset: those routes are off.
     operator_token: SecretStr | None = None
+    # /metrics answers anyone when set; otherwise only the operator token.
+    metrics_public: bool = False
 
     # The Ed25519 private key (PEM) that signs prompt snapshots (`registry snapshot`).
     snapshot_key_file: Path | None = None

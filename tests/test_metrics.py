@@ -1,4 +1,5 @@
-"""Counts kept in process memory reach the shared metrics exactly as direct increments would."""
+"""Counts kept in process memory reach the shared metrics exactly as direct increments would; who
+may read them."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from registry import metrics
+from tests.conftest import Api
 
 BUCKETS = (0.001, 0.01, 0.1, 1)
 
@@ -66,3 +69,19 @@ def test_a_killed_workers_open_streams_are_forgotten(tmp_path: Path) -> None:
         (tmp_path / f"gauge_livesum_{pid}.db").write_bytes(b"")
     assert metrics.forget_dead_workers(str(tmp_path)) == [dead.pid]
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"gauge_livesum_{alive}.db"]
+
+
+async def test_metrics_need_the_operator_token_unless_public(api: Api) -> None:
+    refused = await api.client.get("/metrics")
+    assert refused.status_code == 401
+    assert "REGISTRY_METRICS_PUBLIC" in refused.json()["detail"]
+    assert (
+        await api.client.get("/metrics", headers=api.as_key("not-the-token"))
+    ).status_code == 401
+    shown = await api.client.get("/metrics", headers=api.operator)
+    assert shown.status_code == 200 and "registry_" in shown.text
+
+
+@pytest.mark.parametrize("settings_overrides", [{"metrics_public": True}])
+async def test_public_metrics_answer_anyone(api: Api) -> None:
+    assert (await api.client.get("/metrics")).status_code == 200

@@ -8,8 +8,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from registry.db.engine import Database
 from registry.db.migrate import check_at_head, head_revision, ping
-from registry.errors import SchemaNotAtHead
+from registry.errors import SchemaNotAtHead, Unauthenticated
 from registry.metrics import exposition
+from registry.tenants.access import is_operator, parse_bearer
 
 router = APIRouter(tags=["health"])
 
@@ -39,7 +40,19 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse(ready)
 
 
-@router.get("/metrics", summary="Prometheus metrics of every worker", response_class=Response)
-async def metrics() -> Response:
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics of every worker (the operator token, unless made public)",
+    response_class=Response,
+)
+async def metrics(request: Request) -> Response:
+    settings = request.app.state.settings
+    if not settings.metrics_public:
+        credential = parse_bearer(request.headers.get("authorization"))
+        if not is_operator(settings.operator_token, credential):
+            raise Unauthenticated(
+                "/metrics needs 'Authorization: Bearer <REGISTRY_OPERATOR_TOKEN>' (or "
+                "REGISTRY_METRICS_PUBLIC=true, for a scraper on a private network)"
+            )
     body, content_type = exposition()
     return Response(body, media_type=content_type)

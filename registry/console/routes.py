@@ -29,6 +29,7 @@ from registry.config import Settings
 from registry.console import documents
 from registry.console.sessions import (
     COOKIE,
+    SIGN_IN_REASONS,
     ConsoleScope,
     close_session,
     console_scope,
@@ -117,7 +118,7 @@ class ConsoleRoute(APIRoute):
                 if slug is None:
                     return render(request, "error.html", 401, message=missing.message)
                 target = f"/ui/{quote(slug)}/login?" + urlencode(
-                    {"next": request.url.path, "why": missing.message}
+                    {"next": request.url.path, "why": missing.detail.get("reason", "first")}
                 )
                 return RedirectResponse(target, status_code=303)
             except RegistryError as error:
@@ -200,9 +201,11 @@ async def static(name: str) -> Response:
 async def login_page(tenant: str, request: Request) -> Response:
     async with _db(request).app_tx() as session:
         _, issuers = await tenants.trusted_issuers(session, tenant)
+    query = request.query_params
     return render(
         request, "login.html", issuers=issuers if _settings(request).public_url else [],
-        why=request.query_params.get("why"), next=_next(request.query_params.get("next"), tenant), error=None,
+        why=SIGN_IN_REASONS.get(query.get("why", "")),  # words the server chose, by their code
+        next=_next(query.get("next"), tenant), error=None,
     )  # fmt: skip
 
 

@@ -67,6 +67,20 @@ async def close_session(session: AsyncSession, tenant: Tenant, cookie: str) -> N
     await repo.delete_session(session, tenant.id, _digest(cookie))
 
 
+# Why the sign-in page is shown, by the code its address carries: only these words are ever shown
+# there (the address is anyone's to write, so it never carries the words themselves).
+SIGN_IN_REASONS = {
+    "first": "sign in to this tenant first",
+    "ended": "your session has ended: sign in again",
+    "keys-off": "this tenant no longer accepts API keys: sign in again",
+    "key-refused": "the key of your session was revoked or has expired: sign in again",
+}
+
+
+def _not_signed_in(reason: str) -> NotSignedIn:
+    return NotSignedIn(SIGN_IN_REASONS[reason], reason=reason)
+
+
 @asynccontextmanager
 async def console_scope(
     db: Database, slug: str, cookie: str | None, role: str, *, csrf: str | None = None
@@ -76,18 +90,18 @@ async def console_scope(
     async with db.app_tx() as session:
         tenant = await tenants.find_tenant(session, slug)
         if tenant is None or not cookie:
-            raise NotSignedIn("sign in to this tenant first")
+            raise _not_signed_in("first")
         await enter_tenant(session, tenant.id)
         found = await repo.session_by_digest(session, tenant.id, _digest(cookie))
         if found is None or found.expires_at <= datetime.now(UTC):
-            raise NotSignedIn("your session has ended: sign in again")
+            raise _not_signed_in("ended")
         if found.key_id is not None:
             if not tenant.api_keys:
-                raise NotSignedIn("this tenant no longer accepts API keys: sign in again")
+                raise _not_signed_in("keys-off")
             try:
                 key = await tenants.live_key(session, tenant.id, found.key_id)
-            except KeyRefused as refused:
-                raise NotSignedIn(f"{refused}: sign in again") from None
+            except KeyRefused:
+                raise _not_signed_in("key-refused") from None
             principal = Principal(
                 role=key.role, tenant_id=tenant.id, key_id=key.id, expires_at=key.expires_at
             )

@@ -439,3 +439,15 @@ def test_settings_and_bad_input_answer_with_pages(page, console: Console) -> Non
                                 "text": "messages: [unclosed"})  # fmt: skip
     assert bad_yaml.status_code == 422
     assert "invalid YAML" in bad_yaml.text
+
+
+def test_the_sign_in_page_shows_only_the_servers_words(console: Console) -> None:
+    """Its address is anyone's to write: a `why` the server did not choose shows nothing."""
+    planted = "Your account is locked: call +1 555 0100 and read them your key"
+    page = httpx.get(console.url("/login"), params={"why": planted})
+    assert page.status_code == 200 and planted not in page.text
+    sent = httpx.get(console.url("/prompts"))  # not signed in: sent to sign in, with a code
+    assert sent.status_code == 303
+    assert "why=first" in sent.headers["location"]
+    shown = httpx.get(f"{console.server.url}{sent.headers['location']}")
+    assert "sign in to this tenant first" in shown.text

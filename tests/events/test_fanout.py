@@ -21,6 +21,8 @@ from tests.streams import ACCEPT, WAIT, Stream, listeners, seq_of, streams, writ
 
 pytestmark = pytest.mark.slow
 
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
 
 @pytest.fixture
 async def servers(
@@ -135,7 +137,9 @@ async def test_listener_outage_still_ends_with_the_client_told(
         await asyncio.to_thread(write, second, "alpha", key, "during-outage")
         assert await stream.next() == await seq_of(superuser, "alpha")
         await listeners(superuser, 3)  # they came back, one connection per worker again
-        metrics = (await asyncio.to_thread(httpx.get, f"{first.url}/metrics")).text
+        metrics = (
+            await asyncio.to_thread(httpx.get, f"{first.url}/metrics", headers=OPERATOR)
+        ).text
         assert "registry_listener_reconnects_total 1.0" in metrics
 
 
@@ -192,7 +196,9 @@ async def test_500_streams_get_one_notification_per_burst(
         await asyncio.to_thread(write, first, "alpha", key, "after")
         following = await asyncio.gather(*(s.next() for s in opened))
         assert following == [await seq_of(superuser, "alpha")] * 500
-        metrics = (await asyncio.to_thread(httpx.get, f"{second.url}/metrics")).text
+        metrics = (
+            await asyncio.to_thread(httpx.get, f"{second.url}/metrics", headers=OPERATOR)
+        ).text
         assert "registry_open_streams 500.0" in metrics
 
 
@@ -279,7 +285,7 @@ async def test_cached_answers_follow_every_notified_change(
             await client.post("/api/v1/tenants/alpha/prompts/hello/archive")
             await stream.next()
             assert await names() == ["greet"]
-            metrics = (await client.get("/metrics")).text
+            metrics = (await client.get("/metrics", headers=OPERATOR)).text
         assert 'registry_cache_hits_total{cache="listings"}' in metrics
         hits = [
             line

@@ -19,12 +19,13 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import LiveServer
+from tests.conftest import OPERATOR_TOKEN, LiveServer
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, seed_prompts
 from tests.mcp.schema import check_notification
 
 pytestmark = pytest.mark.slow
 REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
 @asynccontextmanager
@@ -207,7 +208,7 @@ async def test_sdk_message_handler_hears_list_changed(
             for _ in range(150):
                 if (
                     "registry_open_streams 1.0"
-                    in (await probe.get(f"{live_server.url}/metrics")).text
+                    in (await probe.get(f"{live_server.url}/metrics", headers=OPERATOR)).text
                 ):
                     break
                 await asyncio.sleep(0.1)
