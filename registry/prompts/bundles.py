@@ -23,7 +23,6 @@ from registry.prompts.preparing import prepare_version
 from registry.prompts.reading import versions_out
 from registry.prompts.schemas import (
     Bundle,
-    BundleBlob,
     BundlePrompt,
     BundleVersion,
     ImportResult,
@@ -112,20 +111,22 @@ async def export_stream(
             by_alias=True, exclude_none=True
         ).encode()
         first = False
+        session.expunge_all()  # what was read for this prompt is written: let it go
     yield b'],"blobs":{'
-    for index, sha in enumerate(sorted(shas)):
-        found = await repo.blob_data(session, tenant.id, [sha])
-        if sha not in found:
+    first = True
+    for sha in sorted(shas):
+        found = await repo.blob_bytes(session, tenant.id, sha)
+        if found is None:
             continue
-        blob = BundleBlob(
-            mime_type=found[sha].mime_type, data=base64.b64encode(found[sha].data).decode()
-        )
-        yield (
-            (b"," if index else b"")
-            + json.dumps(sha.hex()).encode()
-            + b":"
-            + blob.model_dump_json().encode()
-        )
+        mime_type, data = found
+        # A BundleBlob written directly: the bytes, their base64 and nothing more in memory.
+        yield b"," if not first else b""
+        yield json.dumps(sha.hex()).encode() + b':{"mime_type":' + json.dumps(mime_type).encode()
+        del found
+        yield b',"data":"'
+        yield base64.b64encode(data)  # sent as it is: no copy of it joined to anything
+        yield b'"}'
+        first = False
     yield b"}}"
 
 

@@ -770,6 +770,18 @@ async def blob_data(
     return {blob.sha256: blob for blob in result.scalars().all()}
 
 
+async def blob_bytes(
+    session: AsyncSession, tenant_id: uuid.UUID, sha: bytes
+) -> tuple[str, bytes] | None:
+    """One blob's type and bytes, read as plain values (kept in no identity map: an export lets
+    each go once it is written)."""
+    result = await session.execute(
+        select(Blob.mime_type, Blob.data).where(Blob.tenant_id == tenant_id, Blob.sha256 == sha)
+    )
+    row = result.one_or_none()
+    return None if row is None else (row[0], row[1])
+
+
 # --- serving (MCP) ----------------------------------------------------------------------------
 
 
