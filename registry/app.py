@@ -210,6 +210,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.state.hub = hub
     app.state.tokens = tokens
     app.state.feed = feed
+    app.state.importing = asyncio.Lock()  # one bundle import at a time per worker
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)

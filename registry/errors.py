@@ -99,6 +99,17 @@ class TooManyStreams(RegistryError):
     retry_after_seconds = 5
 
 
+class Busy(RegistryError):
+    """A worker runs one such request at a time (a bundle import holds a pooled connection for as
+    long as it takes): try again in a moment."""
+
+    code = "busy"
+    http_status = 429
+    jsonrpc_code = INVALID_REQUEST
+    title = "Busy"
+    retry_after_seconds = 5
+
+
 class Forbidden(RegistryError):
     code = "forbidden"
     http_status = 403

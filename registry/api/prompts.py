@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
@@ -15,7 +16,7 @@ from registry.config import Settings
 from registry.content.media import inline_disposition
 from registry.db.engine import Database
 from registry.db.pagination import Page, PageRequest
-from registry.errors import InvalidInput, NotFound
+from registry.errors import Busy, InvalidInput, NotFound
 from registry.naming import (
     LABEL_PATTERN,
     MAX_VERSION,
@@ -513,7 +514,12 @@ async def export_bundle(
 async def import_bundle(
     tenant: str, body: Bundle, request: Request, dry_run: bool = False, force: Force = False
 ) -> ImportResult:
-    async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
+    # One import at a time per worker: a large bundle holds its transaction (and a pooled
+    # connection) for many seconds, and the pool serves every tenant.
+    running: asyncio.Lock = request.app.state.importing
+    if running.locked():
+        raise Busy("this worker is importing another bundle: try again in a few seconds")
+    async with running, tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
         result = await bundles.import_bundle(
             scope.session,
             scope.tenant,

@@ -1,5 +1,6 @@
-"""An export is streamed: what one request holds does not grow with the tenant (prompts and blobs
-are read, written and let go one at a time)."""
+"""Exports and imports as a worker bears them: an export is streamed (what one request holds does not
+grow with the tenant: prompts and blobs are read, written and let go one at a time), and a worker
+runs one import at a time."""
 
 from __future__ import annotations
 
@@ -46,3 +47,20 @@ async def test_an_export_holds_one_blob_at_a_time(api: Api) -> None:
     assert total > BLOBS * BLOB_BYTES  # every blob went out (as base64)
     print(f"export of {total:,} bytes: peak {peak:,} bytes traced")
     assert peak < BLOBS * BLOB_BYTES * 0.75, f"the export held {peak:,} bytes at once"
+
+
+async def test_a_worker_imports_one_bundle_at_a_time(api: Api) -> None:
+    """A bundle import holds a pooled connection for as long as it runs: a second one on the same
+    worker meanwhile is told to come back (429, Retry-After), not queued onto the pool."""
+    keys = await api.tenant("acme")
+    bundle = {"format": "prompt-registry/v1", "prompts": [], "blobs": {}}
+    async with api.app.state.importing:  # an import is running on this worker
+        busy = await api.client.post(
+            f"{T}/import?dry_run=true", json=bundle, headers=auth(keys["editor"])
+        )
+    assert busy.status_code == 429, busy.text
+    assert busy.headers["retry-after"] == "5" and "importing" in busy.json()["detail"]
+    done = await api.client.post(
+        f"{T}/import?dry_run=true", json=bundle, headers=auth(keys["editor"])
+    )
+    assert done.status_code == 200, done.text
