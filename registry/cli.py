@@ -7,6 +7,7 @@ import contextlib
 import errno
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
@@ -215,6 +216,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
     """Run the registry (REST API and MCP endpoint) with uvicorn."""
     import uvicorn
 
+    from registry import serving
     from registry.logs import configure_logging, logging_config
 
     settings = registry.override(host=host, port=port, workers=workers)
@@ -222,12 +224,14 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
     configure_logging(settings.log_level, settings.log_json)
     # Until uvicorn installs its own handlers, SIGTERM unwinds like Ctrl-C so the database stops.
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    with contextlib.suppress(KeyboardInterrupt):
+    made: str | None = None  # the metrics folder this command made, removed when it ends
+    with contextlib.suppress(KeyboardInterrupt), _removed(lambda: made):
         url = registry.url(serve=True)
         os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
         _size_pools(settings, url)
         if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # /metrics adds up every worker
-            os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="registry-metrics-")
+            made = tempfile.mkdtemp(prefix="registry-metrics-")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
         uvicorn.run(
             "registry.app:create_app",
             factory=True,
@@ -240,8 +244,20 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
             # cached prompts/get's worker time, sampled by bench/profile).
             access_log=False,
             timeout_graceful_shutdown=10,
+            http=serving.PROTOCOL,  # httptools, with a bound on the time a request's head takes
             limit_concurrency=settings.max_connections or _connection_budget(),
         )
+
+
+@contextlib.contextmanager
+def _removed(folder: Callable[[], str | None]) -> Iterator[None]:
+    """Remove the folder ``folder()`` names (if any) when the block ends, however it ends."""
+    try:
+        yield
+    finally:
+        path = folder()
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _size_pools(settings: Settings, url: str) -> None:

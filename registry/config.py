@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     max_blob_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     # A request body must arrive whole within this many seconds (408 otherwise).
     body_timeout_seconds: float = Field(default=30, gt=0, le=3600)
+    # A request's head (its request line and headers) must arrive within this many seconds
+    # (`registry serve` closes the connection otherwise).
+    head_timeout_seconds: float = Field(default=10, gt=0, le=600)
 
     # The registry's public address, shown to MCP clients as serverInfo.websiteUrl when set.
     public_url: str | None = None

@@ -270,10 +270,14 @@ def wait_ready(process: subprocess.Popen[str], port: int, timeout: float = 90) -
     raise AssertionError("serve did not become ready in time")
 
 
-def serve_embedded(data_dir: Path, port: int, *extra: str) -> subprocess.Popen[str]:
-    """`registry serve` on the embedded PostgreSQL in ``data_dir``, with no other REGISTRY_ setting."""
+def serve_embedded(
+    data_dir: Path, port: int, *extra: str, settings: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`registry serve` on the embedded PostgreSQL in ``data_dir``, with no other REGISTRY_ setting
+    than ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
     env["REGISTRY_DATA_DIR"] = str(data_dir)
+    env.update(settings or {})
     return subprocess.Popen(
         [sys.executable, "-m", "registry", "serve", "--port", str(port), *extra],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -18,6 +20,10 @@ from tests.conftest import (
 pytestmark = pytest.mark.slow
 
 
+def metrics_folders() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("registry-metrics-*"))
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
@@ -26,10 +32,17 @@ def data_dir(tmp_path: Path) -> Path:
 def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path) -> None:
     env = {"REGISTRY_DATA_DIR": str(data_dir)}
     port = free_port()
-    process = serve_embedded(data_dir, port, "--workers", "2")
+    before = metrics_folders()
+    process = serve_embedded(
+        data_dir, port, "--workers", "2", settings={"REGISTRY_HEAD_TIMEOUT_SECONDS": "1"}
+    )
     try:
         assert wait_ready(process, port)["status"] == "ready"
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "ok"}
+        # A head that never ends is cut: the server closes the connection (no answer, no hold).
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n")
+            assert slow.recv(1024) == b""  # closed by the server, long before the 30 s here
         assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
 
         # A second server on the same data directory is refused, clearly, and harms nothing.
@@ -43,6 +56,8 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path) -> Non
     finally:
         assert stop_serving(process) == 0
     assert not (data_dir / "pg" / "postmaster.pid").exists(), "PostgreSQL was left running"
+    # The folder of the workers' metrics went with the server (they piled up in /tmp).
+    assert not [f for f in metrics_folders() if f not in before], "a metrics folder was left"
     # Each worker got its share of the embedded server's 200 connections, and it said so.
     said = process.stderr.read() if process.stderr else ""
     assert (
