@@ -510,22 +510,31 @@ async def export_bundle(
     return StreamingResponse(body(), media_type="application/json")
 
 
+IMPORT_WAIT_SECONDS = 30.0  # how long an import waits for the one this worker is running
+
+
 @router.post("/import", response_model=ImportResult, summary="Import a bundle (idempotent)")
 async def import_bundle(
     tenant: str, body: Bundle, request: Request, dry_run: bool = False, force: Force = False
 ) -> ImportResult:
     # One import at a time per worker: a large bundle holds its transaction (and a pooled
-    # connection) for many seconds, and the pool serves every tenant.
+    # connection) for many seconds, and the pool serves every tenant. Others wait in line, holding
+    # no connection, for a while; then they are told to come back.
     running: asyncio.Lock = request.app.state.importing
-    if running.locked():
-        raise Busy("this worker is importing another bundle: try again in a few seconds")
-    async with running, tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
-        result = await bundles.import_bundle(
-            scope.session,
-            scope.tenant,
-            scope.principal,
-            body,
-            max_blob_bytes=_settings(request).max_blob_bytes,
-            force=force,
-        )
-    return result
+    try:
+        async with asyncio.timeout(IMPORT_WAIT_SECONDS):
+            await running.acquire()
+    except TimeoutError:
+        raise Busy("this worker is importing other bundles: try again in a few seconds") from None
+    try:
+        async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
+            return await bundles.import_bundle(
+                scope.session,
+                scope.tenant,
+                scope.principal,
+                body,
+                max_blob_bytes=_settings(request).max_blob_bytes,
+                force=force,
+            )
+    finally:
+        running.release()

@@ -10,6 +10,7 @@ import tracemalloc
 
 import pytest
 
+from registry.api import prompts as prompts_routes
 from registry.prompts.bundles import export_stream
 from registry.tenants.service import find_tenant
 from tests.conftest import Api, auth
@@ -49,9 +50,13 @@ async def test_an_export_holds_one_blob_at_a_time(api: Api) -> None:
     assert peak < BLOBS * BLOB_BYTES * 0.75, f"the export held {peak:,} bytes at once"
 
 
-async def test_a_worker_imports_one_bundle_at_a_time(api: Api) -> None:
-    """A bundle import holds a pooled connection for as long as it runs: a second one on the same
-    worker meanwhile is told to come back (429, Retry-After), not queued onto the pool."""
+async def test_a_worker_imports_one_bundle_at_a_time(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle import holds a pooled connection for as long as it runs: others on the same worker
+    wait in line (before they open a transaction), and past the wait are told to come back (429,
+    Retry-After)."""
+    monkeypatch.setattr(prompts_routes, "IMPORT_WAIT_SECONDS", 0.2)
     keys = await api.tenant("acme")
     bundle = {"format": "prompt-registry/v1", "prompts": [], "blobs": {}}
     async with api.app.state.importing:  # an import is running on this worker

@@ -73,11 +73,6 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
 SEEDED_TABLES = [table for table in TENANT_OWNED_TABLES if table != "change_pending"]
 
 
-@pytest.fixture
-async def two_tenants(superuser: asyncpg.Connection) -> tuple[uuid.UUID, uuid.UUID]:
-    return await seed_tenant(superuser, "alpha"), await seed_tenant(superuser, "bravo")
-
-
 async def test_seed_covers_every_tenant_owned_table(
     superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
 ) -> None:

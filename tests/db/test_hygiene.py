@@ -1,0 +1,101 @@
+"""Connection hygiene: whatever kind of transaction a connection served, the next one on it sees no
+tenant's rows and runs as the connecting role. Each pool here has one connection, so "the next
+transaction" is on the same connection for certain (the backend pid says so)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.engine import Database
+from registry.prompts import repository as prompts
+from tests.conftest import PgServer
+
+PID = text("SELECT pg_backend_pid()")
+SEEN = text("SELECT count(*) FROM prompts")
+SETTING = text("SELECT current_setting('registry.tenant_id', true)")
+
+
+@pytest.fixture
+async def one_connection(pg_server: PgServer, db_name: str) -> AsyncIterator[Database]:
+    database = Database(pg_server.url(db_name), pool_size=1, max_overflow=0, read_pool_size=1)
+    yield database
+    await database.dispose()
+
+
+async def _tenant(db: Database, alpha: uuid.UUID) -> int:
+    async with db.tenant_tx(alpha) as session:
+        return await _pid_after_reading(session)
+
+
+async def _named_tenant(db: Database, alpha: uuid.UUID) -> int:
+    async with db.named_tenant_tx("alpha") as (session, tenant):
+        assert tenant is not None and tenant.id == alpha
+        return await _pid_after_reading(session)
+
+
+async def _tenant_read(db: Database, alpha: uuid.UUID) -> int:
+    async with db.tenant_read_tx(alpha) as session:
+        return await _pid_after_reading(session)
+
+
+async def _app(db: Database, alpha: uuid.UUID) -> int:
+    async with db.app_tx() as session:
+        return int((await session.execute(PID)).scalar_one())
+
+
+async def _operator(db: Database, alpha: uuid.UUID) -> int:
+    async with db.operator_tx() as session:
+        return int((await session.execute(PID)).scalar_one())
+
+
+async def _pid_after_reading(session: AsyncSession) -> int:
+    assert (await session.execute(SEEN)).scalar_one() == 1  # alpha's row, and only it
+    return int((await session.execute(PID)).scalar_one())
+
+
+KINDS: dict[str, Callable[[Database, uuid.UUID], Awaitable[int]]] = {
+    "tenant": _tenant,
+    "named tenant": _named_tenant,
+    "tenant read": _tenant_read,
+    "app": _app,
+    "operator": _operator,
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_the_next_transaction_on_a_connection_sees_no_tenant(
+    one_connection: Database, two_tenants: tuple[uuid.UUID, uuid.UUID], kind: str
+) -> None:
+    db = one_connection
+    alpha, _ = two_tenants
+    used = await KINDS[kind](db, alpha)
+    async with db.app_tx() as session:
+        assert (await session.execute(PID)).scalar_one() == used  # the same connection
+        assert (await session.execute(SEEN)).scalar_one() == 0
+        assert (await session.execute(SETTING)).scalar_one() in (None, "")
+    async with db.operator_tx() as session:
+        assert (await session.execute(PID)).scalar_one() == used
+        assert (await session.execute(text("SELECT current_user = session_user"))).scalar_one()
+        assert (await session.execute(SETTING)).scalar_one() in (None, "")
+
+
+async def test_the_hot_paths_plain_connection_keeps_no_tenant(
+    one_connection: Database, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    """The hot path's statements are functions that enter the tenant for their own transaction:
+    the plain connection they ran on is left as it was."""
+    db = one_connection
+    alpha, _ = two_tenants
+    pool = await db.read_pool(alpha)
+    rows = await prompts.served_page(pool, alpha, "production", after=None, limit=10)
+    assert rows is not None
+    async with pool.acquire() as connection:
+        assert await connection.fetchval("SELECT current_setting('registry.tenant_id', true)") in (
+            None, "",
+        )  # fmt: skip
+        assert await connection.fetchval("SELECT current_user = session_user")
