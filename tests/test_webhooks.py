@@ -435,3 +435,31 @@ async def _idle_in_transaction(url: str, *, since: Any) -> int:
         )
     finally:
         await conn.close()
+
+
+def test_a_rotated_out_secret_stops_signing_when_its_overlap_ends() -> None:
+    """Inside the overlap both secrets sign (receivers switch at their pace); once it ends, only
+    the new one does: a leaked old secret verifies nothing sent after that."""
+    import base64
+    import os
+    from datetime import UTC, datetime, timedelta
+
+    from registry.webhooks.delivery import signature_headers
+
+    old, new = (f"whsec_{base64.b64encode(os.urandom(24)).decode()}" for _ in range(2))
+    now = datetime.now(UTC)
+    body = '{"type":"prompt.version_created"}'
+
+    def sent(until: datetime) -> dict[str, str]:
+        row = {"message_id": "msg_1", "secret": new, "previous_secret": old,
+               "previous_until": until}  # fmt: skip
+        return signature_headers(row, body, now)
+
+    during = sent(now + timedelta(hours=1))
+    assert len(during["webhook-signature"].split()) == 2
+    Webhook(old).verify(body, during)
+    after = sent(now - timedelta(seconds=1))
+    assert len(after["webhook-signature"].split()) == 1
+    Webhook(new).verify(body, after)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(old).verify(body, after)

@@ -1,0 +1,408 @@
+"""The isolation matrix: every route of the route table (registry.app.ROUTERS) and every method of
+the MCP method table, each against every kind of caller that must not reach tenant bravo: each role
+of tenant alpha, a revoked key, an expired key, a made-up key and an anonymous caller of a private
+tenant; with the worker's caches cold, and warm (the worker already holding both tenants and the
+caller's checked credential). Every cell is refused (401 or 403, or the console's sign-in), and no
+refusal carries anything of bravo. A route or method without an entry here fails the test, so a
+new door cannot land without its cell.
+
+OAuth tokens minted for another tenant's audience or by another tenant's issuer are refused by the
+OAuth tests (tests/oauth), against a real identity provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import asyncpg
+import httpx
+import pytest
+from fastapi.routing import APIRoute
+
+from registry.app import ROUTERS
+from registry.mcp.handlers import HANDLERS
+from registry.mcp.stateless import STATELESS_METHODS
+from tests.conftest import Api, auth
+
+STREAM_SECONDS = 10  # a refusal takes milliseconds; a stream accepted never ends in-process
+SECRET = "bravo-only-text-5e1f"  # in bravo's prompt, description and settings: never in a refusal
+PNG = b"\x89PNG\r\n\x1a\n" + b"bravo"
+
+Door = Literal["tenant", "operator", "public", "console", "console-public"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    door: Door
+    body: Any = None  # JSON, or bytes sent as they are
+    query: dict[str, str] = field(default_factory=dict)
+
+
+VERSION = {"messages": [{"role": "user", "content": {"type": "text", "text": "x"}}]}
+BUNDLE = {"format": "prompt-registry/v1", "prompts": [], "blobs": {}}
+T = "/api/v1/tenants/{tenant}"
+P = T + "/prompts/{name}"
+
+REST: dict[tuple[str, str], Entry] = {
+    # served to anyone: no tenant's data behind them
+    ("GET", "/.well-known/oauth-authorization-server"): Entry("public"),
+    ("GET", "/.well-known/oauth-authorization-server/{rest:path}"): Entry("public"),
+    ("GET", "/.well-known/oauth-protected-resource/api/v1/tenants/{tenant}"): Entry("public"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp/{tenant}"): Entry("public"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp/{tenant}/{label}"): Entry("public"),
+    ("GET", "/.well-known/openid-configuration"): Entry("public"),
+    ("GET", "/.well-known/openid-configuration/{rest:path}"): Entry("public"),
+    ("GET", "/authorize"): Entry("public"),
+    ("POST", "/register"): Entry("public", {"redirect_uris": ["http://127.0.0.1:9/cb"]}),
+    ("POST", "/token"): Entry("public"),
+    ("GET", "/docs"): Entry("public"),
+    ("GET", "/healthz"): Entry("public"),
+    ("GET", "/readyz"): Entry("public"),
+    ("GET", "/metrics"): Entry("operator"),
+    # the operator's
+    ("GET", "/api/v1/tenants"): Entry("operator"),
+    ("POST", "/api/v1/tenants"): Entry("operator", {"slug": "made-by-a-stranger"}),
+    ("DELETE", T): Entry("operator"),
+    # a tenant's
+    ("GET", T): Entry("tenant"),
+    ("PATCH", T): Entry("tenant", {"title": "taken over"}),
+    ("GET", T + "/audit"): Entry("tenant"),
+    ("POST", T + "/blobs"): Entry("tenant", PNG),
+    ("GET", T + "/blobs/{sha256}"): Entry("tenant"),
+    ("GET", T + "/changes"): Entry("tenant"),
+    ("GET", T + "/export"): Entry("tenant"),
+    ("POST", T + "/import"): Entry("tenant", BUNDLE, {"dry_run": "true"}),
+    ("GET", T + "/issuers"): Entry("tenant"),
+    ("PUT", T + "/issuers"): Entry("tenant", {"issuers": []}),
+    ("GET", T + "/keys"): Entry("tenant"),
+    ("POST", T + "/keys"): Entry("tenant", {"name": "mine now", "role": "admin"}),
+    ("DELETE", T + "/keys/{key_id}"): Entry("tenant"),
+    ("GET", T + "/prompts"): Entry("tenant"),
+    ("POST", T + "/prompts"): Entry("tenant", {"name": "planted", **VERSION}),
+    ("DELETE", P): Entry("tenant"),
+    ("GET", P): Entry("tenant"),
+    ("PATCH", P): Entry("tenant", {"tags": ["planted"]}),
+    ("POST", P + "/archive"): Entry("tenant"),
+    ("POST", P + "/unarchive"): Entry("tenant"),
+    ("GET", P + "/diff"): Entry("tenant", query={"from": "1", "to": "1"}),
+    ("GET", P + "/history"): Entry("tenant"),
+    ("GET", P + "/impact"): Entry("tenant"),
+    ("GET", P + "/labels"): Entry("tenant"),
+    ("PUT", P + "/labels/{label}"): Entry("tenant", {"version": 1}),
+    ("DELETE", P + "/labels/{label}"): Entry("tenant"),
+    ("GET", P + "/labels/{label}/history"): Entry("tenant"),
+    ("POST", P + "/refresh"): Entry("tenant", {}),
+    ("POST", P + "/render"): Entry("tenant", {"arguments": {}}),
+    ("GET", P + "/versions"): Entry("tenant"),
+    ("POST", P + "/versions"): Entry("tenant", VERSION),
+    ("GET", P + "/versions/{version}"): Entry("tenant"),
+    ("POST", P + "/versions/{version}/restore"): Entry("tenant"),
+    ("GET", T + "/served"): Entry("tenant"),
+    ("GET", T + "/served/{name}"): Entry("tenant"),
+    ("GET", T + "/webhooks"): Entry("tenant"),
+    ("POST", T + "/webhooks"): Entry("tenant", {"url": "https://hooks.example/x"}),
+    ("DELETE", T + "/webhooks/{endpoint_id}"): Entry("tenant"),
+    ("PATCH", T + "/webhooks/{endpoint_id}"): Entry("tenant", {"enabled": False}),
+    ("GET", T + "/webhooks/{endpoint_id}/deliveries"): Entry("tenant"),
+    ("POST", T + "/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver"): Entry("tenant"),
+    ("POST", T + "/webhooks/{endpoint_id}/rotate"): Entry("tenant"),
+    # the console (a session cookie of another tenant's console is no session here)
+    ("GET", "/ui"): Entry("console-public"),
+    ("GET", "/ui/callback"): Entry("console-public"),
+    ("GET", "/ui/static/{name}"): Entry("console-public"),
+    ("GET", "/ui/{tenant}/login"): Entry("console-public"),
+    ("POST", "/ui/{tenant}/login"): Entry("console-public", {"key": "wrong"}),
+    ("GET", "/ui/{tenant}/login/oidc"): Entry("console-public"),
+    ("GET", "/ui/{tenant}/audit"): Entry("console"),
+    ("POST", "/ui/{tenant}/blobs"): Entry("console"),
+    ("GET", "/ui/{tenant}/blobs/{sha256}"): Entry("console"),
+    ("POST", "/ui/{tenant}/check"): Entry("console"),
+    ("GET", "/ui/{tenant}/connect"): Entry("console"),
+    ("GET", "/ui/{tenant}/keys"): Entry("console"),
+    ("POST", "/ui/{tenant}/keys"): Entry("console"),
+    ("POST", "/ui/{tenant}/keys/{key_id}/revoke"): Entry("console"),
+    ("POST", "/ui/{tenant}/logout"): Entry("console"),
+    ("GET", "/ui/{tenant}/new"): Entry("console"),
+    ("GET", "/ui/{tenant}/prompts"): Entry("console"),
+    ("GET", "/ui/{tenant}/prompts/{name}"): Entry("console"),
+    ("POST", "/ui/{tenant}/prompts/{name}/archive"): Entry("console"),
+    ("GET", "/ui/{tenant}/prompts/{name}/diff"): Entry("console"),
+    ("GET", "/ui/{tenant}/prompts/{name}/edit"): Entry("console"),
+    ("POST", "/ui/{tenant}/prompts/{name}/label"): Entry("console"),
+    ("GET", "/ui/{tenant}/prompts/{name}/preview"): Entry("console"),
+    ("POST", "/ui/{tenant}/prompts/{name}/preview"): Entry("console"),
+    ("POST", "/ui/{tenant}/prompts/{name}/restore"): Entry("console"),
+    ("GET", "/ui/{tenant}/prompts/{name}/versions/{version}"): Entry("console"),
+    ("POST", "/ui/{tenant}/save"): Entry("console"),
+    ("GET", "/ui/{tenant}/settings"): Entry("console"),
+    ("POST", "/ui/{tenant}/settings"): Entry("console"),
+}
+
+# Every method either era serves, with params a caller of the tenant would send.
+MCP: dict[str, dict[str, Any]] = {
+    "server/discover": {},
+    "ping": {},
+    "prompts/list": {},
+    "prompts/get": {"name": "bravo-prompt"},
+    "completion/complete": {
+        "ref": {"type": "ref/prompt", "name": "bravo-prompt"},
+        "argument": {"name": "tone", "value": ""},
+    },
+    "logging/setLevel": {"level": "info"},
+    "subscriptions/listen": {"notifications": {"prompts": {"listChanged": True}}},
+}
+
+CALLERS = ["reader", "editor", "publisher", "admin", "revoked", "expired", "made-up", "anonymous"]
+
+
+def route_table() -> set[tuple[str, str]]:
+    return {
+        (method, route.path)
+        for router in ROUTERS
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods - {"HEAD"}
+    }
+
+
+def test_every_route_and_method_has_an_entry() -> None:
+    routes = route_table()
+    assert routes - REST.keys() == set(), "routes without an isolation entry"
+    assert REST.keys() - routes == set(), "entries of routes that no longer exist"
+    methods = set(HANDLERS) | set(STATELESS_METHODS)
+    assert methods - MCP.keys() == set(), "MCP methods without an isolation entry"
+    assert MCP.keys() - methods == set(), "entries of MCP methods that no longer exist"
+
+
+@dataclass
+class World:
+    api: Api
+    alpha: dict[str, str]  # caller -> Authorization header value ("" for anonymous)
+    bravo: dict[str, str]
+    params: dict[str, str]  # path parameters of bravo's things
+    alpha_cookie: str
+
+
+async def _world(api: Api, superuser: asyncpg.Connection) -> World:
+    alpha = await api.tenant("alpha")
+    bravo = await api.tenant("bravo", title=SECRET)
+    prompt = {
+        "name": "bravo-prompt", "description": SECRET, "labels": ["production", "staging"],
+        "arguments": [{"name": "tone", "enum": [SECRET, "calm"]}],
+        "messages": [{"role": "user", "content": {"type": "text", "text": f"{SECRET} {{{{tone}}}}"}}],
+    }  # fmt: skip
+    made = await api.client.post(
+        "/api/v1/tenants/bravo/prompts", json=prompt, headers=auth(bravo["publisher"])
+    )
+    assert made.status_code == 201, made.text
+    blob = await api.client.post(
+        "/api/v1/tenants/bravo/blobs", content=PNG,
+        headers={**auth(bravo["editor"]), "Content-Type": "image/png"},
+    )  # fmt: skip
+    assert blob.status_code in (200, 201), blob.text
+    hook = await api.client.post(
+        "/api/v1/tenants/bravo/webhooks", json={"url": "https://hooks.example/bravo"},
+        headers=auth(bravo["admin"]),
+    )  # fmt: skip
+    assert hook.status_code == 201, hook.text
+    keys = (await api.client.get("/api/v1/tenants/bravo/keys", headers=auth(bravo["admin"]))).json()
+    # alpha's revoked and expired keys, and its console session
+    for name in ("revoked", "expired"):
+        created = await api.client.post(
+            "/api/v1/tenants/alpha/keys", json={"name": name, "role": "admin"},
+            headers=api.operator,
+        )  # fmt: skip
+        alpha[name] = f"Bearer {created.json()['secret']}"
+        if name == "revoked":
+            gone = await api.client.delete(
+                f"/api/v1/tenants/alpha/keys/{created.json()['id']}", headers=api.operator
+            )
+            assert gone.status_code == 204
+        else:
+            await superuser.execute(
+                "UPDATE api_keys SET expires_at = now() - interval '1 day' WHERE id = $1",
+                uuid.UUID(created.json()["id"]),
+            )
+    alpha["made-up"] = "Bearer pr_made-up-key-that-no-one-issued"
+    alpha["anonymous"] = ""
+    signed_in = await api.client.post(
+        "/ui/alpha/login", data={"key": alpha["admin"].removeprefix("Bearer ")},
+        headers={"Origin": "http://test"},
+    )  # fmt: skip
+    assert signed_in.status_code == 303, signed_in.text
+    cookie = signed_in.cookies.get("registry_console") or ""
+    assert cookie
+    params = {
+        "tenant": "bravo", "name": "bravo-prompt", "version": "1", "label": "staging",
+        "key_id": keys[0]["id"], "sha256": blob.json()["sha256"],
+        "endpoint_id": hook.json()["id"], "delivery_id": "1", "rest:path": "x",
+        "name:path": "console.css",
+    }  # fmt: skip
+    return World(api, alpha, bravo, params, cookie)
+
+
+def _path(template: str, params: dict[str, str]) -> str:
+    for name, value in params.items():
+        template = template.replace("{" + name + "}", value)
+    if "{name}" in template and template.startswith("/ui/static/"):
+        template = template.replace("{name}", "console.css")
+    assert "{" not in template, template
+    return template
+
+
+async def _send(world: World, method: str, path: str, entry: Entry, credential: str) -> Any:
+    headers = {"Origin": "http://test"}
+    if credential:
+        headers["Authorization"] = credential
+    kwargs: dict[str, Any] = {"params": entry.query, "headers": headers}
+    if isinstance(entry.body, bytes):
+        kwargs["content"] = entry.body
+        headers["Content-Type"] = "image/png"
+    elif entry.body is not None:
+        kwargs["json"] = entry.body
+    return await _bounded(world.api.client.request(method, path, **kwargs))
+
+
+class Streamed:
+    """What a cell answered when it opened a stream (in-process, a stream never completes)."""
+
+    status_code = 200
+    text = ""
+    headers: dict[str, str] = {}
+
+
+async def _bounded(request: Awaitable[httpx.Response]) -> httpx.Response | Streamed:
+    """A refusal comes at once; an answer still going after a while is a stream that was opened
+    (the cell failed): bounded, so the matrix reports it instead of hanging."""
+    try:
+        async with asyncio.timeout(STREAM_SECONDS):
+            return await request
+    except TimeoutError:
+        return Streamed()
+
+
+def _no_trace_of_bravo(answer: Any) -> None:
+    assert SECRET not in answer.text, answer.text[:300]
+    assert SECRET not in str(answer.headers)
+
+
+async def _warm(world: World) -> None:
+    """The worker holds both tenants, and alpha's checked credentials (used on alpha's own paths
+    and endpoint), before the cells are tried."""
+    client = world.api.client
+    for caller in ("reader", "editor", "publisher", "admin"):
+        assert (
+            await client.get("/api/v1/tenants/alpha/prompts", headers=auth(world.alpha[caller]))
+        ).status_code == 200
+        await _mcp(world, "/mcp/alpha", world.alpha[caller], "prompts/list", {})
+    for path in ("/api/v1/tenants/bravo/prompts", "/api/v1/tenants/bravo/served"):
+        assert (await client.get(path, headers=auth(world.bravo["reader"]))).status_code == 200
+    answer = await _mcp(world, "/mcp/bravo", world.bravo["reader"], "prompts/get",
+                        {"name": "bravo-prompt"})  # fmt: skip
+    assert answer.status_code == 200 and SECRET in answer.text  # the control: bravo reads bravo
+
+
+async def _mcp(
+    world: World, path: str, credential: str, method: str, params: dict[str, Any]
+) -> Any:
+    """One 2026-07-28 (stateless) request."""
+    headers = {
+        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+    }  # fmt: skip
+    if method == "prompts/get":
+        headers["Mcp-Name"] = params["name"]
+    if credential:
+        headers["Authorization"] = credential
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "matrix", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    # A stream (subscriptions/listen) would never end: its status and first bytes are enough.
+    async with world.api.client.stream("POST", path, json=body, headers=headers) as answer:
+        if answer.status_code != 200 or "event-stream" not in answer.headers.get(
+            "content-type", ""
+        ):
+            await answer.aread()
+        return answer
+
+
+async def _session_mcp(world: World, credential: str, method: str, params: dict[str, Any]) -> Any:
+    """A 2025-11-25 request on a session bravo's reader opened, sent with another credential."""
+    headers = {"Accept": "application/json, text/event-stream"}
+    opened = await world.api.client.post(
+        "/mcp/bravo", headers={**headers, **auth(world.bravo["reader"])},
+        json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "matrix", "version": "1"}}},
+    )  # fmt: skip
+    assert opened.status_code == 200, opened.text
+    headers.update({
+        "Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25",
+    })  # fmt: skip
+    if credential:
+        headers["Authorization"] = credential
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return await world.api.client.post("/mcp/bravo", json=body, headers=headers)
+
+
+@pytest.mark.parametrize("caches", ["cold", "warm"])
+async def test_no_caller_of_another_tenant_reaches_bravo(
+    api: Api, superuser: asyncpg.Connection, caches: str
+) -> None:
+    world = await _world(api, superuser)
+    if caches == "warm":
+        await _warm(world)
+    failures = []
+    for (method, template), entry in sorted(REST.items()):
+        if entry.door in ("public", "console-public"):
+            continue
+        path = _path(template, world.params)
+        callers = CALLERS if entry.door != "console" else ["console"]
+        for caller in callers:
+            if entry.door == "console":
+                world.api.client.cookies.set("registry_console", world.alpha_cookie)
+                answer = await _send(world, method, path, entry, "")
+                world.api.client.cookies.clear()
+                allowed = {303, 401, 403}
+            else:
+                answer = await _send(world, method, path, entry, world.alpha[caller])
+                # a valid key of another tenant: 403; no key: 401; a key that is no key: either
+                allowed = {403} if caller in ("reader", "editor", "publisher", "admin") else {401}
+                if caller in ("revoked", "expired", "made-up"):
+                    allowed = {401, 403}
+                if entry.door == "operator":
+                    allowed = {401, 403}
+            if answer.status_code not in allowed:
+                failures.append(f"{caller}: {method} {path} answered {answer.status_code}")
+            _no_trace_of_bravo(answer)
+    for mcp_method, params in MCP.items():
+        for caller in CALLERS:
+            if mcp_method not in ("ping", "logging/setLevel"):
+                answer = await _mcp(world, "/mcp/bravo", world.alpha[caller], mcp_method, params)
+                if answer.status_code not in (401, 403):
+                    failures.append(
+                        f"{caller}: stateless {mcp_method} answered {answer.status_code}"
+                    )
+                _no_trace_of_bravo(answer)
+            if mcp_method not in ("server/discover", "subscriptions/listen"):
+                answer = await _session_mcp(world, world.alpha[caller], mcp_method, params)
+                if answer.status_code not in (401, 403, 404):
+                    failures.append(f"{caller}: session {mcp_method} answered {answer.status_code}")
+                _no_trace_of_bravo(answer)
+    assert not failures, "\n".join(failures)
+    # Nothing was written to bravo by any of them.
+    assert (
+        await superuser.fetchval(
+            "SELECT count(*) FROM prompts p JOIN tenants t ON t.id = p.tenant_id "
+            "WHERE t.slug = 'bravo'"
+        )
+        == 1
+    )
+    assert await superuser.fetchval("SELECT title FROM tenants WHERE slug = 'bravo'") == SECRET
