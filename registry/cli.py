@@ -23,7 +23,7 @@ import httpx
 import orjson
 from sqlalchemy.exc import SQLAlchemyError
 
-from registry import login, signing, sync
+from registry import login, outbound, signing, sync
 from registry.config import Settings, SettingsError, load_settings
 from registry.db import backup as backups
 from registry.db import engine
@@ -529,6 +529,15 @@ def webhook() -> None:
     """Register, list and remove webhook endpoints."""
 
 
+def _public_host(url: str) -> bool:
+    try:
+        _, host, _ = outbound.check_url(url)
+        outbound.check_literal(host, allow_private=False)
+    except outbound.Refused:
+        return False
+    return host not in ("localhost",) and not host.endswith(".localhost")
+
+
 def _in_tenant(registry: Registry, slug: str, work: Callable[[Any, Any], Awaitable[T]]) -> T:
     """``work(session, tenant)`` in one transaction scoped to the tenant ``slug``."""
     tenants.check_slug(slug)
@@ -556,12 +565,20 @@ def webhook_create(
     body = EndpointIn.model_validate(
         {"url": url, "events": list(events), "description": description}
     )
-    allow = registry.settings.webhook_allow_private
+    # The server that delivers is the one judge of private addresses (its own
+    # REGISTRY_WEBHOOK_ALLOW_PRIVATE, which this command cannot see): registered as given, refused
+    # at delivery there if it must be, with the reason in the delivery log.
     created = _in_tenant(
         registry, slug,
-        lambda session, found: webhooks.create(session, found, OPERATOR, body, allow_private=allow),
+        lambda session, found: webhooks.create(session, found, OPERATOR, body, allow_private=True),
     )  # fmt: skip
     click.echo(f"created webhook {created.id} for tenant {slug} -> {created.url}", err=True)
+    if not _public_host(url):
+        click.echo(
+            f"note: {url} is not a public address: the server delivers to it only with "
+            f"{webhooks.ALLOWED_BY}=true where it runs (its delivery log says so otherwise)",
+            err=True,
+        )
     click.echo(created.secret)
 
 

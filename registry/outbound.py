@@ -26,6 +26,11 @@ class Refused(ValueError):
     """A URL or address the registry does not call; the message says why."""
 
 
+class PrivateAddress(Refused):
+    """A private, loopback, link-local or otherwise non-public address, refused unless the operator
+    allows such addresses (each caller names its own setting)."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     status_code: int | None
@@ -106,7 +111,9 @@ def check_literal(host: str, *, allow_private: bool) -> None:
         return  # a name: checked when it is resolved, at each delivery
     reason = _why_private(address)
     if reason is not None and not allow_private:
-        raise Refused(f"the host is {reason} address; the registry calls public addresses only")
+        raise PrivateAddress(
+            f"the host is {reason} address; the registry calls public addresses only"
+        )
 
 
 async def resolve(host: str, port: int, *, allow_private: bool) -> str:
@@ -125,16 +132,23 @@ async def resolve(host: str, port: int, *, allow_private: bool) -> str:
         if reason is not None and not allow_private:
             # The address itself is not named: a refusal must not tell a caller what an internal
             # name resolves to.
-            raise Refused(
+            raise PrivateAddress(
                 f"{host} resolves to {reason} address; the registry calls public addresses only"
             )
     return addresses[0]
 
 
 async def post(
-    url: str, body: bytes, headers: dict[str, str], *, seconds: float, allow_private: bool
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    seconds: float,
+    allow_private: bool,
+    allowed_by: str = "",
 ) -> Outcome:
-    """POST ``body`` to ``url``, safely; never raises for what the receiver or the network does."""
+    """POST ``body`` to ``url``, safely; never raises for what the receiver or the network does.
+    ``allowed_by`` names the setting that allows private addresses, told when one is refused."""
     started = time.monotonic()
 
     def done(status: int | None, error: str | None, text: str | None = None) -> Outcome:
@@ -143,6 +157,8 @@ async def post(
     try:
         scheme, host, port = check_url(url)
         address = await resolve(host, port, allow_private=allow_private)
+    except PrivateAddress as refused:
+        return done(None, f"{refused}{_allowed_by(allowed_by)}")
     except Refused as refused:
         return done(None, str(refused))
     parts = urlsplit(url)
@@ -168,6 +184,10 @@ async def post(
         return done(None, f"no answer within {seconds:g} seconds")
     except httpx.HTTPError as error:
         return done(None, f"{type(error).__name__}: {error}"[:500])
+
+
+def _allowed_by(setting: str) -> str:
+    return f" (unless {setting}=true where the registry runs)" if setting else ""
 
 
 async def get_json(

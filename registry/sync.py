@@ -85,6 +85,11 @@ class Client:
 def _problem(response: httpx.Response) -> str:
     try:
         body = response.json()
+        if body.get("overridable_by") == "force" and body.get("reason"):  # said the CLI's way
+            return (
+                f"{response.status_code} {body['reason']}. Pass --force to do it anyway (the "
+                "audit log records it)"
+            )
         return f"{response.status_code} {body.get('detail') or body.get('title')}"
     except ValueError:
         return f"{response.status_code} {response.text[:200]}"

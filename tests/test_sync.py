@@ -221,6 +221,8 @@ def test_push_writes_included_prompts_first_then_refresh_and_force(
         refused.returncode == 1
         and "409" in refused.stderr
         and "'topic' was removed" in refused.stderr
+        and "Pass --force to do it anyway" in refused.stderr  # the CLI's words, not REST's
+        and "force=true" not in refused.stderr
     )
     forced = cli(
         live_server, keys["publisher"], "push", str(folder), "--tenant", "composed", "--force"

@@ -295,6 +295,8 @@ async def test_private_and_odd_urls_are_refused_when_registered(
     assert refused.status_code == 422, refused.text
     assert named in refused.json()["detail"]
     assert "secret" not in refused.text
+    if named not in ("credentials", "http or https"):  # a private address: the setting is named
+        assert "REGISTRY_WEBHOOK_ALLOW_PRIVATE=true" in refused.json()["detail"]
 
 
 async def test_a_name_that_resolves_to_a_private_address_is_not_called(receiver: Receiver) -> None:
@@ -306,6 +308,11 @@ async def test_a_name_that_resolves_to_a_private_address_is_not_called(receiver:
     assert outcome.error is not None and "loopback address" in outcome.error
     # what the name resolved to is not told: a refusal is no oracle of internal names
     assert "127.0.0.1" not in outcome.error and "::1" not in outcome.error
+    named = await outbound.post(
+        f"http://localhost:{port}/hook", b"{}", {}, seconds=5, allow_private=False,
+        allowed_by="REGISTRY_WEBHOOK_ALLOW_PRIVATE",
+    )  # fmt: skip
+    assert named.error is not None and "REGISTRY_WEBHOOK_ALLOW_PRIVATE=true" in named.error
     assert receiver.requests == []
     allowed = await outbound.post(
         f"http://localhost:{port}/hook", b"{}", {}, seconds=5, allow_private=True

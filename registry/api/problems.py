@@ -39,7 +39,13 @@ def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
 async def registry_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RegistryError)
     extra = {k: v for k, v in exc.detail.items() if isinstance(v, str | int | float | bool | list)}
-    response = problem(exc.http_status, exc.code, exc.title, exc.message, **extra)
+    detail = exc.message
+    if "overridable_by" in exc.detail:  # said the REST way; `reason` keeps the words without it
+        extra["reason"] = exc.message
+        detail += (
+            f". Send {exc.detail['overridable_by']}=true to do it anyway (the audit log records it)"
+        )
+    response = problem(exc.http_status, exc.code, exc.title, detail, **extra)
     if oauth.challenged(exc):
         settings = request.app.state.settings
         base = settings.public_url or str(request.base_url)
@@ -50,10 +56,26 @@ async def registry_error_handler(request: Request, exc: Exception) -> JSONRespon
     return response
 
 
+def _json_syntax(error: Any, body: Any) -> dict[str, Any]:
+    """A body that is not JSON, said as a person reads it: where (line and column) and what the
+    parser expected there, instead of a character offset."""
+    offset = error.get("loc", ("body", 0))[-1]
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+    where = ""
+    if isinstance(offset, int) and 0 <= offset <= len(text):
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        where = f" at line {line}, column {column}"
+    expected = (error.get("ctx") or {}).get("error") or "a JSON value"
+    return {"field": "body", "message": f"not valid JSON{where}: {expected}"}
+
+
 async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
         {"field": _field_path(err.get("loc", ())), "message": err.get("msg", "invalid")}
+        if err.get("type") != "json_invalid"
+        else _json_syntax(err, exc.body)
         for err in exc.errors()
     ]
     first = errors[0] if errors else {"field": "body", "message": "invalid"}

@@ -612,29 +612,47 @@ async def move_label(tenant: str, name: str, request: Request) -> Response:
     version = _number(fields.get("version")) or 0
     async with scope as console:
         if fields.get("confirm") != "yes":
-            writing.check_label_name(label)
-            prompt = await reading.get_prompt(console.session, console.tenant, name)
-            if label in console.tenant.protected_labels and not console.principal.has("publisher"):
-                raise Forbidden(
-                    f"{label!r} is a protected label: moving it needs the publisher role "
-                    f"(you are {console.principal.role})"
-                )
-            current = prompt.labels.get(label)
-            changes = None
-            if current and current != version:
-                changes = await diff.diff_versions(
-                    console.session, console.tenant, name, current, version
-                )
-            return render(request, "confirm.html", scope=console, name=name, label=label,
-                          version=version, current=current, changes=changes)  # fmt: skip
-        await writing.set_label(
-            console.session, console.tenant, console.principal, name, label, version,
-            force=fields.get("force") == "yes",
-        )  # fmt: skip
+            return await _review_move(request, console, name, label, version)
+        try:
+            await writing.set_label(
+                console.session, console.tenant, console.principal, name, label, version,
+                force=fields.get("force") == "yes",
+            )  # fmt: skip
+        except Conflict as refused:
+            if refused.detail.get("overridable_by") != "force":
+                raise
+            # Back on the review, in the console's words: the box to tick is on this page.
+            why = f"{refused.message}. Tick “Move it anyway” to move it."
+            return await _review_move(request, console, name, label, version, error=why)
     note = f"{label} now serves version {version}"
     return RedirectResponse(
         f"/ui/{tenant}/prompts/{quote(name)}?" + urlencode({"message": note}), status_code=303
     )
+
+
+async def _review_move(
+    request: Request,
+    console: ConsoleScope,
+    name: str,
+    label: str,
+    version: int,
+    error: str | None = None,
+) -> Response:
+    """What moving ``label`` to ``version`` changes: the diff against what it serves now and the
+    contract's breaks, with the form that confirms it (and why it was not done, when it was not)."""
+    writing.check_label_name(label)
+    prompt = await reading.get_prompt(console.session, console.tenant, name)
+    if label in console.tenant.protected_labels and not console.principal.has("publisher"):
+        raise Forbidden(
+            f"{label!r} is a protected label: moving it needs the publisher role "
+            f"(you are {console.principal.role})"
+        )
+    current = prompt.labels.get(label)
+    changes = None
+    if current and current != version:
+        changes = await diff.diff_versions(console.session, console.tenant, name, current, version)
+    return render(request, "confirm.html", 409 if error else 200, scope=console, name=name,
+                  label=label, version=version, current=current, changes=changes, error=error)  # fmt: skip
 
 
 @router.post("/{tenant}/prompts/{name}/restore")

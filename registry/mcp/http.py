@@ -220,8 +220,9 @@ class McpEndpoint:
 
     @staticmethod
     def match(path: str) -> dict[str, str] | None:
-        """The path parameters of ``/mcp/{tenant}`` and ``/mcp/{tenant}/{label}``, else None."""
-        parts = path.split("/")
+        """The path parameters of ``/mcp/{tenant}`` and ``/mcp/{tenant}/{label}`` (with or without a
+        trailing slash, as clients write it), else None."""
+        parts = path.removesuffix("/").split("/")
         if len(parts) not in (3, 4) or parts[1] != "mcp" or not all(parts[2:]):
             return None
         return {"tenant": parts[2], "label": parts[3]} if len(parts) == 4 else {"tenant": parts[2]}

@@ -116,12 +116,14 @@ async def _breaking_move(
         contracts.compare(declared[(prompt.id, before)], declared[(prompt.id, after)])
     )
     if broken and not force:
+        # Door-neutral words: each door says how its callers move it anyway (REST: force=true; the
+        # CLI: --force; the console: its check box), told by overridable_by.
         raise Conflict(
             f"moving {label!r} of {prompt.name!r} from version {before} to {after} breaks the "
-            "arguments its callers send: " + "; ".join(c.detail for c in broken)
-            + ". Send force to move it anyway (the audit log records it).",
+            "arguments its callers send: " + "; ".join(c.detail for c in broken),
             field="label",
             breaking=[c.model_dump() for c in broken],
+            overridable_by="force",
         )  # fmt: skip
     return broken
 

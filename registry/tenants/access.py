@@ -170,7 +170,11 @@ async def tenant_scope(
         # tenant, else "invalid" (the same status: a key cannot probe which tenants exist).
         key_tenant = tenants.tenant_of_secret(credential) if foreign and credential else None
         if credential and await _foreign_key_is_valid(db, key_tenant, credential):
-            raise Forbidden("this API key belongs to another tenant") from None
+            # The same words whether the path's tenant exists or not: a key cannot probe for one.
+            raise Forbidden(
+                f"no tenant {slug!r} is visible to this API key: it belongs to another tenant "
+                "(check the tenant in the address)"
+            ) from None
         raise
     if used is not None and used.tenant_id is not None:
         await _record_use(db, used.tenant_id, used)

@@ -32,6 +32,7 @@ from registry.config import Settings
 from registry.db.audit import record_audit
 from registry.db.engine import Database
 from registry.webhooks import repository as repo
+from registry.webhooks.service import ALLOWED_BY
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ class Dispatcher:
         headers = signature_headers(row, body, datetime.now(UTC))
         return await outbound.post(
             row["url"], body.encode(), headers, seconds=self.timeout,
-            allow_private=self.allow_private,
+            allow_private=self.allow_private, allowed_by=ALLOWED_BY,
         )  # fmt: skip
 
     async def _settle(

@@ -36,10 +36,19 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
+ALLOWED_BY = (
+    "REGISTRY_WEBHOOK_ALLOW_PRIVATE"  # the setting that lets webhooks reach private addresses
+)
+
+
 def _check_url(url: str, allow_private: bool) -> None:
     try:
         _, host, _ = outbound.check_url(url)
         outbound.check_literal(host, allow_private=allow_private)
+    except outbound.PrivateAddress as refused:
+        raise InvalidInput(
+            f"url: {refused} (unless {ALLOWED_BY}=true where the registry runs)", field="url"
+        ) from None
     except outbound.Refused as refused:
         raise InvalidInput(f"url: {refused}", field="url") from None
 

@@ -86,6 +86,8 @@ async def test_a_breaking_move_is_refused_then_forced(
     assert refused.status_code == 409, refused.text
     problem = refused.json()
     assert "breaks the arguments" in problem["detail"]
+    assert problem["detail"].endswith("Send force=true to do it anyway (the audit log records it)")
+    assert problem["overridable_by"] == "force" and "force" not in problem["reason"]
     assert problem["breaking"] and all(b["breaking"] for b in problem["breaking"])
     labels = await api.client.get(f"{BASE}/labels", headers=auth(acme["reader"]))
     assert labels.json()["production"] == 1  # nothing moved

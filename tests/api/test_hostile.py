@@ -301,3 +301,14 @@ def test_a_connection_that_died_under_a_transaction_is_unavailable_not_a_500() -
         "ROLLBACK", {}, Exception("cannot call Transaction.rollback(): the connection is closed")
     )
     assert isinstance(translate_db_error(closed), Unavailable)
+
+
+async def test_a_json_syntax_error_says_where_and_what_was_expected(api: Api) -> None:
+    keys = await api.tenant("acme")
+    broken = b'{\n  "name": "greet",\n  "messages": ]\n}'
+    answer = await api.client.post(
+        "/api/v1/tenants/acme/prompts", content=broken,
+        headers={"Authorization": keys["editor"], "Content-Type": "application/json"},
+    )  # fmt: skip
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == "body: not valid JSON at line 3, column 15: Expecting value"

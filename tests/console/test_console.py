@@ -451,3 +451,30 @@ def test_the_sign_in_page_shows_only_the_servers_words(console: Console) -> None
     assert "why=first" in sent.headers["location"]
     shown = httpx.get(f"{console.server.url}{sent.headers['location']}")
     assert "sign in to this tenant first" in shown.text
+
+
+def test_a_breaking_move_not_ticked_stays_on_the_review(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    """Moving production to a version that breaks its callers without ticking the box: the person
+    stays on the review, told in the console's words (never REST's), and can tick it there."""
+    breaking = {"arguments": [{"name": "ticket", "required": True}],
+                "messages": [{"role": "user", "text": "Only {{ticket}}."}]}  # fmt: skip
+    written = httpx.post(
+        f"{console.server.url}/api/v1/tenants/acme/prompts/support-reply/versions",
+        json=breaking, headers=OPERATOR,
+    )  # fmt: skip
+    assert written.status_code == 201, written.text
+    version = str(written.json()["version"])
+    sign_in(page, console, "publisher")
+    page.goto(console.url("/prompts/support-reply"))
+    page.get_by_label("Move label").fill("production")
+    page.get_by_label("to version").fill(version)
+    page.get_by_role("button", name="Review the move").click()
+    page.get_by_role("button", name="Move production").click()  # the box not ticked
+    expect(page.get_by_role("alert")).to_contain_text("breaks the arguments its callers send")
+    expect(page.get_by_role("alert")).to_contain_text("Tick “Move it anyway”")
+    assert "Send force" not in page.content() and "force=true" not in page.content()
+    expect(page.get_by_role("heading", name=re.compile("Move production"))).to_be_visible()
+    page.get_by_label(re.compile("Move it anyway")).check()
+    page.get_by_role("button", name="Move production").click()
+    page.wait_for_url(DONE)
+    assert f"production now serves version {version}" in page.content()

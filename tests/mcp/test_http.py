@@ -328,6 +328,12 @@ async def test_labels_and_pins(api: Api, tenant: dict[str, str]) -> None:
         "description"
     ] == "second"
     assert [p["name"] for p in (await staging.result("prompts/list"))["prompts"]] == ["greet"]
+    # The same endpoints with a trailing slash, as a client may write them.
+    for path, description in (("/mcp/acme/", "Says hello"), ("/mcp/acme/staging/", "second")):
+        slashed = mcp(api, tenant, path)
+        await slashed.initialize()
+        got = await slashed.result("prompts/get", {"name": "greet", "arguments": {"who": "a"}})
+        assert got["description"] == description
     pinned = await production.result("prompts/get", {"name": "greet@2", "arguments": {"who": "a"}})
     assert pinned["description"] == "second"
     by_label = await production.result(
