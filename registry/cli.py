@@ -138,6 +138,9 @@ def attached_database() -> Iterator[str]:
         registry.close()
 
 
+DEFAULT_URL = "http://127.0.0.1:8000"  # where the sync commands find the registry by default
+
+
 def _one_line(error: BaseException) -> str:
     if isinstance(error, SQLAlchemyError | OSError) and not isinstance(error, httpx.TransportError):
         # Never echo the URL: it may hold a password.
@@ -147,7 +150,13 @@ def _one_line(error: BaseException) -> str:
             where = f"{error.request.url.scheme}://{error.request.url.netloc.decode()}"
         except RuntimeError:  # no request attached
             where = "the registry"
-        return f"cannot reach {where}: {error}"
+        told = ""
+        if where == DEFAULT_URL and "REGISTRY_URL" not in os.environ:
+            told = (
+                f" ({DEFAULT_URL} is the default: is `registry serve` running? Elsewhere, set "
+                "REGISTRY_URL or pass --url)"
+            )
+        return f"cannot reach {where}: {error}{told}"
     return str(error)
 
 
@@ -713,7 +722,7 @@ def mcp_stdio(registry: Registry, slug: str, label: str | None) -> None:
 # --- push / pull ------------------------------------------------------------------------------
 
 _url_option = click.option(
-    "--url", envvar="REGISTRY_URL", default="http://127.0.0.1:8000", show_default=True,
+    "--url", envvar="REGISTRY_URL", default=DEFAULT_URL, show_default=True,
     help="The registry's base URL [REGISTRY_URL].",
 )  # fmt: skip
 _key_option = click.option(
@@ -793,7 +802,7 @@ def refresh(
             sync.refresh_prompt(client, name, list(labels), dry_run=dry_run, force=force)
             for name in names
         ]
-    _report(outcomes, dry_run=dry_run)
+    _report(outcomes, dry_run=dry_run, unit="prompt(s)")
 
 
 @main.command()
@@ -830,11 +839,11 @@ def login_command(slug: str, url: str, client_id: str) -> None:
     click.echo(f"logged in to {slug} through {credential.issuer}; token kept in {where}", err=True)
 
 
-def _report(outcomes: list[Any], *, dry_run: bool) -> None:
+def _report(outcomes: list[Any], *, dry_run: bool, unit: str = "file(s)") -> None:
     for outcome in outcomes:
         click.echo(outcome.line(), err=outcome.action == "error")
     errors = sum(o.action == "error" for o in outcomes)
-    summary = f"{len(outcomes)} file(s), {errors} error(s)" + (
+    summary = f"{len(outcomes)} {unit}, {errors} error(s)" + (
         " (dry run: nothing written)" if dry_run else ""
     )
     click.echo(summary, err=True)

@@ -422,11 +422,20 @@ def refresh_prompt(
         ).json()
     except FileError as error:
         return Outcome(name, "error", str(error))
+    moved = result.get("labels_moved") or []
+    moves = ", ".join(f"{label} -> version {result['version']}" for label in moved)
     if not result["created"]:
+        if moved:  # no new version, yet the labels asked for move to the latest
+            verb = "would move" if dry_run else "moved"
+            return Outcome(
+                name, "labels", f"{verb} {moves} (its partials are current: no new version)"
+            )
         return Outcome(
             name, "unchanged", f"{name}: its partials are current (version {result['version']})"
         )
     verb = "would write" if dry_run else "wrote"
+    told = f"; {'would move' if dry_run else 'moved'} {moves}" if moved else ""
     return Outcome(
-        name, "version", f"{verb} {name} version {result['version']} with refreshed partials"
-    )
+        name, "version",
+        f"{verb} {name} version {result['version']} with refreshed partials{told}",
+    )  # fmt: skip

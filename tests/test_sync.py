@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -207,10 +209,20 @@ def test_push_writes_included_prompts_first_then_refresh_and_force(
         "--label", "production",
     )  # fmt: skip
     assert refreshed.returncode == 0, refreshed.stderr
-    assert "wrote answer version 2 with refreshed partials" in refreshed.stdout
+    assert (
+        "wrote answer version 2 with refreshed partials; moved production -> version 2"
+        in refreshed.stdout
+    )
+    assert "1 prompt(s), 0 error(s)" in refreshed.stderr
     assert rendered() == "Be kind and brief. About x."
     again = cli(live_server, keys["publisher"], "refresh", "answer", "--tenant", "composed")
     assert "its partials are current" in again.stdout
+    # Nothing to refresh, but a label asked for: it moves to the latest, and says so.
+    staged = cli(
+        live_server, keys["publisher"], "refresh", "answer", "--tenant", "composed",
+        "--label", "staging",
+    )  # fmt: skip
+    assert "answer: labels: moved staging -> version 2 (its partials are current" in staged.stdout
     # Dropping an argument breaks production's callers: refused, then forced.
     (folder / "answer.yaml").write_text(
         "labels: [production]\narguments:\n  - name: style\n    default: kind\n"
@@ -228,3 +240,24 @@ def test_push_writes_included_prompts_first_then_refresh_and_force(
         live_server, keys["publisher"], "push", str(folder), "--tenant", "composed", "--force"
     )
     assert forced.returncode == 0, forced.stderr
+
+
+def test_the_default_address_says_it_is_the_default(tmp_path: Path) -> None:
+    """With REGISTRY_URL unset and nothing at the default address, push says what it tried and
+    how to point it elsewhere."""
+    import os
+    import socket
+
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 8000)) == 0:
+            pytest.skip("something listens on 127.0.0.1:8000 here")
+    write_folder(tmp_path / "prompts")
+    env = {k: v for k, v in os.environ.items() if k != "REGISTRY_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "registry", "push", str(tmp_path / "prompts"), "--tenant", "acme",
+         "--key", "pr_anything"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "cannot reach http://127.0.0.1:8000" in done.stderr
+    assert "is the default" in done.stderr and "REGISTRY_URL" in done.stderr
