@@ -172,6 +172,11 @@ def read_prompt_file(path: Path) -> dict[str, Any]:
     data.setdefault("name", path.stem)
     if not isinstance(data["name"], str) or not PROMPT_NAME_RE.fullmatch(data["name"]):
         raise FileError(f"invalid prompt name {data['name']!r}")
+    if data["name"] != path.stem:  # one of the two is a mistake, and a push would hide which
+        raise FileError(
+            f"the file says name: {data['name']}, but its file is {path.name}: a prompt's file is "
+            f"named after it ({data['name']}{path.suffix}); rename one of them"
+        )
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise FileError("no messages: add a `messages` list (or a Markdown body)")
@@ -381,6 +386,7 @@ def pull_prompt(client: Client, name: str, folder: Path, *, label: str | None) -
                 local.parent.mkdir(exist_ok=True)
                 local.write_bytes(data)
         target = folder / f"{name}.yaml"
+        _keep_file_references(body, target)
         others = [folder / f"{name}{suffix}" for suffix in PROMPT_SUFFIXES if suffix != ".yaml"]
         taken = [p.name for p in others if p.is_file()]
         if taken:
@@ -392,6 +398,30 @@ def pull_prompt(client: Client, name: str, folder: Path, *, label: str | None) -
         return Outcome(target.name, "wrote", f"{name} version {number}")
     except FileError as error:
         return Outcome(f"{name}.yaml", "error", str(error))
+
+
+def _keep_file_references(body: dict[str, Any], target: Path) -> None:
+    """Where the file being pulled over names a local file (``file: diagram.png``) whose bytes are
+    exactly the blob the registry holds at that place, keep the reference instead of a hash."""
+    if not target.is_file():
+        return
+    try:
+        before = _yaml_mapping(target.read_text(encoding="utf-8")).get("messages")
+    except (FileError, OSError, UnicodeDecodeError):
+        return  # not readable as it is: written anew
+    if not isinstance(before, list):
+        return
+    for message, old in zip(body["messages"], before, strict=False):
+        content = message.get("content")
+        previous = old.get("content") if isinstance(old, dict) else None
+        if not isinstance(content, dict) or not isinstance(previous, dict):
+            continue
+        holder, local = _bytes_holder(content), _bytes_holder(previous)
+        if holder is None or local is None or not isinstance(local.get("file"), str):
+            continue
+        path = target.parent / local["file"]
+        if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == holder.get("blob"):
+            message["content"] = previous
 
 
 def list_names(client: Client) -> list[str]:

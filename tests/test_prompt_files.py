@@ -89,3 +89,12 @@ def test_yaml_aliases_and_huge_documents_are_refused_before_anything_is_built(
     many.write_text("---\ntags: [" + "x, " * 30_000 + "]\n---\nHello.\n")
     with pytest.raises(FileError, match="more than 20,000 values"):
         read_prompt_file(many)
+
+
+def test_a_name_that_is_not_the_file_name_is_refused_naming_both(tmp_path: Path) -> None:
+    path = tmp_path / "greet.yaml"
+    path.write_text("name: greeting\nmessages:\n  - role: user\n    text: Hi\n")
+    with pytest.raises(FileError, match=r"says name: greeting, but its file is greet\.yaml"):
+        read_prompt_file(path)
+    path.write_text("name: greet\nmessages:\n  - role: user\n    text: Hi\n")
+    assert read_prompt_file(path)["name"] == "greet"

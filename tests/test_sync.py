@@ -125,6 +125,15 @@ def test_pull_round_trips_to_another_tenant(live_server: LiveServer, tmp_path: P
     none = cli(live_server, target["editor"], "push", str(empty), "--tenant", "target")
     assert none.returncode == 1
     assert "no prompt files" in none.stderr
+    # Pulled over a file that names a local file still the same: the reference is kept.
+    pictures = tmp_path / "pictures"
+    pictures.mkdir()
+    for name in ("look.yaml", "pic.png"):
+        (pictures / name).write_bytes((folder / name).read_bytes())
+    again = cli(live_server, source["editor"], "pull", str(pictures), "--tenant", "source")
+    assert again.returncode == 0, again.stderr
+    look = (pictures / "look.yaml").read_text()
+    assert "file: pic.png" in look and "blob:" not in look
     wrong = cli(live_server, source["editor"], "pull", str(tmp_path / "x"), "--tenant", "target")
     assert wrong.returncode == 1
     assert "403" in wrong.stderr
