@@ -11,7 +11,9 @@ records MCP ``prompts/get`` compiles) and renders locally with the server's own 
 checks, so a call costs no round trip. It follows the tenant's change stream: a change is fetched as
 it commits (no polling, no time-to-live), so a publish reaches a running client as fast as the stream
 tells it. While the registry is unreachable the client keeps answering from what it holds,
-reconnects with growing, jittered delays, and catches up from the last change it applied; a cold
+reconnects with growing, jittered delays (``backoff``: the first and the longest, 0.25 s and 5 s by
+default, so it is back within about 5 s of the registry), and catches up from the last change it
+applied; a cold
 start with the registry down loads a snapshot file written by ``registry snapshot``, whose Ed25519
 signature and tenant/label it checks first.
 
@@ -99,7 +101,7 @@ class AsyncPromptClient:
         snapshot_public_key: str | Path | bytes | None = None,
         timeout: float = 5.0,
         idle_timeout: float = 90.0,
-        backoff: tuple[float, float] = (0.25, 30.0),
+        backoff: tuple[float, float] = (0.25, 5.0),
         max_value_length: int = MAX_VALUE_LENGTH,
     ) -> None:
         if snapshot is not None and snapshot_public_key is None:
