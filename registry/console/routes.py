@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from registry import outbound
 from registry.config import Settings
-from registry.console import documents
+from registry.console import clients, documents
 from registry.console.sessions import (
     COOKIE,
     SIGN_IN_REASONS,
@@ -772,29 +772,9 @@ async def audit_page(tenant: str, request: Request) -> Response:
 @router.get("/{tenant}/connect", response_class=HTMLResponse)
 async def connect_page(tenant: str, request: Request) -> Response:
     async with _scope(request, "reader") as console:
-        pass
+        trusted = await tenants.issuers(console.session, console.tenant.id)
     label = request.query_params.get("label") or ""
-    base = (_settings(request).public_url or str(request.base_url)).rstrip("/")
-    url = f"{base}/mcp/{tenant}" + (f"/{label}" if label else "")
-    http = {
-        "mcpServers": {
-            f"{tenant}-prompts": {
-                "type": "http",
-                "url": url,
-                "headers": {"Authorization": "Bearer <an API key of this tenant>"},
-            }
-        }
-    }
-    oauth_form = {"mcpServers": {f"{tenant}-prompts": {"type": "http", "url": url}}}
-    stdio_args = ["mcp-stdio", "--tenant", tenant] + (["--label", label] if label else [])
-    stdio = {
-        "mcpServers": {
-            f"{tenant}-prompts": {
-                "command": "registry",
-                "args": stdio_args,
-                "env": {"REGISTRY_DATABASE_URL": "postgresql://…"},
-            }
-        }
-    }
-    return render(request, "connect.html", scope=console, url=url, label=label,
-                  http=http, oauth=oauth_form, stdio=stdio)  # fmt: skip
+    settings = _settings(request)
+    base = (settings.public_url or str(request.base_url)).rstrip("/")
+    shown = clients.configs(settings, base, tenant, label, oauth=bool(trusted))
+    return render(request, "connect.html", scope=console, label=label, **shown)

@@ -478,3 +478,14 @@ def test_a_breaking_move_not_ticked_stays_on_the_review(page, console: Console) 
     page.get_by_role("button", name="Move production").click()
     page.wait_for_url(DONE)
     assert f"production now serves version {version}" in page.content()
+
+
+def test_connect_shows_configurations_that_work(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "reader")
+    page.get_by_role("link", name="Connect a client").click()
+    text = page.locator("main").inner_text()
+    assert f"{console.server.url}/mcp/acme" in text
+    assert '"command": "/' in text  # the registry command by absolute path
+    assert "REGISTRY_DATABASE_URL" in text and "postgresql://…" not in text
+    # acme trusts an identity provider and the registry has its public address: OAuth is shown.
+    expect(page.get_by_role("heading", name=re.compile("identity provider"))).to_be_visible()

@@ -1,11 +1,16 @@
-"""The console editor's document (YAML), read without a browser: what the live check and a save
-accept and refuse."""
+"""What the console shows, checked without a browser: the editor's document (what the live check
+and a save accept and refuse), and the client configurations of "Connect a client"."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from registry.config import load_settings
+from registry.console import clients
 from registry.console.documents import parse
+from registry.db.embedded import EmbeddedPostgres
 from registry.errors import InvalidInput
 from tests.test_prompt_files import BOMB
 
@@ -19,3 +24,29 @@ def test_an_alias_bomb_is_refused_with_where_it_is() -> None:
 def test_a_plain_document_is_read() -> None:
     version = parse("messages:\n  - role: user\n    text: Hello.\n", commit_message="first")
     assert version.commit_message == "first"
+
+
+def test_the_stdio_configuration_works_where_the_registry_runs(tmp_path: Path) -> None:
+    """The command by absolute path; the embedded database by its data folder (what a local
+    command attaches to), an external one by its URL without the password."""
+    data = tmp_path / "data"
+    embedded = load_settings(database_url=EmbeddedPostgres(data).url(), data_dir=data)
+    shown = clients.configs(embedded, "http://127.0.0.1:8000", "acme", "", oauth=True)
+    server = shown["stdio"]["mcpServers"]["acme-prompts"]
+    assert Path(server["command"]).is_absolute()
+    assert server["env"] == {"REGISTRY_DATA_DIR": str(data.resolve())}
+    assert "oauth" not in shown  # no public address: OAuth cannot work
+    external = load_settings(
+        database_url="postgresql://registry:s3cret@db.internal:5432/registry",
+        public_url="https://prompts.example",
+    )
+    shown = clients.configs(external, "https://prompts.example", "acme", "staging", oauth=True)
+    env = shown["stdio"]["mcpServers"]["acme-prompts"]["env"]
+    assert env == {
+        "REGISTRY_DATABASE_URL": "postgresql://registry:PASSWORD@db.internal:5432/registry"
+    }
+    assert (
+        shown["oauth"]["mcpServers"]["acme-prompts"]["url"]
+        == "https://prompts.example/mcp/acme/staging"
+    )
+    assert "oauth" not in clients.configs(external, "https://x", "acme", "", oauth=False)
