@@ -68,6 +68,29 @@ environment = jinja2.Environment(
 environment.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
 
 
+def _who(actor: str | None, people: dict[str, str]) -> str:
+    """Who acted, as a person reads it: a key by its name (its id's start beside it, since names
+    may repeat); a token's subject and issuer as recorded; anything else as it is."""
+    if not actor:
+        return "—"
+    if actor.startswith("key:"):
+        short = actor[4:12]
+        name = people.get(actor)
+        return f"{name} (key {short}…)" if name else f"a deleted key ({short}…)"
+    if actor.startswith("token:"):
+        return actor[6:]
+    return actor
+
+
+environment.filters["who"] = _who
+
+
+async def _people(scope: ConsoleScope) -> dict[str, str]:
+    """The tenant's keys by the actor string that records them, for ``who``."""
+    keys = await tenants.list_keys(scope.session, scope.tenant.id)
+    return {f"key:{key.id}": key.name or "an unnamed key" for key in keys}
+
+
 def _settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
@@ -383,8 +406,10 @@ async def prompt_page(tenant: str, name: str, request: Request) -> Response:
         prompt = await reading.get_prompt(scope.session, scope.tenant, name)
         versions = await reading.list_versions(scope.session, scope.tenant, name, first)
         history = await reading.label_history(scope.session, scope.tenant, name, first, label=None)
+        people = await _people(scope)
     return render(request, "prompt.html", scope=scope, prompt=prompt, versions=versions.items,
-                  history=history.items, message=request.query_params.get("message"))  # fmt: skip
+                  history=history.items, message=request.query_params.get("message"),
+                  people=people)  # fmt: skip
 
 
 @router.get("/{tenant}/prompts/{name}/versions/{version}", response_class=HTMLResponse)
@@ -394,7 +419,8 @@ async def version_page(tenant: str, name: str, version: str, request: Request) -
         raise NotFound(f"prompt {name!r} has no version {version!r}", field="version")
     async with _scope(request, "reader") as scope:
         found = await reading.get_version(scope.session, scope.tenant, name, number)
-    return render(request, "version.html", scope=scope, name=name, version=found)
+        people = await _people(scope)
+    return render(request, "version.html", scope=scope, name=name, version=found, people=people)
 
 
 # --- editing, with the server's validation as the person types ---------------------------------
@@ -761,12 +787,14 @@ async def audit_page(tenant: str, request: Request) -> Response:
     page = await _page(request)
     async with _scope(request, "admin") as console:
         found = await tenants.list_audit(console.session, console.tenant, page, **filters)
+        people = await _people(console)
     more = None
     if found.next_cursor:
         more = "?" + urlencode(
             {**{k: v for k, v in filters.items() if v}, "cursor": found.next_cursor}
         )
-    return render(request, "audit.html", scope=console, page=found, filters=filters, more=more)
+    return render(request, "audit.html", scope=console, page=found, filters=filters, more=more,
+                  people=people)  # fmt: skip
 
 
 @router.get("/{tenant}/connect", response_class=HTMLResponse)

@@ -478,6 +478,15 @@ def test_a_breaking_move_not_ticked_stays_on_the_review(page, console: Console) 
     page.get_by_role("button", name="Move production").click()
     page.wait_for_url(DONE)
     assert f"production now serves version {version}" in page.content()
+    # Who moved it reads as a name, and the audit shows the move as forced, with its breaks.
+    history = page.locator("main").inner_text()
+    assert "key:" not in history and re.search(r"publisher-\w+ \(key \w+…\)", history), history
+    page.context.clear_cookies()
+    sign_in(page, console, "admin")
+    page.goto(console.url("/audit?action=label.move"))
+    row = page.locator("tr", has_text="forced").first
+    expect(row).to_contain_text("breaks")
+    expect(row).to_contain_text(re.compile(r"publisher-\w+ \(key \w+…\)"))
 
 
 def test_connect_shows_configurations_that_work(page, console: Console) -> None:  # type: ignore[no-untyped-def]
