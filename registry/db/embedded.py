@@ -18,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -100,6 +101,9 @@ def _make_traversable(path: Path) -> None:
         mode = parent.stat().st_mode
         if mode & 0o011 != 0o011:
             parent.chmod(mode | 0o011)
+
+
+ATTACH_WAIT_SECONDS = 30.0  # how long a short command waits for another process's server to be up
 
 
 @dataclass
@@ -275,14 +279,21 @@ class EmbeddedPostgres:
     @contextmanager
     def attach(self) -> Iterator[str]:
         """For short commands: use the running server of another process, else own one meanwhile."""
-        if self._try_lock():
-            self._unlock()
-            with self.serve() as url:
-                yield url
-            return
-        if not self.is_running():
-            raise DataDirInUse(
-                f"data directory {self.data_dir} is locked by pid {self._holder()} but its "
-                "server is not running; wait for that process to finish"
-            )
+        deadline = time.monotonic() + ATTACH_WAIT_SECONDS
+        while True:
+            if self._try_lock():
+                self._unlock()
+                with self.serve() as url:
+                    yield url
+                return
+            if self.is_running():
+                break
+            # The process holding the folder is starting its server, or stopping it: wait for
+            # either (bounded) rather than fail a command typed a moment too early.
+            if time.monotonic() >= deadline:
+                raise DataDirInUse(
+                    f"data directory {self.data_dir} is locked by pid {self._holder()} but its "
+                    "server is not running; wait for that process to finish"
+                )
+            time.sleep(0.2)
         yield self.url()
