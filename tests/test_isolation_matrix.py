@@ -2,12 +2,14 @@
 the MCP method table, each against every kind of caller that must not reach tenant bravo: each role
 of tenant alpha, a revoked key, an expired key, a made-up key and an anonymous caller of a private
 tenant; with the worker's caches cold, and warm (the worker already holding both tenants and the
-caller's checked credential). Every cell is refused (401 or 403, or the console's sign-in), and no
-refusal carries anything of bravo. A route or method without an entry here fails the test, so a
-new door cannot land without its cell.
+caller's checked credential), in one worker and across two. Every cell is refused (401 or 403, or
+the console's sign-in), and no refusal carries anything of bravo. The other side: each role of
+bravo reads what its role allows, and anonymous callers of a public tenant read its published
+label over MCP and nothing else. A route or method without an entry here fails the test, so a new
+door cannot land without its cell.
 
-OAuth tokens minted for another tenant's audience or by another tenant's issuer are refused by the
-OAuth tests (tests/oauth), against a real identity provider.
+OAuth tokens minted for another tenant's audience or by another tenant's issuer (JWT and
+introspected) are refused by the OAuth tests (tests/oauth), against a real identity provider.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from fastapi.routing import APIRoute
 from registry.app import ROUTERS
 from registry.mcp.handlers import HANDLERS
 from registry.mcp.stateless import STATELESS_METHODS
-from tests.conftest import Api, auth
+from tests.conftest import OPERATOR_TOKEN, Api, PgServer, auth, start_server, stop_server
 
 STREAM_SECONDS = 10  # a refusal takes milliseconds; a stream accepted never ends in-process
 SECRET = "bravo-only-text-5e1f"  # in bravo's prompt, description and settings: never in a refusal
@@ -406,3 +408,105 @@ async def test_no_caller_of_another_tenant_reaches_bravo(
         == 1
     )
     assert await superuser.fetchval("SELECT title FROM tenants WHERE slug = 'bravo'") == SECRET
+
+
+ADMIN_READS = {"/audit", "/keys", "/issuers", "/webhooks", "/webhooks/{endpoint_id}/deliveries"}
+RANK = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}
+
+
+async def test_each_role_of_the_tenant_reads_what_its_role_allows(
+    api: Api, superuser: asyncpg.Connection
+) -> None:
+    """The other side of the matrix: bravo's own keys on bravo's reads, each answered by its role
+    (the admin's reads refused to the roles below, every other read answered)."""
+    world = await _world(api, superuser)
+    failures = []
+    for (method, template), entry in sorted(REST.items()):
+        if entry.door != "tenant" or method != "GET" or template.endswith("/changes"):
+            continue  # the change stream is a stream: its own tests read it
+        needed = "admin" if template.removeprefix(T) in ADMIN_READS else "reader"
+        path = _path(template, world.params)
+        for role in RANK:
+            answer = await _send(world, method, path, entry, world.bravo[role])
+            expected = 200 if RANK[role] >= RANK[needed] else 403
+            if answer.status_code != expected:
+                failures.append(f"bravo {role}: GET {path} answered {answer.status_code}")
+    for role in RANK:
+        answer = await _mcp(world, "/mcp/bravo", world.bravo[role], "prompts/get",
+                            {"name": "bravo-prompt"})  # fmt: skip
+        if answer.status_code != 200 or SECRET not in answer.text:
+            failures.append(f"bravo {role}: prompts/get answered {answer.status_code}")
+    assert not failures, "\n".join(failures)
+
+
+async def test_anonymous_callers_of_a_public_tenant(
+    api: Api, superuser: asyncpg.Connection
+) -> None:
+    """A public tenant's published label is anyone's over MCP; its REST API, its other labels and
+    every other tenant are not."""
+    world = await _world(api, superuser)
+    opened = await api.client.patch(
+        "/api/v1/tenants/bravo", json={"public_read": True}, headers=auth(world.bravo["admin"])
+    )
+    assert opened.status_code == 200, opened.text
+    published = await _mcp(world, "/mcp/bravo", "", "prompts/get", {"name": "bravo-prompt"})
+    assert published.status_code == 200 and SECRET in published.text  # the control
+    draft = await _mcp(world, "/mcp/bravo/staging", "", "prompts/get", {"name": "bravo-prompt"})
+    assert draft.status_code == 401 and SECRET not in draft.text
+    private = await _mcp(world, "/mcp/alpha", "", "prompts/list", {})
+    assert private.status_code == 401
+    for (method, template), entry in sorted(REST.items()):
+        if entry.door == "tenant":
+            answer = await _send(world, method, _path(template, world.params), entry, "")
+            assert answer.status_code == 401, (method, template, answer.status_code)
+            _no_trace_of_bravo(answer)
+
+
+@pytest.mark.slow
+def test_across_two_workers_warm(pg_server: PgServer, db_name: str) -> None:
+    """Two workers, each already holding both tenants and alpha's checked keys (every request below
+    is repeated, so both workers see each): alpha's keys still reach nothing of bravo's, over MCP
+    (every stateless method) and REST."""
+    server = start_server(
+        {"REGISTRY_DATABASE_URL": pg_server.plain_url(db_name), "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN},
+        workers=2,
+    )  # fmt: skip
+    prompt = {"name": "bravo-prompt", "description": SECRET,
+              "messages": [{"role": "user", "content": {"type": "text", "text": SECRET}}]}  # fmt: skip
+    try:
+        alpha = server.tenant("alpha", roles=tuple(RANK), prompts=[{**prompt, "name": "a"}])
+        bravo = server.tenant("bravo", roles=("reader",), prompts=[prompt])
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+
+            def mcp(path: str, key: str, method: str, params: dict[str, Any]) -> httpx.Response:
+                headers = {"Accept": "application/json, text/event-stream",
+                           "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
+                           "Authorization": f"Bearer {key}"}  # fmt: skip
+                if method == "prompts/get":
+                    headers["Mcp-Name"] = params["name"]
+                meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                        "io.modelcontextprotocol/clientInfo": {"name": "matrix", "version": "1"},
+                        "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+                body = {"jsonrpc": "2.0", "id": 1, "method": method,
+                        "params": {**params, "_meta": meta}}  # fmt: skip
+                return client.post(path, json=body, headers=headers)
+
+            for _ in range(8):  # warm: both workers hold both tenants and alpha's keys
+                assert mcp("/mcp/bravo", bravo["reader"], "prompts/list", {}).status_code == 200
+                for key in alpha.values():
+                    assert mcp("/mcp/alpha", key, "prompts/list", {}).status_code == 200
+            for _ in range(8):
+                for role, key in alpha.items():
+                    for method, params in MCP.items():
+                        if method in ("ping", "logging/setLevel", "subscriptions/listen"):
+                            continue  # session-era methods; a stream (refused, in the test above)
+                        answer = mcp("/mcp/bravo", key, method, params)
+                        assert answer.status_code == 403, (role, method, answer.text[:200])
+                        assert SECRET not in answer.text
+                    for path in ("", "/prompts", "/prompts/bravo-prompt", "/served", "/export"):
+                        answer = client.get(
+                            f"/api/v1/tenants/bravo{path}", headers=auth(f"Bearer {key}")
+                        )
+                        assert answer.status_code == 403 and SECRET not in answer.text, path
+    finally:
+        stop_server(server)
