@@ -88,7 +88,7 @@ def close_streams_on_exit(hub: Hub) -> None:
 # API description and isolation checks walk it).
 ROUTERS = (
     health.router, oauth.router, docs.router, tenants.router, prompts.router, changes.router,
-    webhooks.router, console.router,
+    webhooks.router, console.router, console.root,
 )  # fmt: skip
 
 

@@ -116,6 +116,7 @@ REST: dict[tuple[str, str], Entry] = {
     ("GET", "/ui"): Entry("console-public"),
     ("GET", "/ui/callback"): Entry("console-public"),
     ("GET", "/ui/static/{name}"): Entry("console-public"),
+    ("GET", "/favicon.ico"): Entry("console-public"),
     ("GET", "/ui/{tenant}/login"): Entry("console-public"),
     ("POST", "/ui/{tenant}/login"): Entry("console-public", {"key": "wrong"}),
     ("GET", "/ui/{tenant}/login/oidc"): Entry("console-public"),

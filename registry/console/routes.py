@@ -119,7 +119,7 @@ def _same_origin(request: Request) -> bool:
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     context.setdefault("scope", None)
     context.setdefault("slug", request.path_params.get("tenant"))
-    body = environment.get_template(template).render(request=request, **context)
+    body = environment.get_template(template).render(request=request, status=status, **context)
     return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
 
 
@@ -214,10 +214,20 @@ async def static(name: str) -> Response:
     path = STATIC / name
     if "/" in name or not path.is_file():
         return Response(status_code=404)
-    kind = {".css": "text/css", ".js": "text/javascript"}.get(
+    kind = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}.get(
         path.suffix, "application/octet-stream"
     )
     return Response(path.read_bytes(), media_type=kind, headers={"Cache-Control": "max-age=300"})
+
+
+# Outside /ui: where browsers look for a site's icon whatever the page says.
+root = APIRouter(include_in_schema=False)
+
+
+@root.get("/favicon.ico")
+async def favicon() -> Response:
+    icon = (STATIC / "icon.svg").read_bytes()
+    return Response(icon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
 @router.get("/{tenant}/login", response_class=HTMLResponse)
@@ -516,8 +526,11 @@ async def save(tenant: str, request: Request) -> Response:
                 changes = await diff.diff_versions(
                     console.session, console.tenant, name, base, latest.latest.version
                 )
+        # Someone wrote meanwhile: the section says what they changed and what to do (the REST
+        # words, "reload it and write again", would contradict it); a label's refusal is told.
+        told = None if isinstance(conflict, PreconditionFailed) and changes else conflict.message
         return render(request, "edit.html", 409, scope=console, name=name, base=base, text=text,
-                      message=message, error=conflict.message, conflict=changes)  # fmt: skip
+                      message=message, error=told, conflict=changes)  # fmt: skip
     except RegistryError as error:
         if isinstance(error, (BadCsrf, NotSignedIn)):
             raise

@@ -498,3 +498,34 @@ def test_connect_shows_configurations_that_work(page, console: Console) -> None:
     assert "REGISTRY_DATABASE_URL" in text and "postgresql://…" not in text
     # acme trusts an identity provider and the registry has its public address: OAuth is shown.
     expect(page.get_by_role("heading", name=re.compile("identity provider"))).to_be_visible()
+
+
+def test_small_screens_and_small_things(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    """A phone-sized screen scrolls tables inside themselves (the page never runs wider than the
+    screen); the site has an icon; a prompt without a title is listed with its description; a
+    name that breaks the pattern says which pattern; no console error on the sign-in pages."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{console.server.url}/ui")
+    page.goto(console.url("/login"))
+    assert errors == [], errors
+    assert httpx.get(f"{console.server.url}/favicon.ico").headers["content-type"] == "image/svg+xml"
+    sign_in(page, console, "editor")
+    page.set_viewport_size({"width": 420, "height": 800})
+    for path in ("/prompts", "/prompts/support-reply", "/prompts/support-reply/versions/1",
+                 "/prompts/support-reply/diff?a=1&b=2", "/connect"):  # fmt: skip
+        page.goto(console.url(path))
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= 420, f"{path} is {wide} px wide at 420"
+    untitled = {"name": "untitled-one", "description": "Only a description",
+                "messages": [{"role": "user", "text": "Hi"}]}  # fmt: skip
+    made = httpx.post(
+        f"{console.server.url}/api/v1/tenants/acme/prompts", json=untitled, headers=OPERATOR
+    )
+    assert made.status_code == 201, made.text
+    page.goto(console.url("/prompts?text=untitled"))
+    expect(page.locator("tr", has_text="untitled-one")).to_contain_text("Only a description")
+    page.goto(console.url("/new"))
+    page.get_by_label("Name").fill("no/slash")
+    message = page.get_by_label("Name").evaluate("e => (e.checkValidity(), e.validationMessage)")
+    assert "no / or @" in message, message

@@ -79,3 +79,16 @@ document.addEventListener("DOMContentLoaded", () => {
   const editor = document.getElementById("editor");
   if (editor) setupEditor(editor);
 });
+
+// A field that does not match its pattern says which format it wants (its title), not only
+// "Please match the requested format"; typing again clears the message.
+document.addEventListener("invalid", (event) => {
+  const field = event.target;
+  if (field.validity && field.validity.patternMismatch && field.title) {
+    field.setCustomValidity(`Please use ${field.title}.`);
+  }
+}, true);
+document.addEventListener("input", (event) => {
+  const field = event.target;
+  if (field.setCustomValidity) field.setCustomValidity("");
+}, true);
