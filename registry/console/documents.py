@@ -4,14 +4,19 @@ place (the YAML's line and column, or the field)."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from registry.content.kinds import KINDS
 from registry.errors import InvalidInput
 from registry.inputs import load_yaml
 from registry.prompts.schemas import VersionIn, VersionOut
+from registry.templates.mustache import TemplateError
+from registry.templates.mustache import parse as parse_template
 
 TEMPLATE = """\
 title: A short title
@@ -69,6 +74,125 @@ def dump(version: VersionOut) -> str:
         document["partials"] = [lock.model_dump() for lock in version.partials]
     document["messages"] = messages  # last, so an uploaded image's message can be appended
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of the editor's document, where the person sees it: the field as written in the
+    editor (``messages[0].text``) and the editor's line and column when known."""
+
+    message: str
+    field: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+    def shown(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+def problems(text: str) -> list[Problem]:
+    """Every problem the document itself has (its YAML, each field, each message's template), at
+    the editor's lines; empty when it is a version the registry can check further."""
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or str(error)
+        if mark is None:
+            return [Problem(f"invalid YAML: {problem}")]
+        return [Problem(f"invalid YAML: {problem}", None, mark.line + 1, mark.column + 1)]
+    if not isinstance(data, dict):
+        return [Problem("the document must be a mapping of fields (title, arguments, messages…)")]
+    found = []
+    try:
+        VersionIn.model_validate({**data, "commit_message": None})
+    except ValidationError as error:
+        for each in error.errors():
+            field = _field(each.get("loc", ()))
+            found.append(Problem(f"{field}: {each.get('msg', 'invalid')}", field))
+    for index, message in enumerate(data.get("messages") or []):
+        for key, source in _templates(message):
+            try:
+                parse_template(source)
+            except TemplateError as error:
+                field = f"messages[{index}].{key}"
+                line, column = at_editor(text, index, key, error.line, error.column)
+                why = error.message.rsplit(" at line ", 1)[0]
+                found.append(Problem(f"{field}: {why}", field, line, column))
+    return found
+
+
+def _field(loc: Any) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "document"
+
+
+def _templates(message: Any) -> list[tuple[str, str]]:
+    """(the key path as written, the template) of one message of the document."""
+    if not isinstance(message, dict):
+        return []
+    if isinstance(message.get("text"), str):
+        return [("text", message["text"])]
+    content = message.get("content")
+    if not isinstance(content, dict) or content.get("type") not in KINDS:
+        return []
+    source = KINDS[content["type"]].template(content)
+    return [(f"content.{source[0]}", source[1])] if source and isinstance(source[1], str) else []
+
+
+def at_editor(text: str, index: int, key: str, line: int, column: int) -> tuple[int, int]:
+    """The editor's line and column of a template's ``line`` and ``column`` (1-based), for the
+    template at ``key`` of message ``index``; the template's own place when it cannot be found."""
+    steps: list[str | int] = ["messages", index, *key.split(".")]
+    try:  # called on a document load_yaml read: no aliases, a bounded number of nodes
+        node: Any = yaml.compose(text, Loader=yaml.SafeLoader)
+        for step in steps:
+            node = _child(node, step)
+    except (yaml.YAMLError, LookupError, TypeError):
+        return line, column
+    start = node.start_mark
+    if node.style in ("|", ">"):  # a block: its lines start on the line below, indented
+        first = text.splitlines()[start.line + 1] if start.line + 1 < len(text.splitlines()) else ""
+        indent = len(first) - len(first.lstrip(" "))
+        return start.line + 1 + line, indent + column
+    quoted = 1 if node.style in ("'", '"') else 0
+    if line == 1:
+        return start.line + 1, start.column + quoted + column
+    return start.line + line, column
+
+
+def _child(node: Any, step: str | int) -> Any:
+    if isinstance(step, int):
+        if not isinstance(node, yaml.SequenceNode):
+            raise LookupError(step)
+        return node.value[step]
+    if not isinstance(node, yaml.MappingNode):
+        raise LookupError(step)
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == step:
+            return value
+    raise LookupError(step)
+
+
+_TEMPLATE_FIELD = re.compile(r"^messages\[(\d+)\]\.content\.(\w+)$")
+
+
+def as_written(text: str, field: str, line: int | None, column: int | None) -> Problem | None:
+    """A template problem the registry found (at ``messages[i].content.text``, a template's line
+    and column) as the editor shows it: the field as written and the editor's line and column."""
+    found = _TEMPLATE_FIELD.match(field)
+    if found is None or line is None or column is None:
+        return None
+    index = int(found.group(1))
+    try:
+        message = load_yaml(text)["messages"][index]
+    except (yaml.YAMLError, LookupError, TypeError):
+        return None
+    key = "text" if isinstance(message, dict) and "text" in message else f"content.{found.group(2)}"
+    where = at_editor(text, index, key, line, column)
+    return Problem("", f"messages[{index}].{key}", *where)
 
 
 def parse(text: str, *, commit_message: str | None) -> VersionIn:

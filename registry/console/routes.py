@@ -463,13 +463,19 @@ class _DryRun(Exception):
 
 @router.post("/{tenant}/check")
 async def check(tenant: str, request: Request) -> Response:
-    """The editor's live validation: the whole write path, dry, in a transaction that is rolled
-    back; the first problem named with its place (YAML line and column, or the field and the
-    template's line and column)."""
+    """The editor's live validation: every problem of the document itself (its YAML, its fields,
+    each message's template) at the editor's lines; then the whole write path, dry, in a
+    transaction that is rolled back, for what only the registry can tell (partials, blobs)."""
     fields, scope = await _posted(request, "editor")
     name = fields.get("name") or "new-prompt"
+    text = fields.get("text", "")
+    found = documents.problems(text)
+    if found:
+        async with scope:
+            pass  # the caller checked (role, CSRF) before anything is told
+        return JSONResponse({"ok": False, "errors": [p.shown() for p in found]})
     try:
-        body = _version_in(fields.get("text", ""), fields.get("message", ""))
+        body = _version_in(text, fields.get("message", ""))
         async with scope as console:
             await _write(console, name, body, base=None, request=request, dry_run=True)
             raise _DryRun  # nothing of the check is kept
@@ -478,7 +484,16 @@ async def check(tenant: str, request: Request) -> Response:
     except RegistryError as error:
         if isinstance(error, (BadCsrf, NotSignedIn)):
             raise
-        return JSONResponse({"ok": False, "error": error.message, **_where(error)})
+        where = _where(error)
+        placed = documents.as_written(
+            text, str(where.get("field", "")), where.get("line"), where.get("column")
+        )
+        if placed is not None:  # a template's place, moved to the editor's
+            said = error.message.rsplit(" at line ", 1)[0].split(": ", 1)[-1]
+            where = {**placed.shown(), "message": f"{placed.field}: {said}"}
+        else:
+            where = {**where, "message": error.message}
+        return JSONResponse({"ok": False, "errors": [where]})
     return JSONResponse({"ok": True})
 
 

@@ -79,6 +79,7 @@ def _parse_template(source: str, where: str) -> Template:
             f"{where}: {error.message.rsplit(' at line ', 1)[0]}",
             line=error.line,
             column=error.column,
+            field=where,
         ) from None
 
 
@@ -154,7 +155,11 @@ class _BlobStore:
 
 
 def _message(
-    index: int, message: MessageIn, blobs: _BlobStore, templates: list[tuple[int, Template]]
+    index: int,
+    message: MessageIn,
+    blobs: _BlobStore,
+    templates: list[tuple[int, Template]],
+    wheres: list[str],
 ) -> dict[str, Any]:
     where = f"messages[{index}].content"
     content = message.content.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -163,10 +168,12 @@ def _message(
     source = kind.template(content)
     if source is not None:
         templates.append((index, _parse_template(source[1], f"{where}.{source[0]}")))
+        wheres.append(f"{where}.{source[0]}")
     uri = kind.uri(content)
     if uri is not None:
         if is_uri_template(uri[1]):  # checked again, rendered, for every request
             templates.append((index, _parse_template(uri[1], f"{where}.{uri[0]}")))
+            wheres.append(f"{where}.{uri[0]}")
         elif not ABSOLUTE_URI_RE.fullmatch(uri[1]):
             raise InvalidInput(
                 f"{where}.{uri[0]}: {uri[1]!r} is not a valid absolute URI (RFC 3986: a scheme, "
@@ -190,17 +197,19 @@ async def prepare_version(
     declared = {a["name"] for a in arguments}
     blobs = _BlobStore(session, tenant.id, max_blob_bytes)
     templates: list[tuple[int, Template]] = []
+    wheres: list[str] = []  # where each template is, in the same order
     messages = []
     for i, message in enumerate(body.messages):
         before = len(templates)
-        messages.append(_message(i, message, blobs, templates))
-        for _, template in templates[before:]:
+        messages.append(_message(i, message, blobs, templates, wheres))
+        for (_, template), where in zip(templates[before:], wheres[before:], strict=True):
             for tag in template.variables():
                 if tag.name not in declared:
                     raise TemplateError(
                         f"messages[{i}]: unknown variable {tag.name!r} (declare it as an argument)",
                         line=tag.line,
                         column=tag.column,
+                        field=where,
                     )
     locks, expanded = await _resolve_partials(session, tenant, name, body, templates, declared)
     _check_longest_output(expanded, arguments)

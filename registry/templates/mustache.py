@@ -23,6 +23,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from registry.errors import InvalidInput
 from registry.naming import LABEL_RE, PROMPT_NAME_RE, ascii_number
@@ -39,8 +40,10 @@ class TemplateError(InvalidInput):
 
     code = "template_error"
 
-    def __init__(self, message: str, *, line: int, column: int) -> None:
-        super().__init__(f"{message} at line {line}, column {column}", line=line, column=column)
+    def __init__(self, message: str, *, line: int, column: int, **detail: Any) -> None:
+        super().__init__(
+            f"{message} at line {line}, column {column}", line=line, column=column, **detail
+        )
         self.line = line
         self.column = column
 

@@ -529,3 +529,40 @@ def test_small_screens_and_small_things(page, console: Console) -> None:  # type
     page.get_by_label("Name").fill("no/slash")
     message = page.get_by_label("Name").evaluate("e => (e.checkValidity(), e.validationMessage)")
     assert "no / or @" in message, message
+
+
+def test_the_editor_points_at_its_own_lines_and_lists_every_problem(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "editor")
+    page.goto(console.url("/new"))
+    page.get_by_label("Name").fill("two-problems")
+    editor = page.get_by_label(re.compile("^Prompt"))
+    editor.fill(
+        "title: Two problems\n"  # 1
+        "arguments:\n"  # 2
+        "  - name: topic\n"  # 3
+        "messages:\n"  # 4
+        "  - role: user\n"  # 5
+        "    text: |\n"  # 6
+        "      First line.\n"  # 7
+        "      About {{#topic}} here.\n"  # 8: an unclosed section, at column 13
+        "  - role: assistant\n"  # 9
+        "    text: 'Ok {{'\n"  # 10: an unclosed tag, at column 15
+    )
+    status = page.locator("#check")
+    problems = status.locator(".problem")
+    expect(problems).to_have_count(2)
+    assert "messages[0].text" in problems.nth(0).inner_text()
+    assert "(line 8, column 13)" in problems.nth(0).inner_text()
+    assert "messages[1].text" in problems.nth(1).inner_text()
+    assert "(line 10, column 15)" in problems.nth(1).inner_text()
+    # What only the registry can tell (an undeclared variable) is placed in the editor too.
+    editor.fill(
+        "messages:\n"  # 1
+        "  - role: user\n"  # 2
+        "    text: |\n"  # 3
+        "      Hello.\n"  # 4
+        "      About {{nobody}}.\n"  # 5: column 13
+    )
+    expect(problems).to_have_count(1)
+    expect(problems.first).to_contain_text("messages[0].text: unknown variable 'nobody'")
+    expect(problems.first).to_contain_text("(line 5, column 13)")

@@ -33,9 +33,14 @@ function setupEditor(form) {
         status.textContent = "✓ Valid: the server accepts this version.";
         status.className = "check ok";
       } else {
-        const named = found.line && !String(found.error).includes("line");
-        const where = named ? ` (line ${found.line}, column ${found.column})` : "";
-        status.textContent = `✗ ${found.error}${where}`;
+        // Every problem, each at the editor's line and column when it has one.
+        status.replaceChildren(...found.errors.map((problem) => {
+          const item = document.createElement("span");
+          item.className = "problem";
+          const where = problem.line ? ` (line ${problem.line}, column ${problem.column})` : "";
+          item.textContent = `✗ ${problem.message}${where}`;
+          return item;
+        }));
         status.className = "check bad";
       }
     } catch (error) {
