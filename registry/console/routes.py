@@ -614,14 +614,15 @@ async def _preview(
 ) -> Response:
     """The form, and with ``values`` what it renders, in the one transaction of ``scope`` (a
     POST's scope has checked its CSRF token)."""
+    # The latest version by default (what was just saved), else the version or label picked.
     selector = request.query_params.get("label") or None
     version = _number(request.query_params.get("version"))
     result, error = None, None
     async with scope as console:
         prompt = await reading.get_prompt(console.session, console.tenant, name)
-        label = None if version else (selector or console.tenant.default_label)
+        label = None if version else selector
         if label is not None and label not in prompt.labels:
-            label = None  # nothing under it: the latest version is shown
+            raise NotFound(f"no version of {name!r} is labelled {label!r}", field="label")
         number = version or (prompt.labels[label] if label else prompt.latest_version)
         shown = await reading.get_version(console.session, console.tenant, name, number)
         if values is not None:
@@ -634,7 +635,8 @@ async def _preview(
             except RegistryError as refused:
                 error = refused.message
     return render(request, "preview.html", 422 if error else 200, scope=console, name=name,
-                  version=shown, label=label, values=values or {}, result=result, error=error)  # fmt: skip
+                  version=shown, label=label, values=values or {}, result=result, error=error,
+                  versions=range(prompt.latest_version, 0, -1), labels=prompt.labels)  # fmt: skip
 
 
 # --- diff ----------------------------------------------------------------------------------------

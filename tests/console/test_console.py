@@ -307,6 +307,21 @@ def test_preview_form_and_diff(page, console: Console) -> None:  # type: ignore[
     page.goto(console.url("/prompts/support-reply/diff?a=2&b=3"))
     removed = page.get_by_text("description: Answers a customer in the team's tone → (none)")
     expect(removed).to_be_visible()
+    # Preview from the prompt's page shows the latest version (just saved), and picks others.
+    page.goto(console.url("/prompts/support-reply"))
+    page.get_by_role("link", name="Preview").click()
+    latest = httpx.get(
+        f"{console.server.url}/api/v1/tenants/acme/prompts/support-reply", headers=OPERATOR
+    ).json()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"v{latest['latest_version']}")
+    page.get_by_label("Label").select_option("production")
+    page.get_by_role("button", name="Show label").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(
+        f"v{latest['labels']['production']} (production)"
+    )
+    page.get_by_label("Version").select_option("1")
+    page.get_by_role("button", name="Show version").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("v1")
 
 
 def test_label_moves_refused_for_an_editor_done_by_a_publisher(page, console: Console) -> None:  # type: ignore[no-untyped-def]
