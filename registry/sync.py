@@ -209,44 +209,44 @@ def referenced_blobs(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
 # --- push --------------------------------------------------------------------------------------
 
 
-def push_file(client: Client, path: Path, *, dry_run: bool, force: bool = False) -> Outcome:
+def push_file(client: Client, path: Path, *, force: bool = False) -> Outcome:
+    """One prompt file written: its blobs uploaded, then created or given a new version (a dry
+    run of a folder is planned whole by the registry instead: see ``_plan``)."""
     try:
         body = read_prompt_file(path)
         name = body["name"]
         for sha, mime in referenced_blobs(body):
             local = path.parent / BLOB_DIR / sha
-            if local.is_file() and not dry_run:
+            if local.is_file():
                 client.request(
                     "POST", "/blobs", content=local.read_bytes(), headers={"Content-Type": mime}
                 )
-        params = {"dry_run": "true"} if dry_run else {}
+        params = {}
         if force:  # protected labels move even onto a version that breaks their callers
             params["force"] = "true"
         existing = client.get_or_none(f"/prompts/{name}")
         if existing is None:
             result = client.request("POST", "/prompts", json=body, params=params).json()
-            verb = "would create" if dry_run else "created"
             return Outcome(
-                path.name, "create", f"{verb} prompt {name} at version {result['version']}"
+                path.name, "create", f"created prompt {name} at version {result['version']}"
             )
         tags = body.pop("tags", None)
         body.pop("name")
         result = client.request(
             "POST", f"/prompts/{name}/versions", json=body, params=params
         ).json()
-        if tags is not None and sorted(tags) != sorted(existing["tags"]) and not dry_run:
+        if tags is not None and sorted(tags) != sorted(existing["tags"]):
             client.request("PATCH", f"/prompts/{name}", json={"tags": tags})
         moved = result.get("labels_moved") or []
         if not result["created"] and moved:
-            verb = "would move" if dry_run else "moved"
             labels = ", ".join(moved)
             return Outcome(
-                path.name, "labels", f"{verb} {labels} of {name} to version {result['version']}"
+                path.name, "labels", f"moved {labels} of {name} to version {result['version']}"
             )
         if not result["created"]:
             return Outcome(path.name, "unchanged", f"{name} is at version {result['version']}")
-        verb = "would write" if dry_run else "wrote"
-        return Outcome(path.name, "version", f"{verb} {name} version {result['version']}")
+        also = f"; moved {', '.join(moved)} to it" if moved else ""
+        return Outcome(path.name, "version", f"wrote {name} version {result['version']}{also}")
     except FileError as error:
         return Outcome(path.name, "error", str(error))
 
@@ -309,19 +309,98 @@ def push(
     by_name: dict[str, list[Path]] = {}
     for path in files:
         by_name.setdefault(path.stem, []).append(path)
+    if dry_run:
+        return _plan(client, files, by_name, force=force, progress=progress)
     outcomes = []
     for path in files:
         twins = by_name[path.stem]
         if len(twins) > 1:
-            names = " and ".join(p.name for p in twins)
-            outcomes.append(
-                Outcome(path.name, "error", f"{names} both hold prompt {path.stem}: keep one")
-            )
+            outcomes.append(_twins(path, twins))
         else:
-            outcomes.append(push_file(client, path, dry_run=dry_run, force=force))
+            outcomes.append(push_file(client, path, force=force))
         if progress:
             progress(path)
     return outcomes
+
+
+def _twins(path: Path, twins: list[Path]) -> Outcome:
+    names = " and ".join(p.name for p in twins)
+    return Outcome(path.name, "error", f"{names} both hold prompt {path.stem}: keep one")
+
+
+PLAN_SIZE = 500  # prompts in one plan request (the server's bound)
+
+
+def _plan(
+    client: Client,
+    files: list[Path],
+    by_name: dict[str, list[Path]],
+    *,
+    force: bool,
+    progress: Callable[[Path], None] | None,
+) -> list[Outcome]:
+    """A dry run: the registry plans the whole folder in one transaction that it rolls back, in
+    the order a push writes it, so each file sees what the folder's earlier files would write
+    (a new child, a child's new version) and the plan says exactly what the push will do."""
+    outcomes: dict[Path, Outcome] = {}
+    planned: list[tuple[Path, dict[str, Any]]] = []
+    for path in files:
+        if len(by_name[path.stem]) > 1:
+            outcomes[path] = _twins(path, by_name[path.stem])
+            continue
+        try:
+            planned.append((path, _with_local_blobs(read_prompt_file(path), path.parent)))
+        except FileError as error:
+            outcomes[path] = Outcome(path.name, "error", str(error))
+    params = {"force": "true"} if force else {}
+    for start in range(0, len(planned), PLAN_SIZE):
+        chunk = planned[start : start + PLAN_SIZE]
+        try:
+            answers = client.request(
+                "POST", "/push-plan", json={"prompts": [body for _, body in chunk]}, params=params
+            ).json()
+        except FileError as error:
+            answers = [{"action": "error", "detail": str(error)} for _ in chunk]
+        for (path, body), answer in zip(chunk, answers, strict=True):
+            outcomes[path] = _planned(path, body["name"], answer)
+    for path in files:
+        if progress:
+            progress(path)
+    return [outcomes[path] for path in files]
+
+
+def _planned(path: Path, name: str, answer: dict[str, Any]) -> Outcome:
+    action, version = answer["action"], answer.get("version")
+    if action == "create":
+        return Outcome(path.name, "create", f"would create prompt {name} at version {version}")
+    if action == "version":
+        moved = answer.get("labels_moved") or []
+        also = f"; would move {', '.join(moved)} to it" if moved else ""
+        return Outcome(path.name, "version", f"would write {name} version {version}{also}")
+    if action == "labels":
+        labels = ", ".join(answer.get("labels_moved") or [])
+        return Outcome(path.name, "labels", f"would move {labels} of {name} to version {version}")
+    if action == "unchanged":
+        return Outcome(path.name, "unchanged", f"{name} is at version {version}")
+    status = f"{answer['status']} " if answer.get("status") else ""
+    return Outcome(path.name, "error", f"{status}{answer.get('detail')}")
+
+
+def _with_local_blobs(body: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """For a plan: a blob referenced by hash whose bytes are in the folder (blobs/SHA, where pull
+    puts them) travels inline, as the push uploads it first; the plan stores nothing."""
+    for message in body.get("messages", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, dict):
+            continue
+        holder = _bytes_holder(content)
+        sha = holder.get("blob") if holder is not None else None
+        local = folder / BLOB_DIR / str(sha)
+        if holder is not None and isinstance(sha, str) and local.is_file():
+            del holder["blob"]
+            data = base64.b64encode(local.read_bytes()).decode()
+            holder[KINDS[content["type"]].inline_field] = data
+    return body
 
 
 # --- pull --------------------------------------------------------------------------------------

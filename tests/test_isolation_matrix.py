@@ -78,6 +78,7 @@ REST: dict[tuple[str, str], Entry] = {
     ("GET", T + "/changes"): Entry("tenant"),
     ("GET", T + "/export"): Entry("tenant"),
     ("POST", T + "/import"): Entry("tenant", BUNDLE, {"dry_run": "true"}),
+    ("POST", T + "/push-plan"): Entry("tenant", {"prompts": [{"name": "planted", **VERSION}]}),
     ("GET", T + "/issuers"): Entry("tenant"),
     ("PUT", T + "/issuers"): Entry("tenant", {"issuers": []}),
     ("GET", T + "/keys"): Entry("tenant"),

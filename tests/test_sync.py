@@ -270,3 +270,51 @@ def test_the_default_address_says_it_is_the_default(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "cannot reach http://127.0.0.1:8000" in done.stderr
     assert "is the default" in done.stderr and "REGISTRY_URL" in done.stderr
+
+
+def test_a_dry_run_says_exactly_what_the_push_does_with_partials(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """A new child and a parent that includes it; then a changed child with the parent's labels
+    changed: each dry run plans against the folder's own planned versions, and the push that
+    follows does what it said, line for line."""
+    keys = live_server.tenant("planned", roles=("publisher",))
+    folder = tmp_path / "planned"
+    folder.mkdir()
+    (folder / "answer.yaml").write_text(
+        "labels: [production]\narguments:\n  - name: style\n"
+        "messages:\n  - role: user\n    text: '{{> tone}} Answer.'\n"
+    )
+    (folder / "tone.yaml").write_text(
+        "labels: [production]\narguments:\n  - name: style\nmessages:\n  - role: user\n"
+        "    text: Be {{style}}.\n"
+    )
+
+    def push(*extra: str) -> list[str]:
+        done = cli(
+            live_server, keys["publisher"], "push", str(folder), "--tenant", "planned", *extra
+        )
+        assert done.returncode == 0, done.stderr + done.stdout
+        return done.stdout.replace("would ", "").splitlines()
+
+    first = push("--dry-run")
+    assert first == [
+        "tone.yaml: create: create prompt tone at version 1",
+        "answer.yaml: create: create prompt answer at version 1",
+    ], first
+    assert first == [line.replace("created", "create") for line in push()]
+    (folder / "tone.yaml").write_text(
+        "labels: [production]\narguments:\n  - name: style\nmessages:\n  - role: user\n"
+        "    text: Be {{style}} and brief.\n"
+    )
+    (folder / "answer.yaml").write_text(
+        "labels: [production, staging]\narguments:\n  - name: style\n"
+        "messages:\n  - role: user\n    text: '{{> tone}} Answer.'\n"
+    )
+    second = push("--dry-run")
+    assert second == [
+        "tone.yaml: version: write tone version 2; move production to it",
+        "answer.yaml: version: write answer version 2; move production, staging to it",
+    ], second
+    pushed = push()
+    assert [line.replace("wrote", "write").replace("moved", "move") for line in pushed] == second

@@ -177,6 +177,26 @@ class PromptCreate(VersionIn):
     tags: list[Tag] = Field(default_factory=list, max_length=64)
 
 
+class PushPlan(StrictInput):
+    """Prompts as prompt files give them, in the order a push writes them."""
+
+    prompts: list[PromptCreate] = Field(min_length=1, max_length=500)
+
+
+class PushOutcome(BaseModel):
+    """What pushing one prompt of a plan does: create, version (a new version), labels (labels
+    move, no new version), unchanged, or error (with why)."""
+
+    name: str
+    action: Literal["create", "version", "labels", "unchanged", "error"]
+    version: int | None = None
+    labels_moved: list[str] = Field(default_factory=list)
+    detail: str | None = None
+    status: int | None = Field(
+        default=None, description="for an error: the HTTP status a push gets"
+    )
+
+
 class PromptPatch(StrictInput):
     tags: list[Tag] = Field(max_length=64)
 
