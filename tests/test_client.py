@@ -194,3 +194,19 @@ def test_snapshot_needs_a_signing_key(servers: Any, tmp_path: Path) -> None:
         "snapshot", str(tmp_path / "never.snapshot"), "--tenant", "acme", env=servers["env"]
     )
     assert refused.returncode == 1 and "REGISTRY_SNAPSHOT_KEY_FILE" in refused.stderr
+
+
+async def test_reconnect_delays_stay_short_by_default() -> None:
+    """The follower's delays double from the first and stop at the most: 5 s by default, so a
+    client is back within about that of the registry (it was 30 s: a 27 s outage took 20 s)."""
+    from registry.client import AsyncPromptClient
+
+    default = AsyncPromptClient("http://127.0.0.1:9", "acme", "pr_unused")
+    chosen = AsyncPromptClient("http://127.0.0.1:9", "acme", "pr_unused", backoff=(1, 2))
+    try:
+        first, most = default.backoff
+        assert first <= 0.25 and most <= 5.0
+        assert chosen.backoff == (1, 2)
+    finally:
+        await default.close()
+        await chosen.close()
