@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import random
@@ -23,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from registry.db.repository import probe
 from registry.errors import RegistryError
+from registry.events import notices
 from registry.events.hub import Hub
 from registry.metrics import LISTENER_RECONNECTS, NOTIFICATIONS_SENT
 
@@ -163,45 +163,40 @@ class ChangeFeed:
 
     def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
         self.heard_at = time.monotonic()
-        try:
-            event = json.loads(payload)
-            tenant_id = uuid.UUID(str(event["tenant"]))
-        except (ValueError, KeyError, TypeError):
+        notice = notices.parse(payload)
+        if notice is None:
             logger.warning("listener_bad_payload")
             return
-        if event.get("webhooks"):
+        if isinstance(notice, notices.WebhooksQueued):
             for wake in self.outbox:
                 wake()
-            return
-        if event.get("auth"):
+        elif isinstance(notice, notices.AccessChanged):
             for cache in self.auth_caches:
-                cache.invalidate(tenant_id)
-            self.check_access(tenant_id)
-            return
-        if isinstance(event.get("session"), str):
+                cache.invalidate(notice.tenant)
+            self.check_access(notice.tenant)
+        elif isinstance(notice, notices.SessionEnded):
             for ended in self.session_ends:
-                ended(tenant_id, event["session"])
-            return
+                ended(notice.tenant, notice.session)
+        elif isinstance(notice, notices.TenantDeleted):
+            for cache in [*self.caches, *self.auth_caches]:
+                cache.invalidate(notice.tenant)
+            self.hub.close_tenant(notice.tenant)
+        else:
+            self._changed(notice)
+
+    def _changed(self, notice: notices.Changed) -> None:
+        tenant_id, seq = notice.tenant, notice.seq
         for cache in self.caches:  # at once: the next request of this worker reads fresh data
             cache.invalidate(tenant_id)
-        for cache in self.auth_caches:
-            if event.get("deleted"):
-                cache.invalidate(tenant_id)
-        if event.get("deleted"):
-            self.hub.close_tenant(tenant_id)
+        if seq is None:
             return
-        seq = event.get("seq")
-        if isinstance(seq, int):
-            for heard in self.sequences:
-                heard(tenant_id, seq)
-        if isinstance(seq, int) and event.get("label") is None:
+        for heard in self.sequences:
+            heard(tenant_id, seq)
+        if notice.label is None:
             self.check_access(tenant_id)  # settings (public_read) may have changed
-        if isinstance(seq, int) and self.hub.watching(tenant_id):
-            if "label" in event:  # each notification says what it moved: no need to read it back
-                label = event["label"]
-                self._labels.setdefault(tenant_id, {})[seq] = (
-                    label if isinstance(label, str) else None
-                )
+        if self.hub.watching(tenant_id):
+            if notice.labelled:  # each notification says what it moved: no need to read it back
+                self._labels.setdefault(tenant_id, {})[seq] = notice.label
             self.note(tenant_id, seq)
 
     def check_access(self, tenant_id: uuid.UUID) -> None:

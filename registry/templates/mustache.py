@@ -257,92 +257,104 @@ def parse(source: str) -> Template:
             column=1,
         )
     scanner = _Scanner(source)
-    root: list[Node] = []
-    stack: list[tuple[Section, int]] = []  # open sections and their tag offsets
-    current = root
+    tree = _Tree(scanner)
     open_tag, close_tag = "{{", "}}"
     pos = 0
     text_start = 0
-
-    def emit_text(upto: int) -> None:
-        if upto > text_start:
-            current.append(source[text_start:upto])
-
-    while True:
-        start = source.find(open_tag, pos)
-        if start == -1:
-            break
-        inner_start = start + len(open_tag)
-        sigil = source[inner_start : inner_start + 1]
-        if open_tag == "{{" and sigil == "{":  # {{{name}}}
-            end = source.find("}" + close_tag, inner_start)
-            if end == -1:
-                raise scanner.fail("unclosed tag '{{{'", start)
-            body, tag_end = source[inner_start + 1 : end], end + 1 + len(close_tag)
-            sigil = "&"
-        else:
-            end = source.find(close_tag, inner_start)
-            if end == -1:
-                raise scanner.fail(f"unclosed tag {open_tag!r}", start)
-            body, tag_end = source[inner_start:end], end + len(close_tag)
-            if sigil in "#^/!=>&":
-                body = body[1:]
-            else:
-                sigil = ""
-        if sigil == "=" and not body.endswith("="):
-            raise scanner.fail("set-delimiter tag must end with '='", start)
-
+    while (start := source.find(open_tag, pos)) != -1:
+        sigil, body, tag_end = _tag(scanner, start, open_tag, close_tag)
         span = scanner.standalone(start, tag_end) if sigil in "#^/!=" else None
-        emit_text(span[0] if span else start)
-        text_start = span[1] if span else tag_end
-        pos = text_start
-
-        if sigil == "!":
-            continue
+        tree.text(source[text_start : span[0] if span else start])
+        text_start = pos = span[1] if span else tag_end
         if sigil == "=":
-            parts = body[:-1].split()
-            if len(parts) != 2 or any("=" in p for p in parts):
-                raise scanner.fail("set-delimiter needs two delimiters, e.g. {{=<% %>=}}", start)
-            open_tag, close_tag = parts
-            continue
-        if sigil == ">":
-            current.append(_partial(body.strip(), scanner, start))
-            continue
+            open_tag, close_tag = _delimiters(body, scanner, start)
+        elif sigil == ">":
+            tree.current.append(_partial(body.strip(), scanner, start))
+        elif sigil != "!":
+            tree.tag(sigil, body.strip(), start)
+    tree.text(source[text_start:])
+    return Template(source, tree.finish())
 
-        name = body.strip()
+
+def _tag(scanner: _Scanner, start: int, open_tag: str, close_tag: str) -> tuple[str, str, int]:
+    """The tag at ``start``: its sigil ("" for a variable), its body and where it ends."""
+    source = scanner.source
+    inner_start = start + len(open_tag)
+    sigil = source[inner_start : inner_start + 1]
+    if open_tag == "{{" and sigil == "{":  # {{{name}}}
+        end = source.find("}" + close_tag, inner_start)
+        if end == -1:
+            raise scanner.fail("unclosed tag '{{{'", start)
+        return "&", source[inner_start + 1 : end], end + 1 + len(close_tag)
+    end = source.find(close_tag, inner_start)
+    if end == -1:
+        raise scanner.fail(f"unclosed tag {open_tag!r}", start)
+    body, tag_end = source[inner_start:end], end + len(close_tag)
+    if sigil not in "#^/!=>&" or not sigil:
+        return "", body, tag_end
+    if sigil == "=" and not body[1:].endswith("="):
+        raise scanner.fail("set-delimiter tag must end with '='", start)
+    return sigil, body[1:], tag_end
+
+
+def _delimiters(body: str, scanner: _Scanner, start: int) -> tuple[str, str]:
+    parts = body[:-1].split()
+    if len(parts) != 2 or any("=" in p for p in parts):
+        raise scanner.fail("set-delimiter needs two delimiters, e.g. {{=<% %>=}}", start)
+    return parts[0], parts[1]
+
+
+class _Tree:
+    """The nodes being built: the open sections (with their tag offsets) and where text goes."""
+
+    def __init__(self, scanner: _Scanner) -> None:
+        self.scanner = scanner
+        self.root: list[Node] = []
+        self.stack: list[tuple[Section, int]] = []
+        self.current = self.root
+
+    def text(self, text: str) -> None:
+        if text:
+            self.current.append(text)
+
+    def tag(self, sigil: str, name: str, start: int) -> None:
+        """A variable, or a section's opening or closing tag."""
         if name == ".":
-            raise scanner.fail(
+            raise self.scanner.fail(
                 "the implicit iterator {{.}} is not supported; use the argument name", start
             )
         if not NAME_RE.fullmatch(name):
-            raise scanner.fail(f"invalid name {name!r} in tag", start)
-        line, column = scanner.position(start)
+            raise self.scanner.fail(f"invalid name {name!r} in tag", start)
+        line, column = self.scanner.position(start)
         if sigil in ("#", "^"):
-            if len(stack) >= MAX_DEPTH:
-                raise scanner.fail(f"sections nest more than {MAX_DEPTH} deep", start)
+            if len(self.stack) >= MAX_DEPTH:
+                raise self.scanner.fail(f"sections nest more than {MAX_DEPTH} deep", start)
             section = Section(name, sigil == "^", line, column)
-            current.append(section)
-            stack.append((section, start))
-            current = section.children
+            self.current.append(section)
+            self.stack.append((section, start))
+            self.current = section.children
         elif sigil == "/":
-            if not stack:
-                raise scanner.fail(f"closing tag {{{{/{name}}}}} without an open section", start)
-            section, _ = stack.pop()
-            if section.name != name:
-                raise scanner.fail(
-                    f"closing tag {{{{/{name}}}}} does not match open section {section.name!r} "
-                    f"(line {section.line}, column {section.column})",
-                    start,
-                )
-            current = stack[-1][0].children if stack else root
+            self._close(name, start)
         else:
-            current.append(Variable(name, line, column))
+            self.current.append(Variable(name, line, column))
 
-    emit_text(len(source))
-    if stack:
-        section, offset = stack[-1]
-        raise scanner.fail(f"section {section.name!r} is never closed", offset)
-    return Template(source, root)
+    def _close(self, name: str, start: int) -> None:
+        if not self.stack:
+            raise self.scanner.fail(f"closing tag {{{{/{name}}}}} without an open section", start)
+        section, _ = self.stack.pop()
+        if section.name != name:
+            raise self.scanner.fail(
+                f"closing tag {{{{/{name}}}}} does not match open section {section.name!r} "
+                f"(line {section.line}, column {section.column})",
+                start,
+            )
+        self.current = self.stack[-1][0].children if self.stack else self.root
+
+    def finish(self) -> list[Node]:
+        if self.stack:
+            section, offset = self.stack[-1]
+            raise self.scanner.fail(f"section {section.name!r} is never closed", offset)
+        return self.root
 
 
 def _partial(ref: str, scanner: _Scanner, start: int) -> Partial:
