@@ -65,6 +65,14 @@ MUTATIONS = (
         ("tests/db/test_hygiene.py",),
     ),
     Mutation(
+        "protected-label-role",
+        "a protected label moves only for a publisher",
+        "registry/prompts/policy.py",
+        'if label in tenant.protected_labels and not caller.has("publisher"):',
+        "if False:",
+        ("tests/api/test_prompts_api.py::test_labels_protection_history_and_latest",),
+    ),
+    Mutation(
         "revoked-key",
         "a revoked key is refused",
         "registry/tenants/service.py",

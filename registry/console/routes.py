@@ -48,7 +48,7 @@ from registry.errors import (
     RegistryError,
 )
 from registry.naming import SLUG_RE
-from registry.prompts import blobs, diff, reading, rendering, writing
+from registry.prompts import blobs, diff, policy, reading, rendering, writing
 from registry.prompts.schemas import PromptCreate, VersionIn
 from registry.tenants import access, oauth
 from registry.tenants import service as tenants
@@ -698,11 +698,9 @@ async def _review_move(
     contract's breaks, with the form that confirms it (and why it was not done, when it was not)."""
     writing.check_label_name(label)
     prompt = await reading.get_prompt(console.session, console.tenant, name)
-    if label in console.tenant.protected_labels and not console.principal.has("publisher"):
-        raise Forbidden(
-            f"{label!r} is a protected label: moving it needs the publisher role "
-            f"(you are {console.principal.role})"
-        )
+    refused = policy.role_refusal(console.tenant, console.principal, label)
+    if refused is not None:  # said before the review: the move could never be confirmed
+        raise refused
     current = prompt.labels.get(label)
     changes = None
     if current and current != version:

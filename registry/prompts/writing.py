@@ -16,10 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.audit import record_audit, record_change
 from registry.db.models import Prompt, Tenant
-from registry.errors import Conflict, Forbidden, InvalidInput, NotFound, PreconditionFailed
+from registry.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from registry.naming import LABEL_RE, LATEST
 from registry.principal import Principal
-from registry.prompts import contracts, listing
+from registry.prompts import contracts, listing, policy
 from registry.prompts import repository as repo
 from registry.prompts.preparing import PreparedVersion, prepare_version
 from registry.prompts.reading import (
@@ -52,11 +52,9 @@ def check_label_name(label: str) -> None:
 
 
 def _check_label_permission(tenant: Tenant, caller: Principal, label: str) -> None:
-    if label in tenant.protected_labels and not caller.has("publisher"):
-        raise Forbidden(
-            f"label {label!r} is protected: moving it needs the publisher role (this key is {caller.role})",
-            field="label",
-        )
+    refused = policy.role_refusal(tenant, caller, label)
+    if refused is not None:
+        raise refused
 
 
 async def move_label(
@@ -75,14 +73,20 @@ async def move_label(
     A protected label needs the publisher role only when it actually moves, and moves onto a version
     whose argument contract breaks the one it serves now only with ``force`` (recorded). The label
     ``latest`` follows every new version with none of these checks, so it moves in one statement."""
-    broken: list[ContractChange] = []
+    broken: tuple[ContractChange, ...] = ()
     if label != LATEST:
         before = await repo.label_version(session, prompt, label, lock=True)
-        if before == version:
+        changes = []
+        checked = before != version and policy.role_refusal(tenant, caller, label) is None
+        if checked and before is not None and policy.needs_contract_check(tenant, label, before):
+            changes = await _contract_changes(session, prompt, before, version)
+        ruling = policy.rule(
+            tenant, caller, prompt.name, label, before=before, after=version, breaking=changes,
+            force=force,
+        ).enforce()  # fmt: skip
+        if ruling.outcome == "unchanged":
             return None
-        _check_label_permission(tenant, caller, label)
-        if label in tenant.protected_labels and before is not None:
-            broken = await _breaking_move(session, prompt, label, before, version, force=force)
+        broken = ruling.breaking
     moved = await repo.move_label(session, prompt, label, version, caller.actor)
     if moved is None:
         return None
@@ -104,28 +108,15 @@ async def move_label(
     return moved
 
 
-async def _breaking_move(
-    session: AsyncSession, prompt: Prompt, label: str, before: int, after: int, *, force: bool
+async def _contract_changes(
+    session: AsyncSession, prompt: Prompt, before: int, after: int
 ) -> list[ContractChange]:
-    """The breaking contract changes of moving ``label`` from ``before`` to ``after``: refused
-    (409, listing them) unless ``force``; returned so that the audit records a forced move."""
+    """How the argument contract changes from version ``before`` to ``after`` (the policy says
+    which changes refuse a move)."""
     declared = await repo.arguments_of(
         session, prompt.tenant_id, [(prompt.id, before), (prompt.id, after)]
     )
-    broken = contracts.breaking(
-        contracts.compare(declared[(prompt.id, before)], declared[(prompt.id, after)])
-    )
-    if broken and not force:
-        # Door-neutral words: each door says how its callers move it anyway (REST: force=true; the
-        # CLI: --force; the console: its check box), told by overridable_by.
-        raise Conflict(
-            f"moving {label!r} of {prompt.name!r} from version {before} to {after} breaks the "
-            "arguments its callers send: " + "; ".join(c.detail for c in broken),
-            field="label",
-            breaking=[c.model_dump() for c in broken],
-            overridable_by="force",
-        )  # fmt: skip
-    return broken
+    return contracts.compare(declared[(prompt.id, before)], declared[(prompt.id, after)])
 
 
 @dataclass(frozen=True)
@@ -438,12 +429,9 @@ async def set_archived(
 ) -> PromptOut:
     prompt = await find_prompt(session, tenant, name, lock=True)
     labels = (await repo.labels_of(session, [prompt]))[prompt.id]
-    protected = sorted(set(labels) & set(tenant.protected_labels))
-    if protected and not caller.has("publisher"):
-        raise Forbidden(
-            f"prompt {name!r} holds the protected label {protected[0]!r}: archiving or restoring it "
-            f"needs the publisher role (this key is {caller.role})"
-        )
+    refused = policy.archive_refusal(tenant, caller, name, labels)
+    if refused is not None:
+        raise refused
     if (prompt.archived_at is not None) == archived:
         return await prompt_out(session, prompt)
     before = _when(prompt.archived_at)
