@@ -86,7 +86,7 @@ class ChangeFeed:
         # notification came): what this worker keeps is trusted only for ``trust_seconds`` after,
         # so a stalled connection (up, but silent) stops that trust within seconds.
         self.heard_at = -math.inf
-        self.trust_seconds = 2 * probe_seconds
+        self.trust_seconds = 3 * probe_seconds  # a late probe or two on a busy loop is no silence
         self.connection: asyncpg.Connection | None = None
         self.reconnects = 0
         self._pending: dict[uuid.UUID, int] = {}
