@@ -24,7 +24,7 @@ from registry.api.headers import SecurityHeaders
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
 from registry.config import Settings, get_settings
-from registry.console import routes as console
+from registry.console import admin, browse, editor, signin
 from registry.db.engine import Database, PoolSizes, listen_connection
 from registry.db.replicas import Replicas
 from registry.events.hub import Hub
@@ -88,7 +88,7 @@ def close_streams_on_exit(hub: Hub) -> None:
 # API description and isolation checks walk it).
 ROUTERS = (
     health.router, oauth.router, docs.router, tenants.router, prompts.router, changes.router,
-    webhooks.router, console.router, console.root,
+    webhooks.router, signin.router, signin.root, browse.router, editor.router, admin.router,
 )  # fmt: skip
 
 

@@ -1,0 +1,173 @@
+"""What every console page shares: the templates and how a page is answered (``render``; errors as
+pages, a missing session as a redirect to the sign-in page, a POST from another origin refused:
+``ConsoleRoute``), the scope of one page (``scope_of``, ``posted``: the session and role checked
+again, a POST's CSRF token), and how forms, pages and who acted are read and shown. The pages
+themselves are by concern: ``signin``, ``browse``, ``editor``, ``admin``.
+
+Every page runs in one ``console_scope``; every POST carries the session's CSRF token and, when the
+browser sends one, an Origin equal to the registry's own. Templates escape everything they show
+(Jinja2 autoescaping); no page has inline script.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import jinja2
+from fastapi import Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.routing import APIRoute
+
+from registry.config import Settings
+from registry.console.sessions import (
+    COOKIE,
+    ConsoleScope,
+    console_scope,
+)
+from registry.db.engine import Database
+from registry.db.pagination import PageRequest
+from registry.errors import (
+    BadCsrf,
+    NotSignedIn,
+    RegistryError,
+)
+from registry.tenants import service as tenants
+
+HERE = Path(__file__).parent
+STATIC = HERE / "static"
+LOGIN_COOKIE = "registry_console_login"
+PAGE = 50
+
+environment = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(HERE / "templates"),
+    autoescape=True,  # everything shown is escaped: a prompt whose text is <script> shows as text
+    undefined=jinja2.StrictUndefined,
+)
+environment.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def who(actor: str | None, people: dict[str, str]) -> str:
+    """Who acted, as a person reads it: a key by its name (its id's start beside it, since names
+    may repeat); a token's subject and issuer as recorded; anything else as it is."""
+    if not actor:
+        return "—"
+    if actor.startswith("key:"):
+        short = actor[4:12]
+        name = people.get(actor)
+        return f"{name} (key {short}…)" if name else f"a deleted key ({short}…)"
+    if actor.startswith("token:"):
+        return actor[6:]
+    return actor
+
+
+environment.filters["who"] = who
+
+
+async def people_of(scope: ConsoleScope) -> dict[str, str]:
+    """The tenant's keys by the actor string that records them, for ``who``."""
+    keys = await tenants.list_keys(scope.session, scope.tenant.id)
+    return {f"key:{key.id}": key.name or "an unnamed key" for key in keys}
+
+
+def settings_of(request: Request) -> Settings:
+    return request.app.state.settings  # type: ignore[no-any-return]
+
+
+def db_of(request: Request) -> Database:
+    return request.app.state.db  # type: ignore[no-any-return]
+
+
+def secure(request: Request) -> bool:
+    public = settings_of(request).public_url or ""
+    return request.url.scheme == "https" or public.startswith("https://")
+
+
+def same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    if origin is None or (origin == "null" and request.method == "GET"):
+        return True
+    own = {f"{request.url.scheme}://{request.url.netloc}"}
+    public = settings_of(request).public_url
+    if public:
+        parts = urlsplit(public)
+        own.add(f"{parts.scheme}://{parts.netloc}")
+    return origin in own
+
+
+def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    context.setdefault("scope", None)
+    context.setdefault("slug", request.path_params.get("tenant"))
+    body = environment.get_template(template).render(request=request, status=status, **context)
+    return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+class ConsoleRoute(APIRoute):
+    """Console handlers answer with pages: a missing session redirects to the sign-in page, a
+    registry error is an error page with the error's status, and a POST from another origin or
+    without the session's CSRF token is refused before the handler runs."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def run(request: Request) -> Response:
+            if request.method == "POST" and not same_origin(request):
+                return render(request, "error.html", 403, message="cross-origin form refused")
+            try:
+                return await handler(request)
+            except NotSignedIn as missing:
+                slug = request.path_params.get("tenant")
+                if slug is None:
+                    return render(request, "error.html", 401, message=missing.message)
+                target = f"/ui/{quote(slug)}/login?" + urlencode(
+                    {"next": request.url.path, "why": missing.detail.get("reason", "first")}
+                )
+                return RedirectResponse(target, status_code=303)
+            except RegistryError as error:
+                if request.headers.get("accept") == "application/json":
+                    return JSONResponse(
+                        {"error": error.message, **where_of(error)}, status_code=error.http_status
+                    )
+                return render(request, "error.html", error.http_status, message=error.message)
+
+        return run
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    form = await request.form()
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+def scope_of(request: Request, role: str, csrf: str | None = None) -> Any:
+    return console_scope(
+        db_of(request), request.path_params["tenant"], request.cookies.get(COOKIE), role, csrf=csrf
+    )
+
+
+async def posted(request: Request, role: str) -> tuple[dict[str, str], Any]:
+    """A form POST's fields and its scope (the CSRF token checked)."""
+    fields = await read_form(request)
+    token = fields.get("csrf") or request.headers.get("x-csrf-token")
+    if not token:
+        raise BadCsrf("the form carries no CSRF token: reload the page")
+    return fields, scope_of(request, role, csrf=token)
+
+
+def as_number(value: str | None) -> int | None:
+    """A version number from a form or query (ASCII digits, within what a version can be)."""
+    if value is None or not value.isascii() or not value.isdigit() or len(value) > 9:
+        return None
+    return int(value) or None
+
+
+def where_of(error: RegistryError) -> dict[str, Any]:
+    return {k: error.detail[k] for k in ("field", "line", "column") if k in error.detail}
+
+
+async def page_of(request: Request, *, paged: bool = True) -> PageRequest:
+    """The page asked for (``?cursor=``), or the first one where a page has no paging links."""
+    cursor = request.query_params.get("cursor") if paged else None
+    return PageRequest(limit=PAGE, cursor=cursor, tokens=await db_of(request).tokens())
