@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.engine import Database
-from registry.prompts import repository as prompts
+from registry.prompts import serving
 from tests.conftest import PgServer
 
 PID = text("SELECT pg_backend_pid()")
@@ -92,7 +92,7 @@ async def test_the_hot_paths_plain_connection_keeps_no_tenant(
     db = one_connection
     alpha, _ = two_tenants
     pool = await db.read_pool(alpha)
-    rows = await prompts.served_page(pool, alpha, "production", after=None, limit=10)
+    rows = await serving.served_page(pool, alpha, "production", after=None, limit=10)
     assert rows is not None
     async with pool.acquire() as connection:
         assert await connection.fetchval("SELECT current_setting('registry.tenant_id', true)") in (
