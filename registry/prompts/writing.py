@@ -121,14 +121,23 @@ async def _contract_changes(
 
 @dataclass(frozen=True)
 class VersionWrite:
-    """What a version write did: the version the prompt is now at, whether it is new, in words."""
+    """What a version write did: the version the prompt is now at, and whether it is new."""
 
     created: bool
     version: VersionOut
-    detail: str
     labels_moved: tuple[str, ...] = ()
     # The prompt's labels after the write, when a move told them (else read them again).
     labels: dict[str, int] | None = None
+
+    def said(self, *, dry_run: bool) -> str:
+        """The write in words: as it happened, or (a dry run) as it would have."""
+        number = self.version.version
+        if self.created:
+            done = f"version {number} would be written" if dry_run else f"version {number} written"
+        else:
+            verb = "would be written" if dry_run else "written"
+            done = f"identical to version {number}: no new version {verb}"
+        return done + (" (dry run: nothing saved)" if dry_run else "")
 
 
 async def write_version(
@@ -168,9 +177,7 @@ async def write_version(
     labels: dict[str, int] | None = None
     if row is None:  # the latest version has this content already
         written = (await versions_out(session, prompt, [latest]))[0]
-        outcome = VersionWrite(
-            False, written, f"identical to version {latest}: no new version written"
-        )
+        outcome = VersionWrite(False, written)
     else:
         number = row.version
         await record_audit(
@@ -195,7 +202,7 @@ async def write_version(
             prepared.messages,
             [PartialLock(ref=lock.ref, version=lock.child_version) for lock in prepared.locks],
         )
-        outcome = VersionWrite(True, written, f"version {number} written")
+        outcome = VersionWrite(True, written)
     moved = []
     for label in requested:
         found = await move_label(
@@ -210,13 +217,10 @@ async def write_version(
 async def _result(
     session: AsyncSession, prompt: Prompt, outcome: VersionWrite, dry_run: bool
 ) -> WriteResult:
-    detail = outcome.detail
-    if dry_run:  # nothing was saved: say so
-        detail = detail.replace(" written", " would be written") + " (dry run: nothing saved)"
     return WriteResult(
         created=outcome.created,
         version=outcome.version.version,
-        detail=detail,
+        detail=outcome.said(dry_run=dry_run),
         dry_run=dry_run,
         labels_moved=list(outcome.labels_moved),
         prompt=await prompt_out(session, prompt, latest=outcome.version, labels=outcome.labels),

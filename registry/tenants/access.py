@@ -81,10 +81,10 @@ async def _token_principal(
 ) -> Principal | None:
     """The principal of an OAuth access token; None when ``credential`` is to be checked as an
     API key (it is one, or an opaque string that no trusted issuer can introspect)."""
-    if tokens is None or oauth.kind_of(credential) == "api_key":
+    if tokens is None or oauth.credential_kind(credential) == "api_key":
         return None
     if tenant is None:
-        if oauth.kind_of(credential) == "jwt":
+        if oauth.credential_kind(credential) == "jwt":
             # the same words as for an untrusted issuer: a token cannot probe which tenants exist
             raise oauth.InvalidToken(f"tenant {slug!r} does not trust the issuer of this token")
         return None

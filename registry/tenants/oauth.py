@@ -62,7 +62,7 @@ class InvalidToken(Unauthenticated):
     code = "invalid_token"
 
 
-def kind_of(credential: str) -> Literal["api_key", "jwt", "opaque"]:
+def credential_kind(credential: str) -> Literal["api_key", "jwt", "opaque"]:
     if credential.startswith(API_KEY_PREFIX):
         return "api_key"
     parts = credential.split(".")
@@ -166,7 +166,7 @@ class TokenVerifier:
     def accepts(self, credential: str, trusted: Sequence[TenantIssuer]) -> bool:
         """Whether ``credential`` is for this verifier: a JWT, or an opaque token that an issuer
         the tenant trusts can introspect. Anything else is taken for an API key."""
-        kind = kind_of(credential)
+        kind = credential_kind(credential)
         if kind == "jwt":
             return True
         return kind == "opaque" and any(i.introspection_client_id for i in trusted)
@@ -179,7 +179,7 @@ class TokenVerifier:
                 "this registry cannot check OAuth tokens: REGISTRY_PUBLIC_URL (its canonical URI) "
                 "is not set"
             )
-        if kind_of(token) == "jwt":
+        if credential_kind(token) == "jwt":
             issuer, claims = await self._verified_jwt(token, tenant, trusted)
         else:
             issuer, claims = await self._introspect(token, tenant, trusted)
