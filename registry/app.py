@@ -210,7 +210,9 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.state.hub = hub
     app.state.tokens = tokens
     app.state.feed = feed
-    app.state.importing = asyncio.Lock()  # one bundle import at a time per worker
+    app.state.importing = (
+        asyncio.Lock()
+    )  # one bulk request (import, push plan) at a time per worker
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)

@@ -158,7 +158,7 @@ async def post(
         scheme, host, port = check_url(url)
         address = await resolve(host, port, allow_private=allow_private)
     except PrivateAddress as refused:
-        return done(None, f"{refused}{_allowed_by(allowed_by)}")
+        return done(None, f"{refused}{allowed_hint(allowed_by)}")
     except Refused as refused:
         return done(None, str(refused))
     parts = urlsplit(url)
@@ -186,7 +186,8 @@ async def post(
         return done(None, f"{type(error).__name__}: {error}"[:500])
 
 
-def _allowed_by(setting: str) -> str:
+def allowed_hint(setting: str) -> str:
+    """What a refusal of a private address adds: the setting that would allow it."""
     return f" (unless {setting}=true where the registry runs)" if setting else ""
 
 

@@ -25,6 +25,7 @@ import yaml
 from registry.content.kinds import KINDS
 from registry.inputs import load_yaml
 from registry.naming import PROMPT_NAME_RE
+from registry.prompts.schemas import PUSH_PLAN_MAX
 from registry.templates import mustache
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -328,9 +329,6 @@ def _twins(path: Path, twins: list[Path]) -> Outcome:
     return Outcome(path.name, "error", f"{names} both hold prompt {path.stem}: keep one")
 
 
-PLAN_SIZE = 500  # prompts in one plan request (the server's bound)
-
-
 def _plan(
     client: Client,
     files: list[Path],
@@ -353,8 +351,8 @@ def _plan(
         except FileError as error:
             outcomes[path] = Outcome(path.name, "error", str(error))
     params = {"force": "true"} if force else {}
-    for start in range(0, len(planned), PLAN_SIZE):
-        chunk = planned[start : start + PLAN_SIZE]
+    for start in range(0, len(planned), PUSH_PLAN_MAX):  # the server's bound on one plan
+        chunk = planned[start : start + PUSH_PLAN_MAX]
         try:
             answers = client.request(
                 "POST", "/push-plan", json={"prompts": [body for _, body in chunk]}, params=params

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
@@ -521,38 +522,49 @@ async def export_bundle(
 async def push_plan(
     tenant: str, body: PushPlan, request: Request, force: Force = False
 ) -> list[PushOutcome]:
-    async with tenant_scope(request, tenant, "editor", rollback=True) as scope:
+    async with _bulk_slot(request), tenant_scope(request, tenant, "editor", rollback=True) as scope:
         return await pushing.plan(
             scope.session, scope.tenant, scope.principal, body.prompts,
             max_blob_bytes=_settings(request).max_blob_bytes, force=force,
         )  # fmt: skip
 
 
-IMPORT_WAIT_SECONDS = 30.0  # how long an import waits for the one this worker is running
+IMPORT_WAIT_SECONDS = 30.0  # how long a bulk request waits for the one this worker is running
+
+
+@asynccontextmanager
+async def _bulk_slot(request: Request) -> AsyncIterator[None]:
+    """One bulk request (a bundle import, a push plan) at a time per worker: each holds its
+    transaction (and a pooled connection) for many seconds, and the pool serves every tenant.
+    Others wait in line, holding no connection, for a while; then they are told to come back."""
+    running: asyncio.Lock = request.app.state.importing
+    try:
+        async with asyncio.timeout(IMPORT_WAIT_SECONDS):
+            await running.acquire()
+    except TimeoutError:
+        raise Busy(
+            "this worker is running another bulk request (an import or a push plan): try again "
+            "in a few seconds"
+        ) from None
+    try:
+        yield
+    finally:
+        running.release()
 
 
 @router.post("/import", response_model=ImportResult, summary="Import a bundle (idempotent)")
 async def import_bundle(
     tenant: str, body: Bundle, request: Request, dry_run: bool = False, force: Force = False
 ) -> ImportResult:
-    # One import at a time per worker: a large bundle holds its transaction (and a pooled
-    # connection) for many seconds, and the pool serves every tenant. Others wait in line, holding
-    # no connection, for a while; then they are told to come back.
-    running: asyncio.Lock = request.app.state.importing
-    try:
-        async with asyncio.timeout(IMPORT_WAIT_SECONDS):
-            await running.acquire()
-    except TimeoutError:
-        raise Busy("this worker is importing other bundles: try again in a few seconds") from None
-    try:
-        async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:
-            return await bundles.import_bundle(
-                scope.session,
-                scope.tenant,
-                scope.principal,
-                body,
-                max_blob_bytes=_settings(request).max_blob_bytes,
-                force=force,
-            )
-    finally:
-        running.release()
+    async with (
+        _bulk_slot(request),
+        tenant_scope(request, tenant, "editor", rollback=dry_run) as scope,
+    ):
+        return await bundles.import_bundle(
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            body,
+            max_blob_bytes=_settings(request).max_blob_bytes,
+            force=force,
+        )

@@ -18,12 +18,11 @@ from registry.prompts.schemas import ContractChange
 
 @dataclass(frozen=True)
 class Ruling:
-    """What the policy says of one move: ``move`` (``forced`` when it breaks callers and force was
+    """What the policy says of one move: ``move`` (forced, when ``breaking`` is not empty: force was
     given), ``unchanged`` (the label is there already) or ``refused`` (``error`` says why)."""
 
     outcome: Literal["move", "unchanged", "refused"]
     breaking: tuple[ContractChange, ...] = ()
-    forced: bool = False
     error: RegistryError | None = None
 
     def enforce(self) -> Ruling:
@@ -94,4 +93,4 @@ def rule(
             breaking=[c.model_dump() for c in broken],
             overridable_by="force",
         ))  # fmt: skip
-    return Ruling("move", broken, forced=bool(broken))
+    return Ruling("move", broken)

@@ -16,8 +16,6 @@ from registry.prompts import repository as repo
 from registry.prompts import writing
 from registry.prompts.schemas import PromptCreate, PushOutcome, VersionIn
 
-MAX_PROMPTS = 500  # prompts in one plan (each a round of statements in one transaction)
-
 
 async def plan(
     session: AsyncSession,

@@ -177,10 +177,13 @@ class PromptCreate(VersionIn):
     tags: list[Tag] = Field(default_factory=list, max_length=64)
 
 
+PUSH_PLAN_MAX = 500  # prompts in one plan: each a round of statements in one transaction
+
+
 class PushPlan(StrictInput):
     """Prompts as prompt files give them, in the order a push writes them."""
 
-    prompts: list[PromptCreate] = Field(min_length=1, max_length=500)
+    prompts: list[PromptCreate] = Field(min_length=1, max_length=PUSH_PLAN_MAX)
 
 
 class PushOutcome(BaseModel):

@@ -47,7 +47,7 @@ def _check_url(url: str, allow_private: bool) -> None:
         outbound.check_literal(host, allow_private=allow_private)
     except outbound.PrivateAddress as refused:
         raise InvalidInput(
-            f"url: {refused} (unless {ALLOWED_BY}=true where the registry runs)", field="url"
+            f"url: {refused}{outbound.allowed_hint(ALLOWED_BY)}", field="url"
         ) from None
     except outbound.Refused as refused:
         raise InvalidInput(f"url: {refused}", field="url") from None

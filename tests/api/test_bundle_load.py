@@ -64,7 +64,7 @@ async def test_a_worker_imports_one_bundle_at_a_time(
             f"{T}/import?dry_run=true", json=bundle, headers=auth(keys["editor"])
         )
     assert busy.status_code == 429, busy.text
-    assert busy.headers["retry-after"] == "5" and "importing" in busy.json()["detail"]
+    assert busy.headers["retry-after"] == "5" and "bulk request" in busy.json()["detail"]
     done = await api.client.post(
         f"{T}/import?dry_run=true", json=bundle, headers=auth(keys["editor"])
     )
