@@ -31,6 +31,7 @@ from bench.seed import BIG_TENANT
 from registry.db.models import Tenant
 from registry.mcp import shaping
 from registry.prompts import reading
+from registry.revisions import revision_of
 
 LABEL = "production"
 
@@ -79,7 +80,9 @@ async def from_versions(reads: Any, tenant: Tenant, after: str, size: int) -> No
 
 async def shaped(reads: Any, tenant: Tenant, after: str, size: int) -> None:
     page, _ = await reading.served_page(reads, tenant, LABEL, after=after, limit=size)
-    orjson.dumps(shaping.prompt_entries("2025-11-25", page))  # as registry.mcp.caching does
+    orjson.dumps(
+        shaping.prompt_entries(revision_of("2025-11-25"), page)
+    )  # as registry.mcp.caching does
 
 
 async def measure(url: str, size: int, pages: int, rounds: int) -> None:

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,7 +183,7 @@ class LiveServer:
         *,
         public_read: bool = False,
         roles: tuple[str, ...] = ("publisher",),
-        prompts: Sequence[dict[str, object]] = (),
+        prompts: Sequence[Mapping[str, Any]] = (),
     ) -> dict[str, str]:
         """Create a tenant through the operator API, a key per role (role -> secret), and
         ``prompts``, each labelled production."""

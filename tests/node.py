@@ -9,11 +9,12 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(reason)
     pytest.skip(reason)

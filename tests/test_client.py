@@ -89,8 +89,9 @@ def servers(pg_server: PgServer, db_name: str) -> Any:
     state: dict[str, Any] = {"env": env, "writer": writer, "port": port, "reader": None}
 
     def up() -> LiveServer:
-        state["reader"] = start_server(env, port=port)
-        return state["reader"]
+        reader = start_server(env, port=port)
+        state["reader"] = reader
+        return reader
 
     def down() -> None:
         stop_server(state["reader"])
@@ -174,7 +175,7 @@ def test_cold_start_from_a_signed_snapshot_then_catch_up(servers: Any, tmp_path:
     other.mkdir()
     foreign_key = keypair(other)[1]
     dead = f"http://127.0.0.1:{free_port()}"
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"snapshot": tampered, "snapshot_public_key": public}, "does not verify"),
         ({"snapshot": snapshot, "snapshot_public_key": foreign_key}, "does not verify"),
         (

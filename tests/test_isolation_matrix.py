@@ -26,8 +26,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from registry.app import ROUTERS
-from registry.mcp.handlers import HANDLERS
-from registry.mcp.stateless import STATELESS_METHODS
+from registry.mcp.handlers import METHODS, TRANSPORT_METHODS
 from tests.conftest import OPERATOR_TOKEN, Api, PgServer, auth, start_server, stop_server
 
 STREAM_SECONDS = 10  # a refusal takes milliseconds; a stream accepted never ends in-process
@@ -169,7 +168,7 @@ def route_table() -> set[tuple[str, str]]:
         for router in ROUTERS
         for route in router.routes
         if isinstance(route, APIRoute)
-        for method in route.methods - {"HEAD"}
+        for method in (route.methods or set()) - {"HEAD"}
     }
 
 
@@ -177,7 +176,7 @@ def test_every_route_and_method_has_an_entry() -> None:
     routes = route_table()
     assert routes - REST.keys() == set(), "routes without an isolation entry"
     assert REST.keys() - routes == set(), "entries of routes that no longer exist"
-    methods = set(HANDLERS) | set(STATELESS_METHODS)
+    methods = (set(METHODS) | TRANSPORT_METHODS) - {"initialize"}
     assert methods - MCP.keys() == set(), "MCP methods without an isolation entry"
     assert MCP.keys() - methods == set(), "entries of MCP methods that no longer exist"
 

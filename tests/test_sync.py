@@ -295,7 +295,7 @@ def test_a_dry_run_says_exactly_what_the_push_does_with_partials(
             live_server, keys["publisher"], "push", str(folder), "--tenant", "planned", *extra
         )
         assert done.returncode == 0, done.stderr + done.stdout
-        return done.stdout.replace("would ", "").splitlines()
+        return str(done.stdout).replace("would ", "").splitlines()
 
     first = push("--dry-run")
     assert first == [

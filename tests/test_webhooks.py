@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import asyncpg
@@ -86,6 +87,10 @@ class Receiver:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def more_than(receiver: Receiver, count: int) -> bool:
+    return len(receiver.requests) > count
 
 
 @pytest.fixture
@@ -347,7 +352,7 @@ def test_an_endpoint_failing_too_long_is_disabled_and_the_log_says_so(
             # Woken by each new try; read again at least twice a second all the same: the try that
             # disables the endpoint arrives before its failure is recorded, and none follows it.
             with receiver.changed:
-                receiver.changed.wait_for(lambda n=seen: len(receiver.requests) > n, 0.5)
+                receiver.changed.wait_for(partial(more_than, receiver, seen), 0.5)
                 seen = len(receiver.requests)
             listed = httpx.get(f"{server.url}/api/v1/tenants/acme/webhooks", headers=headers).json()
             state = next(e for e in listed if e["id"] == endpoint["id"])

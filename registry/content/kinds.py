@@ -15,19 +15,10 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
+from registry.revisions import Revision
 from registry.templates.mustache import Template
 
 Block = dict[str, Any]
-
-# The revisions that first carry what the shapes below add (ISO dates compare as strings).
-AUDIO_SINCE = "2025-03-26"
-LINKS_SINCE = "2025-06-18"  # resource_link, _meta, title, annotations.lastModified
-ICONS_SINCE = "2025-11-25"
-
-
-def since(revision: str, first: str) -> bool:
-    """Whether ``revision`` includes what ``first`` introduced."""
-    return revision >= first
 
 
 class BlobSink(Protocol):
@@ -42,11 +33,11 @@ class BlobSink(Protocol):
         ...
 
 
-def _annotations(revision: str, annotations: dict[str, Any] | None) -> dict[str, Any] | None:
+def _annotations(revision: Revision, annotations: dict[str, Any] | None) -> dict[str, Any] | None:
     if not annotations:
         return None
     shaped = {k: v for k, v in annotations.items() if k in ("audience", "priority")}
-    if "lastModified" in annotations and since(revision, LINKS_SINCE):
+    if "lastModified" in annotations and revision.links:
         shaped["lastModified"] = annotations["lastModified"]
     return shaped or None
 
@@ -107,16 +98,16 @@ class Kind:
 
     # --- the wire -------------------------------------------------------------------------------
 
-    def wire(self, revision: str, block: Block, tenant_slug: str) -> Block:
+    def wire(self, revision: Revision, block: Block, tenant_slug: str) -> Block:
         """A rendered block shaped for ``revision``: only fields it defines, and content it cannot
         carry converted (never dropped)."""
         raise NotImplementedError
 
-    def _common(self, revision: str, block: Block, shaped: Block) -> Block:
+    def _common(self, revision: Revision, block: Block, shaped: Block) -> Block:
         annotations = _annotations(revision, block.get("annotations"))
         if annotations:
             shaped["annotations"] = annotations
-        if "_meta" in block and since(revision, LINKS_SINCE):
+        if "_meta" in block and revision.links:
             shaped["_meta"] = block["_meta"]
         return shaped
 
@@ -142,7 +133,7 @@ class Text(Kind):
     def text(self, block: Block) -> str:
         return str(block["text"])
 
-    def wire(self, revision: str, block: Block, tenant_slug: str) -> Block:
+    def wire(self, revision: Revision, block: Block, tenant_slug: str) -> Block:
         return self._common(revision, block, {"type": "text", "text": block["text"]})
 
 
@@ -174,7 +165,7 @@ class _Binary(Kind):
         out["data"] = blobs[bytes.fromhex(out.pop("blob"))]
         return out
 
-    def wire(self, revision: str, block: Block, tenant_slug: str) -> Block:
+    def wire(self, revision: Revision, block: Block, tenant_slug: str) -> Block:
         shaped = {"type": self.type, "data": block["data"], "mimeType": block["mimeType"]}
         return self._common(revision, block, shaped)
 
@@ -186,8 +177,8 @@ class Image(_Binary):
 class Audio(_Binary):
     type = "audio"
 
-    def wire(self, revision: str, block: Block, tenant_slug: str) -> Block:
-        if since(revision, AUDIO_SINCE):
+    def wire(self, revision: Revision, block: Block, tenant_slug: str) -> Block:
+        if revision.audio:
             return super().wire(revision, block, tenant_slug)
         # Before audio existed: an embedded resource with the same bytes.
         sha = hashlib.sha256(base64.b64decode(block["data"])).hexdigest()
@@ -250,10 +241,10 @@ class Resource(Kind):
         resource = block["resource"]
         return str(resource["text"]) if "text" in resource else super().text(block)
 
-    def wire(self, revision: str, block: Block, tenant_slug: str) -> Block:
+    def wire(self, revision: Revision, block: Block, tenant_slug: str) -> Block:
         resource = block["resource"]
         contents = {k: resource[k] for k in ("uri", "mimeType", "text", "blob") if k in resource}
-        if "_meta" in resource and since(revision, LINKS_SINCE):
+        if "_meta" in resource and revision.links:
             contents["_meta"] = resource["_meta"]
         return self._common(revision, block, {"type": "resource", "resource": contents})
 
@@ -267,10 +258,10 @@ class ResourceLink(Kind):
     def with_uri(self, block: Block, uri: str) -> Block:
         return {**block, "uri": uri}
 
-    def wire(self, revision: str, block: Block, tenant_slug: str) -> Block:
-        if since(revision, LINKS_SINCE):
+    def wire(self, revision: Revision, block: Block, tenant_slug: str) -> Block:
+        if revision.links:
             keys = ["uri", "name", "title", "description", "mimeType", "size"]
-            if since(revision, ICONS_SINCE):
+            if revision.icons:
                 keys.append("icons")
             shaped = {"type": "resource_link", **{k: block[k] for k in keys if k in block}}
             return self._common(revision, block, shaped)

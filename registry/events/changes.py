@@ -16,7 +16,6 @@ a prompt under every label, always passes).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 from registry.db import repository as repo
 from registry.db.engine import Database
 from registry.events.hub import Subscription
+from registry.events.streams import KEEP_ALIVE, frame
 
 PAGE = 500  # change-log rows read at a time
 
@@ -54,7 +54,7 @@ class Change:
 
 
 def sse(event: str, seq: int, data: dict[str, Any]) -> bytes:
-    return f"id: {seq}\nevent: {event}\ndata: {json.dumps(data)}\n\n".encode()
+    return frame(data, event_id=seq, event=event)
 
 
 async def _read(db: Database, tenant_id: uuid.UUID, after: int) -> list[Change]:
@@ -103,7 +103,7 @@ async def stream(
             if len(changes) == PAGE:
                 continue  # more to replay
             if await subscription.next(wait(subscription)) is None and not subscription.closed:
-                yield b": keep-alive\n\n"
+                yield KEEP_ALIVE
         if subscription.reason is not None:
             yield sse("denied", sent, {"reason": subscription.reason})
         else:

@@ -1,6 +1,7 @@
 """What every server-sent-event stream of a worker shares, whichever door it came through (MCP GET
-streams and subscriptions/listen, the REST change stream): the bound on open streams per caller and
-per tenant, who the caller is for that bound, and how long a stream may wait for its next event."""
+streams and subscriptions/listen, the REST change stream): how events are framed, the keep-alive
+loop, where a resuming client is up to, the bound on open streams per caller and per tenant, who the
+caller is for that bound, and how long a stream may wait for its next event."""
 
 from __future__ import annotations
 
@@ -12,14 +13,50 @@ from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from registry.errors import TooManyStreams
 from registry.events.hub import Subscription
+from registry.naming import ascii_number
 from registry.principal import Principal
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+KEEP_ALIVE = b": keep-alive\n\n"
+
+
+def frame(
+    data: Any, *, event_id: int | None = None, event: str | None = None, retry_ms: int | None = None
+) -> bytes:
+    """One event: ``data`` as compact JSON (None: an empty data line), with its id, type and the
+    client's reconnection delay when given."""
+    head = b""
+    if event_id is not None:
+        head += b"id: %d\n" % event_id
+    if event is not None:
+        head += b"event: %s\n" % event.encode()
+    if retry_ms is not None:
+        head += b"retry: %d\n" % retry_ms
+    body = b"" if data is None else orjson.dumps(data)
+    return head + b"data: " + body + b"\n\n"
+
+
+async def heard(subscription: Subscription, keepalive: float) -> AsyncGenerator[int | None]:
+    """What a stream hears until it is closed: each change's sequence number, and None when the
+    keep-alive interval passed without one (the stream sends ``KEEP_ALIVE`` then)."""
+    while not subscription.closed:
+        seq = await subscription.next(wait_seconds(subscription, keepalive))
+        if seq is None and subscription.closed:
+            return
+        yield seq
+
+
+def last_event_id(header: str | None, current: int) -> int:
+    """Where a resuming client is up to (``Last-Event-ID``); a missing or unreadable id means "up
+    to date", and an id past the log's end is taken as its end."""
+    seen = ascii_number(header.strip(), maximum=2**63 - 1) if header is not None else None
+    return current if seen is None else min(seen, current)
 
 
 class EventStream(Response):

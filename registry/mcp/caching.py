@@ -30,6 +30,7 @@ from registry.principal import Principal
 from registry.prompts import reading, rendering
 from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
+from registry.revisions import Revision
 from registry.tenants.service import TOUCH_EVERY
 
 
@@ -165,7 +166,7 @@ class McpCaches:
 
 
 def answer_key(
-    caches: McpCaches, label: str, revision: str, principal: Principal, message: Message
+    caches: McpCaches, label: str, revision: Revision, principal: Principal, message: Message
 ) -> bytes | None:
     """What a prompts/get answer depends on besides its tenant, or None when it is not kept.
 
@@ -185,7 +186,7 @@ def answer_key(
     params = {k: v for k, v in message.params.items() if k != "_meta"}
     return b"%s\0%s\0%d\0%s" % (
         label.encode(),
-        revision.encode(),
+        revision.name.encode(),
         principal.anonymous,
         orjson.dumps(params, option=orjson.OPT_SORT_KEYS),
     )
@@ -305,7 +306,7 @@ async def listing(
     *,
     after: str | None,
     limit: int,
-    revision: str,
+    revision: Revision,
 ) -> Listing:
     # Keyed by what an entry carries, not by revision: revisions that list the same shape share a page.
     key = ("listing", label, after, limit, *shaping.entry_options(revision).values())

@@ -8,7 +8,6 @@ or subscriptions, and manage streams.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from mcp_types.jsonrpc import INVALID_PARAMS
@@ -22,14 +21,9 @@ from registry.events.cache import MISSING
 from registry.mcp import caching, handlers, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.errors import InvalidRequest, McpError, ParseError
-from registry.mcp.protocol import (
-    STATELESS_REVISIONS,
-    Message,
-    classify,
-    error_message,
-    result_message,
-)
+from registry.mcp.protocol import Message, classify, error_message, result_message
 from registry.principal import Principal
+from registry.revisions import revision_of
 
 NOT_JSON = "parse error: the body is not valid JSON"
 
@@ -95,11 +89,11 @@ class Core:
             )
             return None, refused
         revision = handlers.negotiate(params.protocolVersion)
-        result = handlers.initialize_result(revision, tenant, label, self.settings)
+        result = handlers.initialize_result(revision_of(revision), tenant, label, self.settings)
         return revision, {"jsonrpc": "2.0", "id": message.id, "result": result}
 
     @staticmethod
-    def stateless_revision(message: Message, headers: Mapping[str, str] | None = None) -> str:
+    def stateless_revision(message: Message, headers: stateless.Headers | None = None) -> str:
         """The revision a stateless request declares, once its envelope holds up (HTTP headers are
         checked against the body where the transport has them)."""
         if headers is not None:
@@ -119,10 +113,12 @@ class Core:
         *,
         session: McpSession | None = None,
     ) -> dict[str, Any] | None:
-        """Answer one message (None for notifications and responses). A prompts/get answered
-        before, and not changed since, is sent as it was (``caching.answer_key``)."""
+        """Answer one message (None for notifications and responses) in ``revision`` (a name the
+        transport negotiated or checked). A prompts/get answered before, and not changed since, is
+        sent as it was (``caching.answer_key``)."""
         started = time.perf_counter()
-        key = caching.answer_key(self.caches, label, revision, principal, message)
+        spoken = revision_of(revision)
+        key = caching.answer_key(self.caches, label, spoken, principal, message)
         if key is not None:
             remembered = self.caches.answers.get(tenant.id, key)
             if remembered is not MISSING:
@@ -135,19 +131,19 @@ class Core:
             tenant=tenant,
             label=label,
             principal=principal,
-            revision=revision,
+            revision=spoken,
             settings=self.settings,
             tokens=await self.db.tokens(),
             caches=self.caches,
             session=session,
         )
-        modern = revision in STATELESS_REVISIONS
+        modern = spoken.stateless
         if modern:
             call.client_capabilities = stateless.client_capabilities(message)
         answer = await handlers.dispatch(call, message, started)
         if modern and answer is not None and "result" in answer:
             answer["result"] = stateless.complete(
-                answer["result"], revision, tenant, label, self.settings.public_url
+                answer["result"], spoken, tenant, label, self.settings.public_url
             )
         if key is not None and answer is not None:
             caching.remember_answer(self.caches, tenant.id, key, answer, generation)

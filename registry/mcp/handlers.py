@@ -2,7 +2,9 @@
 
 Handlers are transport-free: the protocol core (registry.mcp.core) builds a ``Call`` (a tenant-scoped
 database session, the served label, the negotiated revision) and dispatches; what a handler raises
-becomes a JSON-RPC error through the one table in registry.mcp.errors.
+becomes a JSON-RPC error through the one table in registry.mcp.errors. ``METHODS`` is the table: one
+row per method (its name, its params model, its handler); a method is answered when the negotiated
+revision has it (registry.revisions) and it has a row. A new method is one row and one handler.
 """
 
 from __future__ import annotations
@@ -22,19 +24,17 @@ from registry.mcp import caching, errors, request_state, shaping
 from registry.mcp import cursor as cursors
 from registry.mcp.caching import McpCaches
 from registry.mcp.errors import InvalidParams, MethodNotFound
-from registry.mcp.protocol import (
-    ALL_REVISIONS,
-    LATEST_SESSION_REVISION,
-    SESSION_REVISIONS,
-    STATELESS_REVISIONS,
-    Message,
-    error_message,
-    result_message,
-)
+from registry.mcp.protocol import Message, error_message, result_message
 from registry.metrics import REQUESTS, tally, timings
 from registry.naming import META_CONFIG
 from registry.principal import Principal
 from registry.prompts import completion, listing, reading, rendering
+from registry.revisions import (
+    ALL_REVISIONS,
+    LATEST_SESSION_REVISION,
+    SESSION_REVISIONS,
+    Revision,
+)
 from registry.sessions import service as sessions
 from registry.templates.arguments import InvalidArgument
 from registry.tenants import access
@@ -54,7 +54,7 @@ class Call:
     tenant: Tenant
     label: str
     principal: Principal
-    revision: str
+    revision: Revision
     settings: Settings
     tokens: TokenCodec
     caches: McpCaches
@@ -116,10 +116,10 @@ def negotiate(requested: str) -> str:
 
 
 def initialize_result(
-    revision: str, tenant: Tenant, label: str, settings: Settings
+    revision: Revision, tenant: Tenant, label: str, settings: Settings
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
-        "protocolVersion": revision,
+        "protocolVersion": revision.name,
         "capabilities": shaping.capabilities(revision),
         "serverInfo": shaping.server_info(revision, tenant, label, settings.public_url),
     }
@@ -133,7 +133,7 @@ def list_ttl(call: Call) -> int:
     return ttl if ttl is not None else call.settings.list_ttl_ms
 
 
-async def server_discover(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+async def server_discover(call: Call, params: _Params) -> dict[str, Any]:
     await reading.check_label(await call.tx.session(), call.tenant, call.label)
     result: dict[str, Any] = {
         "supportedVersions": list(ALL_REVISIONS),
@@ -146,7 +146,7 @@ async def server_discover(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-async def ping(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+async def ping(call: Call, params: _Params) -> dict[str, Any]:
     return {}
 
 
@@ -162,8 +162,7 @@ def page_size(call: Call, count: int) -> int:
     return max(cap, math.ceil(count / PAGES_WANTED))
 
 
-async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    parsed = ListParams.model_validate(params)
+async def prompts_list(call: Call, parsed: ListParams) -> dict[str, Any]:
     if parsed.cursor is not None:
         after, size = cursors.decode(
             call.tokens,
@@ -188,7 +187,7 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         revision=call.revision,
     )
     result: dict[str, Any] = {"prompts": listed.entries}
-    if call.revision in STATELESS_REVISIONS:
+    if call.revision.stateless:
         # The list depends on who asks (tenant and credential): cacheable, but only privately.
         result["ttlMs"] = list_ttl(call)
         result["cacheScope"] = "private"
@@ -199,12 +198,11 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    parsed = GetParams.model_validate(params)
+async def prompts_get(call: Call, parsed: GetParams) -> dict[str, Any]:
     name, version, label = rendering.parse_prompt_ref(parsed.name)
     access.check_anonymous(call.tenant, call.principal, label, version=version)
     arguments = dict(parsed.arguments or {})
-    stateless = call.revision in STATELESS_REVISIONS
+    stateless = call.revision.stateless
     if stateless and parsed.requestState is not None:
         arguments = _answered(call, parsed, arguments)
     try:
@@ -312,8 +310,7 @@ def _answered(call: Call, parsed: GetParams, arguments: dict[str, str]) -> dict[
     return arguments
 
 
-async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    parsed = CompleteParams.model_validate(params)
+async def completion_complete(call: Call, parsed: CompleteParams) -> dict[str, Any]:
     if parsed.ref.type != "ref/prompt" or not parsed.ref.name:
         raise InvalidParams("this server completes prompt arguments only (ref/prompt with a name)")
     _, version, label = rendering.parse_prompt_ref(parsed.ref.name)
@@ -329,25 +326,44 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
     return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
 
 
-async def logging_set_level(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    parsed = SetLevelParams.model_validate(params)
+async def logging_set_level(call: Call, parsed: SetLevelParams) -> dict[str, Any]:
     if call.session is not None:
         await sessions.set_log_level(await call.tx.session(write=True), call.session, parsed.level)
     return {}
 
 
-Handler = Callable[[Call, dict[str, Any]], Awaitable[dict[str, Any]]]
-HANDLERS: dict[str, Handler] = {
-    "server/discover": server_discover,
-    "ping": ping,
-    "prompts/list": prompts_list,
-    "prompts/get": prompts_get,
-    "completion/complete": completion_complete,
-    "logging/setLevel": logging_set_level,
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One row of the dispatch table: the params are validated with ``params`` (a -32602 names
+    what is wrong) before ``handler`` sees them."""
+
+    name: str
+    params: type[_Params]
+    handler: Callable[[Call, Any], Awaitable[dict[str, Any]]]
+
+
+METHODS: dict[str, Method] = {
+    row.name: row
+    for row in (
+        Method("server/discover", _Params, server_discover),
+        Method("ping", _Params, ping),
+        Method("prompts/list", ListParams, prompts_list),
+        Method("prompts/get", GetParams, prompts_get),
+        Method("completion/complete", CompleteParams, completion_complete),
+        Method("logging/setLevel", SetLevelParams, logging_set_level),
+    )
 }
-# Methods only one era has: 2026-07-28 removed ping and logging/setLevel, and added server/discover.
-SESSION_ONLY = frozenset({"ping", "logging/setLevel"})
-STATELESS_ONLY = frozenset({"server/discover"})
+# Methods a transport answers itself (the session handshake, a stream of notifications).
+TRANSPORT_METHODS = frozenset({"initialize", "subscriptions/listen"})
+
+
+def answers(revision: Revision, method: str | None) -> bool:
+    """Whether a request for ``method`` in ``revision`` is answered (else -32601)."""
+    return (
+        method is not None
+        and (method in METHODS or method in TRANSPORT_METHODS)
+        and revision.serves(method)
+    )
 
 
 async def dispatch(call: Call, message: Message, started: float) -> dict[str, Any] | None:
@@ -364,19 +380,19 @@ def count(message: Message, started: float, outcome: Literal["ok", "error"]) -> 
     """Count one answered request: its time since ``started`` and its outcome, under its method's
     name (``other`` for a method the server does not have)."""
     assert message.method is not None
-    name = message.method if message.method in HANDLERS else "other"
+    name = message.method if message.method in METHODS else "other"
     timings("mcp", name).observe(time.perf_counter() - started)
     tally(REQUESTS, "mcp", name, outcome).inc()
 
 
 async def _dispatch(call: Call, message: Message) -> dict[str, Any]:
     assert message.method is not None
-    handler = HANDLERS.get(message.method)
-    stateless = call.revision in STATELESS_REVISIONS
+    row = METHODS.get(message.method)
     try:
-        if handler is None or message.method in (SESSION_ONLY if stateless else STATELESS_ONLY):
+        if row is None or not call.revision.serves(row.name):
             raise MethodNotFound(f"method not found: {message.method}")
-        return result_message(message.id, await handler(call, message.params))
+        params = row.params.model_validate(message.params)
+        return result_message(message.id, await row.handler(call, params))
     except Exception as error:
         down = errors.unavailable(error)
         if down is not None:

@@ -5,19 +5,19 @@ for notifications and responses. GET opens the session's SSE stream (list_change
 tenant's change sequence as event id). DELETE ends the session. Sessions live in PostgreSQL, so any
 worker serves any request of any session.
 
-It is longer than the other modules (about 580 lines) because it is the whole of one transport: the
-session era's POST, GET and DELETE, the stateless era's POST and its listen stream, and the stream
-lifecycle they share; split, each half would reach into the other's stream bookkeeping.
+It moves bytes and keeps streams: who the caller is comes from registry.tenants.access, what a
+revision has from registry.revisions, the messages it streams from registry.mcp.notifications, and
+their framing and keep-alive from registry.events.streams.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import Any
+from typing import Any, overload
 from urllib.parse import urlsplit
 
 from starlette.datastructures import URL
@@ -27,11 +27,12 @@ from starlette.types import Receive
 from registry.bodies import BodyReader
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
-from registry.db.models import Tenant
+from registry.db.models import McpSession, Tenant
 from registry.errors import NotFound, RegistryError, Unauthenticated
+from registry.events import streams
 from registry.events.hub import Hub, Subscription
-from registry.events.streams import EventStream, StreamSlots, caller_of, wait_seconds
-from registry.mcp import core, errors, stateless
+from registry.events.streams import KEEP_ALIVE, EventStream, StreamSlots, caller_of, frame
+from registry.mcp import core, errors, notifications, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.core import Core
 from registry.mcp.errors import (
@@ -42,17 +43,12 @@ from registry.mcp.errors import (
     MethodNotAllowed,
     NotAcceptable,
 )
-from registry.mcp.protocol import (
-    ALL_REVISIONS,
-    Message,
-    encode_json,
-    error_message,
-    since,
-)
+from registry.mcp.protocol import Message, encode_json, error_message
 from registry.metrics import REQUESTS, tally
-from registry.naming import LABEL_RE, ascii_number
+from registry.naming import LABEL_RE
 from registry.principal import Principal
 from registry.prompts import reading
+from registry.revisions import ALL_REVISIONS, revision_of
 from registry.sessions import service as sessions
 from registry.tenants import access, oauth
 from registry.tenants import service as tenants
@@ -61,8 +57,8 @@ from registry.tenants.oauth import TokenVerifier
 
 logger = logging.getLogger("registry.mcp")
 SESSION_HEADER = "mcp-session-id"
+RETRY_MS = 3000  # how long a client waits before reconnecting a dropped GET stream
 VERSION_HEADER = "mcp-protocol-version"
-LIST_CHANGED_JSON = json.dumps({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
 
 
 class _Json(Response):
@@ -83,7 +79,9 @@ class _Json(Response):
             ]
 
 
-def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+def _json(
+    content: object, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
     return _Json(encode_json(content), status_code, headers)
 
 
@@ -138,11 +136,7 @@ def origin_allowed(origin: str, allowed: list[str]) -> bool:
     return bare in allowed
 
 
-def _caller(principal: Principal, request: _Request) -> Any:
-    return caller_of(principal, request.client_host)
-
-
-class _Headers(Mapping[str, str]):
+class _Headers:
     """A request's headers with every lookup one dictionary lookup, built once per request from the
     ASGI scope (whose names are lower case). The transport reads about ten headers per message;
     Starlette's Headers scans the raw list for each (about 5 µs of a cached prompts/get, measured).
@@ -161,14 +155,12 @@ class _Headers(Mapping[str, str]):
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and key.lower() in self._first
 
-    def get(self, key: str, default: Any = None) -> Any:
+    @overload
+    def get(self, key: str) -> str | None: ...
+    @overload
+    def get(self, key: str, default: str) -> str: ...
+    def get(self, key: str, default: str | None = None) -> str | None:
         return self._first.get(key.lower(), default)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._first)
-
-    def __len__(self) -> int:
-        return len(self._first)
 
 
 class _Request:
@@ -310,7 +302,7 @@ class McpEndpoint:
         base = self.settings.public_url or f"{url.scheme}://{url.netloc}"
         return oauth.metadata_url(base, url.path)
 
-    def _scope(self, request: _Request) -> Any:
+    def _scope(self, request: _Request) -> AbstractAsyncContextManager[TenantScope]:
         return access.tenant_scope(
             self.db,
             self.settings.operator_token,
@@ -322,35 +314,17 @@ class McpEndpoint:
         )
 
     async def _who(self, request: _Request) -> tuple[Tenant, Principal]:
-        """The path's tenant and the caller: from this worker's directory when it has checked this
-        credential before (the hot path: no database), else one transaction, remembered."""
-        slug = request.path_params["tenant"]
-        credential = access.parse_bearer(request.headers.get("authorization"))
-        directory = self.caches.directory
-        if self.caches.enabled and not access.is_operator(self.settings.operator_token, credential):
-            tenant = directory.tenant(slug)
-            if tenant is not None:
-                if credential is None:
-                    if tenant.public_read:
-                        return tenant, Principal(role="reader", tenant_id=tenant.id, anonymous=True)
-                else:
-                    principal = directory.principal(tenant.id, credential)
-                    if principal is not None:
-                        return tenant, principal
-        generation = directory.generation()
-        async with self._scope(request) as scope:
-            tenant, principal = scope.tenant, scope.principal
-        if self.caches.enabled:
-            directory.put_tenant(tenant, generation)
-            # Keys and tokens alike (a token's principal expires with it; a change of the tenant's
-            # keys, issuers or key switch drops them all through the 'auth' notification).
-            if credential is not None and (
-                principal.key_id is not None or principal.subject is not None
-            ):
-                directory.put_principal(credential, principal, generation)
-        return tenant, principal
+        """The path's tenant and the caller (remembered by this worker while its caches hold)."""
+        return await access.reader(
+            self.db,
+            self.settings.operator_token,
+            request.path_params["tenant"],
+            access.parse_bearer(request.headers.get("authorization")),
+            tokens=self.tokens,
+            remembered=self.caches.directory if self.caches.enabled else None,
+        )
 
-    async def _resume(self, request: _Request, scope: TenantScope, label: str | None) -> Any:
+    async def _resume(self, request: _Request, scope: TenantScope, label: str | None) -> McpSession:
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id:
             raise InvalidRequest("missing Mcp-Session-Id header: initialize first")
@@ -390,7 +364,7 @@ class McpEndpoint:
                 address = request.client_host
                 return await self._initialize(scope, served, initialize[0], address)
             session = await self._resume(request, scope, label)
-            if parsed.batch and session.protocol_version != "2025-03-26":
+            if parsed.batch and not revision_of(session.protocol_version).batches:
                 raise InvalidRequest(
                     f"batches are not part of protocol revision {session.protocol_version}"
                 )
@@ -452,7 +426,7 @@ class McpEndpoint:
         served = label or tenant.default_label
         access.check_anonymous(tenant, principal, served)
         if message.method == "subscriptions/listen":
-            release = self.slots.take(tenant.id, _caller(principal, request))
+            release = self.slots.take(tenant.id, caller_of(principal, request.client_host))
             return self._listen(message, tenant, principal, served, release)
         async with LazyTx(self.db, tenant.id, reads_on_replica=True) as tx:
             answer = await self.core.call(tx, tenant, principal, served, revision, message)
@@ -462,29 +436,32 @@ class McpEndpoint:
     def _listen(
         self,
         message: Message,
-        tenant: Any,
+        tenant: Tenant,
         principal: Principal,
         label: str,
         release: Callable[[], None],
     ) -> Response:
-        request_id, honored = message.id, stateless.honored(message)  # not the message: it is big
-        changed = _sse(stateless.list_changed(request_id))  # the same bytes on every change
+        request_id, granted = message.id, notifications.honored(message)  # not the message: big
+        # The same bytes on every change, for each list kind the client asked about.
+        changed = b"".join(
+            frame(notifications.list_changed(kind, request_id))
+            for kind in notifications.honored_kinds(granted)
+        )
         subscription = self.hub.subscribe(tenant.id, label, seen=tenant.change_seq, owner=principal)
+        keepalive = self.settings.sse_keepalive_seconds
 
         async def events() -> AsyncGenerator[bytes]:
             with subscription:
-                yield _sse(stateless.acknowledged(request_id, honored))
-                while not subscription.closed:
-                    seq = await subscription.next(self._wait(subscription))
+                yield frame(notifications.acknowledged(request_id, granted))
+                async for seq in streams.heard(subscription, keepalive):
                     if seq is None:
-                        if not subscription.closed:
-                            yield b": keep-alive\n\n"
-                    elif honored:
+                        yield KEEP_ALIVE
+                    elif changed:
                         yield changed
                 if subscription.reason is not None:  # the caller may no longer read: say why
-                    yield _sse(error_message(request_id, errors.UNAUTHORIZED, subscription.reason))
+                    yield frame(error_message(request_id, errors.UNAUTHORIZED, subscription.reason))
                 else:  # the server ended it (shutdown): a graceful close
-                    yield _sse(stateless.closed(request_id))
+                    yield frame(notifications.closed(request_id))
 
         return EventStream(events(), subscription, release=release)
 
@@ -497,8 +474,8 @@ class McpEndpoint:
             session = await self._resume(request, scope, label)
             tenant_id, current = scope.tenant.id, scope.tenant.change_seq
             principal = scope.principal
-        resume_from = _last_event_id(request.headers.get("last-event-id"), current)
-        release = self.slots.take(tenant_id, _caller(principal, request))
+        resume_from = streams.last_event_id(request.headers.get("last-event-id"), current)
+        release = self.slots.take(tenant_id, caller_of(principal, request.client_host))
         subscription = self.hub.subscribe(
             tenant_id, session.label, seen=resume_from, owner=principal
         )
@@ -521,18 +498,17 @@ class McpEndpoint:
                 previous.close()
             self.streams[session_id] = subscription
             try:
-                if since(revision, "2025-11-25"):
-                    yield f"id: {current}\nretry: 3000\ndata: \n\n".encode()
+                if revision_of(revision).priming:
+                    yield frame(None, event_id=current, retry_ms=RETRY_MS)
                 if resume_from < current:  # missed changes while away: tell at once
                     subscription.offer(current)
-                while not subscription.closed:
-                    seq = await subscription.next(self._wait(subscription))
+                keepalive = self.settings.sse_keepalive_seconds
+                async for seq in streams.heard(subscription, keepalive):
                     if seq is None:
-                        if subscription.closed:
-                            break
-                        yield b": keep-alive\n\n"
-                        continue
-                    yield f"id: {seq}\ndata: {LIST_CHANGED_JSON}\n\n".encode()
+                        yield KEEP_ALIVE
+                    else:
+                        for kind in notifications.SERVED_KINDS:
+                            yield frame(notifications.list_changed(kind), event_id=seq)
             finally:
                 if self.streams.get(session_id) is subscription:
                     del self.streams[session_id]
@@ -564,9 +540,6 @@ class McpEndpoint:
                 except Unauthenticated as refused:
                     subscription.close(refused.message)
 
-    def _wait(self, subscription: Subscription) -> float:
-        return wait_seconds(subscription, self.settings.sse_keepalive_seconds)
-
     def session_ended(self, tenant_id: uuid.UUID, session_id: str) -> None:
         """A session ended through any worker: its stream, if this worker holds it, ends too."""
         stream = self.streams.get(session_id)
@@ -585,18 +558,8 @@ class McpEndpoint:
         return Response(status_code=204)
 
 
-def _sse(message: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(message, separators=(',', ':'))}\n\n".encode()
-
-
 def _check_version_header(version: str | None) -> None:
     if version is not None and version not in ALL_REVISIONS:
         raise InvalidRequest(
             f"unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(ALL_REVISIONS)}"
         )
-
-
-def _last_event_id(header: str | None, current: int) -> int:
-    """Where a resuming client is up to; a missing or unreadable id means "up to date"."""
-    seen = ascii_number(header.strip(), maximum=2**63 - 1) if header is not None else None
-    return current if seen is None else min(seen, current)

@@ -1,5 +1,5 @@
-"""JSON-RPC 2.0 envelopes and the MCP revisions this server speaks (wire constants from the official
-``mcp-types`` package)."""
+"""JSON-RPC 2.0 envelopes and the MCP wire constants (from the official ``mcp-types`` package); what
+each revision has is registry.revisions."""
 
 from __future__ import annotations
 
@@ -13,15 +13,8 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
 )
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from registry.content.kinds import since
 from registry.mcp.errors import InvalidRequest
-
-SESSION_REVISIONS: tuple[str, ...] = HANDSHAKE_PROTOCOL_VERSIONS
-STATELESS_REVISIONS: tuple[str, ...] = MODERN_PROTOCOL_VERSIONS
-ALL_REVISIONS = SESSION_REVISIONS + STATELESS_REVISIONS
-LATEST_SESSION_REVISION = SESSION_REVISIONS[-1]
 
 META_VERSION = PROTOCOL_VERSION_META_KEY
 META_CAPABILITIES = CLIENT_CAPABILITIES_META_KEY
@@ -29,7 +22,7 @@ META_CLIENT = CLIENT_INFO_META_KEY
 META_SERVER = SERVER_INFO_META_KEY
 META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"  # not among mcp-types' constants
 
-__all__ = ["ALL_REVISIONS", "Message", "classify", "since"]
+__all__ = ["Message", "classify"]
 
 
 @dataclass(frozen=True)

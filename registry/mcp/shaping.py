@@ -10,9 +10,10 @@ from typing import Any
 import registry
 from registry.content.kinds import kind_of
 from registry.db.models import Tenant
-from registry.mcp.protocol import since
+from registry.mcp.notifications import SERVED_KINDS
 from registry.prompts import listing
 from registry.prompts.listing import ServedPrompt
+from registry.revisions import Revision
 
 _ICON = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><rect width="64" height="64" rx="12" '
@@ -25,22 +26,22 @@ SERVER_ICON = {
 }
 
 
-def capabilities(revision: str) -> dict[str, Any]:
-    caps: dict[str, Any] = {"prompts": {"listChanged": True}}
-    if not since(revision, "2026-07-28"):  # logging/setLevel is gone from 2026-07-28
+def capabilities(revision: Revision) -> dict[str, Any]:
+    caps: dict[str, Any] = {kind: {"listChanged": True} for kind in SERVED_KINDS}
+    if revision.logging:
         caps["logging"] = {}
-    if since(revision, "2025-03-26"):
+    if revision.completions:
         caps["completions"] = {}
     return caps
 
 
 def server_info(
-    revision: str, tenant: Tenant, label: str, website_url: str | None
+    revision: Revision, tenant: Tenant, label: str, website_url: str | None
 ) -> dict[str, Any]:
     info: dict[str, Any] = {"name": "prompt-registry", "version": registry.__version__}
-    if since(revision, "2025-06-18"):
+    if revision.titles:
         info["title"] = f"Prompt Registry: {tenant.title or tenant.slug}"
-    if since(revision, "2025-11-25"):
+    if revision.icons:
         info["description"] = f"Prompt templates of {tenant.slug}, as labelled {label!r}"
         info["icons"] = [SERVER_ICON]
         if website_url:
@@ -48,18 +49,17 @@ def server_info(
     return info
 
 
-def entry_options(revision: str) -> dict[str, bool]:
+def entry_options(revision: Revision) -> dict[str, bool]:
     """What a prompts/list entry of ``revision`` carries (registry.prompts.listing.list_entry)."""
-    # titles, and Prompt._meta, from 2025-06-18; icons from 2025-11-25
-    return {"titles": since(revision, "2025-06-18"), "icons": since(revision, "2025-11-25")}
+    return {"titles": revision.titles, "icons": revision.icons}
 
 
-def serves_stored_entries(revision: str) -> bool:
+def serves_stored_entries(revision: Revision) -> bool:
     """Whether ``revision`` lists each version's stored entry as it is (listing.stored_entry)."""
     return entry_options(revision) == listing.STORED_OPTIONS
 
 
-def prompt_entries(revision: str, prompts: Iterable[ServedPrompt]) -> list[dict[str, Any]]:
+def prompt_entries(revision: Revision, prompts: Iterable[ServedPrompt]) -> list[dict[str, Any]]:
     """prompts/list entries as ``revision`` carries them (what the revision defines is decided once
     per page, not once per entry: an uncached page shapes up to a few thousand)."""
     options = entry_options(revision)
@@ -67,7 +67,7 @@ def prompt_entries(revision: str, prompts: Iterable[ServedPrompt]) -> list[dict[
 
 
 def messages(
-    revision: str, rendered: list[dict[str, Any]], tenant_slug: str
+    revision: Revision, rendered: list[dict[str, Any]], tenant_slug: str
 ) -> list[dict[str, Any]]:
     """Rendered messages (2025-11-25 shape, bytes inline) as ``revision`` carries them: each content
     block by its kind (registry.content.kinds)."""

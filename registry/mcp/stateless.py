@@ -11,31 +11,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from typing import Any, Protocol
 
 from registry.db.models import Tenant
-from registry.mcp import shaping
+from registry.mcp import handlers, shaping
 from registry.mcp.errors import HeaderMismatch, InvalidParams, MethodNotFound, UnsupportedVersion
-from registry.mcp.protocol import (
-    ALL_REVISIONS,
-    META_CAPABILITIES,
-    META_SERVER,
-    META_SUBSCRIPTION,
-    META_VERSION,
-    STATELESS_REVISIONS,
-    Message,
-)
+from registry.mcp.protocol import META_CAPABILITIES, META_SERVER, META_VERSION, Message
+from registry.revisions import ALL_REVISIONS, STATELESS_REVISIONS, Revision, revision_of
 
-# Methods of this revision the registry serves; subscriptions/listen is handled by the transport.
-STATELESS_METHODS = frozenset(
-    {
-        "server/discover",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-        "subscriptions/listen",
-    }
-)
 # Methods whose params name a target that the Mcp-Name header must mirror.
 NAMED = {"prompts/get": "name", "tools/call": "name", "resources/read": "uri"}
 
@@ -78,11 +61,17 @@ def check_version_and_method(message: Message, version: str) -> None:
             "Unsupported protocol version",
             data={"requested": version, "supported": list(ALL_REVISIONS)},
         )
-    if message.method not in STATELESS_METHODS:
+    if not handlers.answers(revision_of(version), message.method):
         raise MethodNotFound(f"method not found: {message.method}")
 
 
-def check_envelope(message: Message, headers: Any) -> str:
+class Headers(Protocol):
+    """A request's headers, looked up by lower-case name."""
+
+    def get(self, key: str, /) -> str | None: ...
+
+
+def check_envelope(message: Message, headers: Headers) -> str:
     """The revision of a stateless HTTP request, once its `_meta` and headers hold up (a header that
     disagrees with the body is judged before whether the version is one this server speaks)."""
     version = check_meta(message)
@@ -109,40 +98,6 @@ def check_envelope(message: Message, headers: Any) -> str:
     return version
 
 
-def acknowledged(subscription_id: Any, honored: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "method": "notifications/subscriptions/acknowledged",
-        "params": {"_meta": {META_SUBSCRIPTION: subscription_id}, "notifications": honored},
-    }
-
-
-def list_changed(subscription_id: Any) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "method": "notifications/prompts/list_changed",
-        "params": {"_meta": {META_SUBSCRIPTION: subscription_id}},
-    }
-
-
-def closed(subscription_id: Any) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": subscription_id,
-        "result": {"resultType": "complete", "_meta": {META_SUBSCRIPTION: subscription_id}},
-    }
-
-
-def honored(message: Message) -> dict[str, Any]:
-    """The notification types of a listen request this server offers (only prompt-list changes)."""
-    wanted = message.params.get("notifications")
-    return (
-        {"promptsListChanged": True}
-        if isinstance(wanted, dict) and wanted.get("promptsListChanged") is True
-        else {}
-    )
-
-
 def client_capabilities(message: Message) -> dict[str, Any]:
     meta = message.params.get("_meta") or {}
     capabilities = meta.get(META_CAPABILITIES)
@@ -150,13 +105,13 @@ def client_capabilities(message: Message) -> dict[str, Any]:
 
 
 def server_meta(
-    revision: str, tenant: Tenant, label: str, website_url: str | None
+    revision: Revision, tenant: Tenant, label: str, website_url: str | None
 ) -> dict[str, Any]:
     return {META_SERVER: shaping.server_info(revision, tenant, label, website_url)}
 
 
 def complete(
-    result: dict[str, Any], revision: str, tenant: Tenant, label: str, website_url: str | None
+    result: dict[str, Any], revision: Revision, tenant: Tenant, label: str, website_url: str | None
 ) -> dict[str, Any]:
     """A result as this revision wants it: resultType, and who answered."""
     meta = dict(result.get("_meta") or {})

@@ -21,7 +21,7 @@ from registry.db.models import Tenant
 from registry.errors import NotFound, RegistryError
 from registry.events.hub import Hub
 from registry.events.listener import ChangeFeed
-from registry.mcp import core, errors, stateless
+from registry.mcp import core, errors, notifications, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.core import Core
 from registry.mcp.errors import InvalidRequest, McpError
@@ -29,6 +29,7 @@ from registry.mcp.feed import DatabaseChanges
 from registry.mcp.protocol import Message, encode_json, error_message
 from registry.principal import Principal
 from registry.prompts import reading
+from registry.revisions import LATEST_SESSION_REVISION
 from registry.tenants import service as tenants
 
 Writer = Callable[[dict[str, Any]], Awaitable[None]]
@@ -106,7 +107,7 @@ class StdioServer:
             return response
         if self.revision is None and message.method != "ping":
             raise InvalidRequest("send initialize first (or use _meta)")
-        return await self.dispatch(message, tenant, label, self.revision or "2025-11-25")
+        return await self.dispatch(message, tenant, label, self.revision or LATEST_SESSION_REVISION)
 
     async def handle_stateless(self, message: Message) -> dict[str, Any] | None:
         revision = self.core.stateless_revision(message)
@@ -128,15 +129,16 @@ class StdioServer:
             return await self.core.call(tx, tenant, reader, label, revision, message)
 
     async def listen(self, message: Message, tenant: Tenant, label: str) -> None:
-        honored = stateless.honored(message)
+        granted = notifications.honored(message)
+        kinds = notifications.honored_kinds(granted)
         try:
             with self.hub.subscribe(tenant.id, label, seen=tenant.change_seq) as subscription:
-                await self.write(stateless.acknowledged(message.id, honored))
+                await self.write(notifications.acknowledged(message.id, granted))
                 while not subscription.closed:
-                    seq = await subscription.next(60)
-                    if seq is not None and honored:
-                        await self.write(stateless.list_changed(message.id))
-                await self.write(stateless.closed(message.id))
+                    if await subscription.next(60) is not None:
+                        for kind in kinds:
+                            await self.write(notifications.list_changed(kind, message.id))
+                await self.write(notifications.closed(message.id))
         finally:
             self.subscriptions.pop(message.id, None)
 

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import SecretStr
 from sqlalchemy.exc import SQLAlchemyError
@@ -41,6 +42,59 @@ logger = logging.getLogger("registry.access")
 
 class Rollback(Exception):
     """Raised inside a scope to end its transaction without committing (dry runs)."""
+
+
+class RememberedCallers(Protocol):
+    """What a worker remembers of tenants and checked credentials (registry.mcp.caching.Directory):
+    a reader takes ``generation()`` before reading the database and hands it to ``put_*``, so a
+    value read across an invalidation is served but not kept."""
+
+    def generation(self) -> int: ...
+    def tenant(self, slug: str) -> Tenant | None: ...
+    def put_tenant(self, tenant: Tenant, generation: int) -> None: ...
+    def principal(self, tenant_id: uuid.UUID, credential: str) -> Principal | None: ...
+    def put_principal(self, credential: str, principal: Principal, generation: int) -> None: ...
+
+
+def anonymous_reader(tenant: Tenant) -> Principal:
+    """A caller without a credential, on a tenant that serves anonymous readers."""
+    return Principal(role="reader", tenant_id=tenant.id, anonymous=True)
+
+
+async def reader(
+    db: Database,
+    operator_token: SecretStr | None,
+    slug: str,
+    credential: str | None,
+    *,
+    tokens: TokenVerifier | None,
+    remembered: RememberedCallers | None,
+) -> tuple[Tenant, Principal]:
+    """The path's tenant and a caller who may read it (anonymously where it is public): from what
+    the worker remembers when it has checked this credential before (no database), else one
+    transaction, then remembered. The operator is never remembered."""
+    if remembered is not None and not is_operator(operator_token, credential):
+        tenant = remembered.tenant(slug)
+        if tenant is not None:
+            if credential is None:
+                if tenant.public_read:
+                    return tenant, anonymous_reader(tenant)
+            elif (principal := remembered.principal(tenant.id, credential)) is not None:
+                return tenant, principal
+    generation = remembered.generation() if remembered is not None else 0
+    async with tenant_scope(
+        db, operator_token, slug, credential, "reader", allow_anonymous=True, tokens=tokens
+    ) as scope:
+        tenant, principal = scope.tenant, scope.principal
+    if remembered is not None:
+        remembered.put_tenant(tenant, generation)
+        # Keys and tokens alike (a token's principal expires with it; a change of the tenant's
+        # keys, issuers or key switch drops them all through the 'auth' notification).
+        if credential is not None and (
+            principal.key_id is not None or principal.subject is not None
+        ):
+            remembered.put_principal(credential, principal, generation)
+    return tenant, principal
 
 
 def parse_bearer(header: str | None) -> str | None:
@@ -140,7 +194,7 @@ async def tenant_scope(
                     raise Unauthenticated(
                         "missing 'Authorization: Bearer <api key or access token>'", missing=True
                     )
-                principal = Principal(role="reader", tenant_id=tenant.id, anonymous=True)
+                principal = anonymous_reader(tenant)
             elif token := await _token_principal(session, tenant, slug, credential, tokens):
                 principal = token
             else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -18,7 +19,7 @@ async def test_a_stalled_body_times_out(api: Api) -> None:
     keys = await api.tenant("acme")
     never = asyncio.Event()
 
-    async def stalled():  # type: ignore[no-untyped-def]
+    async def stalled() -> AsyncIterator[bytes]:
         yield b"\x89PNG"
         await never.wait()  # the client sends no more, and never ends the body
         yield b""

@@ -134,7 +134,7 @@ async def test_unprotected_labels_move_freely(api: Api, acme: dict[str, str]) ->
 
 
 async def test_the_diff_lists_contract_changes(api: Api, acme: dict[str, str]) -> None:
-    arguments = [
+    arguments: list[dict[str, Any]] = [
         {"name": "topic", "required": True, "enum": ["billing"], "max_length": 20},
         {"name": "locale"},
     ]

@@ -30,7 +30,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 # Values that tend to be almost right: template syntax, names, sizes, MIME types, base64.
-tricky = st.sampled_from([
+tricky: st.SearchStrategy[str] = st.sampled_from([
     "{{who}}", "{{#who}}x", "{{/who}}", "{{unknown}}", "{{=<% %>=}}<%who%>", "{{> p}}", "", " ",
     "a" * 300, "production", "latest", "image/png", "not a mime", "aGVsbG8=", "%%%", "a" * 64, "user",
     "assistant", "system", "resource", "image", "audio", "text", "resource_link", -1, 0, 10**12, None,

@@ -580,7 +580,7 @@ async def test_tenant_isolation_over_the_api(api: Api, superuser: asyncpg.Connec
     assert export["prompts"] == []
     assert export["blobs"] == {}
     # and writes with bravo's key on alpha's paths are refused before touching anything.
-    writes = [
+    writes: list[tuple[str, str, dict[str, Any] | None]] = [
         ("POST", "/prompts", {**SIMPLE, "name": "planted"}),
         ("POST", "/prompts/secret/versions", version_body("x {{who}}")),
         ("PUT", "/prompts/secret/labels/x", {"version": 1}),

@@ -11,6 +11,7 @@ from bench import pages
 from bench.seed import BIG_TENANT, seed
 from registry.mcp import shaping
 from registry.prompts.listing import served_prompt
+from registry.revisions import revision_of
 from tests.conftest import Api, PgServer, auth
 from tests.mcp.conftest import RawMcp
 
@@ -101,7 +102,7 @@ async def test_seeded_data_is_served_and_hashes_like_the_registry(
         )
     )
     served = [served_prompt(*r) for r in rows]
-    assert first["prompts"] == shaping.prompt_entries(mcp.revision, served)
+    assert first["prompts"] == shaping.prompt_entries(revision_of(mcp.revision), served)
     await pages.measure(pg_server.plain_url(db_name), size=100, pages=2, rounds=1)
     printed = capsys.readouterr().out
     for way in (

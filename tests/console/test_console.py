@@ -9,7 +9,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -25,6 +25,9 @@ from tests.conftest import (
     stop_server,
 )
 from tests.oauth.idp import Provider
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
@@ -233,8 +236,8 @@ def test_prompt_text_is_escaped_everywhere(page, console: Console) -> None:  # t
 
 
 def test_edit_with_live_validation_then_save_and_conflict(
-    page, console: Console, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    page: Page, console: Console, tmp_path: Path
+) -> None:
     sign_in(page, console, "editor")
     page.goto(console.url("/prompts/support-reply/edit"))
     editor = page.get_by_label(re.compile("^Prompt"))

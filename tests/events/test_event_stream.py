@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, MutableMapping
 from typing import Any
 
 from registry.events.hub import Hub, Subscription
@@ -32,10 +32,10 @@ async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot()
     hub, tenant = Hub(), uuid.uuid4()
     subscription = hub.subscribe(tenant, "production", seen=0)
     ended: list[str] = []
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
     started, delivered, gone = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
         body = message.get("body", b"")
         if body.startswith(b"data: hello"):  # the subscription is in the hub by now
@@ -74,7 +74,7 @@ async def test_a_stream_whose_send_fails_still_leaves_the_hub_and_gives_back_its
     subscription = hub.subscribe(tenant, None, seen=0)
     ended: list[str] = []
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message.get("body"):
             raise OSError("the client is gone")  # an ASGI 2.4 server says so on send
 

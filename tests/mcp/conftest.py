@@ -18,7 +18,7 @@ ACCEPT = "application/json, text/event-stream"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 
 # The prompts the official conformance suite expects, each with a description.
-CONFORMANCE_PROMPTS = [
+CONFORMANCE_PROMPTS: list[dict[str, Any]] = [
     {"name": "test_simple_prompt", "description": "A simple prompt without arguments",
      "messages": [{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}]},
     {"name": "test_prompt_with_arguments", "description": "A prompt with required arguments",

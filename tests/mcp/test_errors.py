@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ValidationError
 
-from registry.errors import Forbidden, InvalidInput, NotFound, Unauthenticated, Unavailable
+from registry.errors import (
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    RegistryError,
+    Unauthenticated,
+    Unavailable,
+)
 from registry.mcp import errors
 from registry.sessions.service import SessionGone
 
 
 def test_refusals_choose_code_and_status() -> None:
-    cases = [
+    cases: list[tuple[errors.McpError | RegistryError | SessionGone, int, int]] = [
         (errors.ParseError("x"), -32700, 400),
         (errors.InvalidRequest("x"), -32600, 400),
         (errors.BodyTooLarge("x"), -32600, 413),

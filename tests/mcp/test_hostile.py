@@ -9,8 +9,7 @@ import uuid
 import pytest
 
 from registry.errors import TooManyStreams
-from registry.events.streams import StreamSlots
-from registry.mcp.http import _last_event_id
+from registry.events.streams import StreamSlots, last_event_id
 from tests.conftest import Api, auth
 from tests.mcp.conftest import ACCEPT, CONFORMANCE_PROMPTS, RawMcp, add_prompts
 from tests.mcp.test_stateless import Stateless, meta
@@ -68,18 +67,18 @@ async def test_bad_names_and_numbers_in_a_session(api: Api) -> None:
         {"jsonrpc": "2.0", "id": 2**64, "method": "ping"},
         {"jsonrpc": "2.0", "id": 7, "method": "ping"},
     ]
-    answer = await api.client.post("/mcp/acme", json=batch, headers=client._headers())
-    assert answer.status_code == 200, answer.text
-    first, second = answer.json()
+    answered = await api.client.post("/mcp/acme", json=batch, headers=client._headers())
+    assert answered.status_code == 200, answered.text
+    first, second = answered.json()
     assert first["error"]["code"] == -32600 and first["id"] is None
     assert second == {"jsonrpc": "2.0", "id": 7, "result": {}}
 
 
 def test_an_unreadable_last_event_id_means_up_to_date() -> None:
     for header in ["\xb2", "²", "1_0", "-3", "99999999999999999999999", ""]:
-        assert _last_event_id(header, 5) == 5
-    assert _last_event_id(" 3 ", 5) == 3
-    assert _last_event_id("9", 5) == 5
+        assert last_event_id(header, 5) == 5
+    assert last_event_id(" 3 ", 5) == 3
+    assert last_event_id("9", 5) == 5
 
 
 async def test_anonymous_readers_see_published_labels_only(api: Api) -> None:

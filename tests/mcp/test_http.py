@@ -14,6 +14,7 @@ import pytest
 from registry.events.listener import CHANNEL
 from registry.mcp import shaping
 from registry.prompts.listing import served_prompt
+from registry.revisions import revision_of
 from tests.api.conftest import SIMPLE, Api, auth
 from tests.mcp.conftest import ACCEPT, CONFORMANCE_PROMPTS, RawMcp, add_prompts, seed_prompts
 from tests.mcp.schema import check_response
@@ -21,7 +22,7 @@ from tests.mcp.schema import check_response
 REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 
 AUDIO = base64.b64encode(b"RIFF\x00\x00\x00\x00WAVEfmt ").decode()
-RICH = {
+RICH: dict[str, Any] = {
     "name": "rich",
     "title": "Rich prompt",
     "description": "Every kind of content",
@@ -149,6 +150,7 @@ async def test_transport_rules(api: Api, tenant: dict[str, str]) -> None:
 
     parse = await c.post("/mcp/acme", content=b"{not json", headers=headers)
     assert (parse.status_code, parse.json()["error"]["code"]) == (400, -32700)
+    bad: object
     for bad in ({"id": 1}, {"jsonrpc": "1.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 1, "method": 5},
                 {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}, [], "text", 7):  # fmt: skip
         response = await c.post("/mcp/acme", json=bad, headers=headers)
@@ -401,7 +403,7 @@ async def test_stored_entries_list_as_each_revision_shapes_them(
             "SELECT registry_served_page_v1($1, 'production', NULL, 100)::text", tenant_id
         )
     )
-    expected = shaping.prompt_entries(revision, [served_prompt(*r) for r in rows])
+    expected = shaping.prompt_entries(revision_of(revision), [served_prompt(*r) for r in rows])
     patched = await api.client.patch(
         "/api/v1/tenants/acme", json={"page_size": 4}, headers=api.operator
     )  # before the first MCP request, so no worker holds the tenant yet

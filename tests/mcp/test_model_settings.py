@@ -16,7 +16,7 @@ CONFIG_KEY = "dev.prompt-registry/config"
 ARGUMENTS_KEY = "dev.prompt-registry/arguments"
 SESSION_REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "model": "gpt-5-mini",
     "temperature": 0.2,
     "top_p": 0.9,
@@ -31,7 +31,7 @@ CONFIG = {
     "reasoning_effort": "low",  # a provider's own setting, kept as given
 }
 
-TYPED = {
+TYPED: dict[str, Any] = {
     "name": "typed",
     "arguments": [
         {"name": "tone", "description": "how to sound", "enum": ["warm", "dry"], "default": "warm"},

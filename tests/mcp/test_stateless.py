@@ -30,9 +30,11 @@ class Stateless:
         self.client, self.path, self.headers = client, path, headers
         self.next_id = 0
 
-    async def post(self, method: str, params: dict[str, Any], **headers: str) -> httpx.Response:
+    async def post(
+        self, method: str, params: dict[str, Any], **headers: str | None
+    ) -> httpx.Response:
         self.next_id += 1
-        sent = {
+        sent: dict[str, str | None] = {
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": REVISION,
             "Mcp-Method": method,
@@ -102,7 +104,7 @@ async def test_every_method(client: Stateless) -> None:
 
 
 async def test_envelope_errors_and_their_http_status(client: Stateless) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], dict[str, str | None], int, int]] = [
         # (params, headers, status, code)
         ({}, {}, 400, -32602),  # no _meta
         ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}, {}, 400, -32602),

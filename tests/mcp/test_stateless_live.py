@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
@@ -62,10 +62,10 @@ def write(server: LiveServer, key: str, name: str, label: str = "production") ->
 
 async def listen(
     client: httpx.AsyncClient,
-    request_id: int,
+    request_id: int | str,
     notifications: dict[str, Any],
     path: str = "/mcp/acme",
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any]]:
     params = {"_meta": META, "notifications": notifications}
     headers = {
         "MCP-Protocol-Version": REVISION,
@@ -176,6 +176,7 @@ async def test_sdk_fills_missing_arguments_through_its_elicitation_callback(
     asked: list[dict[str, Any]] = []
 
     async def fill_in(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
         asked.append(params.requested_schema)
         return types.ElicitResult(action="accept", content={"arg1": "from-form", "arg2": "too"})
 

@@ -72,7 +72,7 @@ async def test_sdk_stdio_client(env: dict[str, str]) -> None:
 
 
 def test_raw_lines_and_errors(env: dict[str, str]) -> None:
-    lines = [
+    lines: list[dict[str, object]] = [
         {"jsonrpc": "2.0", "id": 1, "method": "prompts/list"},
         {
             "jsonrpc": "2.0",

@@ -53,7 +53,7 @@ def node_and_package() -> tuple[str, Path]:
 def new_key() -> dict[str, Any]:
     """A fresh P-256 signing key as a private JWK with its own kid."""
     private = ec.generate_private_key(ec.SECP256R1())
-    jwk = json.loads(ECAlgorithm.to_jwk(private))
+    jwk: dict[str, Any] = json.loads(ECAlgorithm.to_jwk(private))
     jwk.update(kid=uuid.uuid4().hex[:12], alg="ES256", use="sig")
     return jwk
 
@@ -148,7 +148,7 @@ class Provider:
         if not_before is not None:
             body["nbf"] = not_before
         if algorithm == "none":
-            return jwt.encode(body, None, algorithm="none", headers={"kid": self.keys[0]["kid"]})
+            return jwt.encode(body, "", algorithm="none", headers={"kid": self.keys[0]["kid"]})
         signing = key or self.keys[0]
         private = ECAlgorithm.from_jwk(json.dumps(signing))
         return jwt.encode(body, private, algorithm=algorithm, headers={"kid": signing["kid"]})  # type: ignore[arg-type]

@@ -209,7 +209,7 @@ def sdk_oauth(url: str, account: str, storage: _Memory) -> OAuthClientProvider:
 
     metadata = OAuthClientMetadata(
         client_name="registry tests",
-        redirect_uris=["http://127.0.0.1:9/callback"],  # type: ignore[list-item]
+        redirect_uris=["http://127.0.0.1:9/callback"],
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         token_endpoint_auth_method="none",
@@ -409,8 +409,8 @@ async def test_oauth_aware_clients_show_why_a_key_was_refused(server: LiveServer
             async with (
                 httpx2.AsyncClient(
                     headers=headers, auth=sdk_oauth(url, "alice", _Memory()), timeout=30
-                ) as http,
-                streamable_http_client(url, http_client=http) as (read, write),
+                ) as sdk_http,
+                streamable_http_client(url, http_client=sdk_http) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
@@ -642,7 +642,7 @@ async def test_malformed_keys_and_headers_are_refused_with_a_reason(
     good = issuer.mint(audience, issuer=hostile.issuer)
     assert (await verifier.principal(good, tenant, trusted)).role == "publisher"
     claims = {"iss": hostile.issuer, "aud": audience, "exp": 2**31, "groups": ["prompt-publishers"]}
-    cases = [
+    cases: list[tuple[dict[str, Any], dict[str, Any], str]] = [
         ({"alg": "ES256", "kid": "rsa"}, claims, "is an RSA key"),
         ({"alg": "ES256", "kid": ["a", "list"]}, claims, "readable JWT|kid must be a string"),
         ({"alg": "RS256", "kid": "rsa"}, {**claims, "exp": "never"}, "does not verify"),

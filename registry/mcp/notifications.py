@@ -1,0 +1,71 @@
+"""What the server sends on its streams, built in one place: a ``list_changed`` notification per list
+kind (prompts now; a new list kind is one row of ``LIST_KINDS``), and the messages that open and
+close a 2026-07-28 ``subscriptions/listen`` stream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from registry.mcp.protocol import META_SUBSCRIPTION, Message
+
+
+@dataclass(frozen=True, slots=True)
+class ListKind:
+    """A list a client may be told has changed."""
+
+    name: str  # as in the capability: prompts, resources, tools
+    method: str  # the notification
+    listen_key: str  # what a listen request asks for in its ``notifications``
+
+
+LIST_KINDS: dict[str, ListKind] = {
+    kind.name: kind
+    for kind in (
+        ListKind("prompts", "notifications/prompts/list_changed", "promptsListChanged"),
+        ListKind("resources", "notifications/resources/list_changed", "resourcesListChanged"),
+        ListKind("tools", "notifications/tools/list_changed", "toolsListChanged"),
+    )
+}
+# The lists this server says change (the capability ``listChanged`` of each).
+SERVED_KINDS = ("prompts",)
+
+
+def list_changed(kind: str, subscription_id: str | int | None = None) -> dict[str, Any]:
+    """``notifications/<kind>/list_changed``; on a listen stream it names its subscription."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": LIST_KINDS[kind].method}
+    if subscription_id is not None:
+        message["params"] = {"_meta": {META_SUBSCRIPTION: subscription_id}}
+    return message
+
+
+def honored(message: Message) -> dict[str, bool]:
+    """The notification types of a listen request that this server offers and the client asked
+    for (``{"promptsListChanged": True}``, ...)."""
+    wanted = message.params.get("notifications")
+    if not isinstance(wanted, dict):
+        return {}
+    keys = (LIST_KINDS[name].listen_key for name in SERVED_KINDS)
+    return {key: True for key in keys if wanted.get(key) is True}
+
+
+def honored_kinds(honored_types: dict[str, bool]) -> list[str]:
+    """The list kinds a listen stream reports, from what ``honored`` granted."""
+    return [name for name in SERVED_KINDS if honored_types.get(LIST_KINDS[name].listen_key)]
+
+
+def acknowledged(subscription_id: str | int | None, granted: dict[str, bool]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {META_SUBSCRIPTION: subscription_id}, "notifications": granted},
+    }
+
+
+def closed(subscription_id: str | int | None) -> dict[str, Any]:
+    """The graceful end of a listen stream (the server shuts down)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": subscription_id,
+        "result": {"resultType": "complete", "_meta": {META_SUBSCRIPTION: subscription_id}},
+    }
