@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import httpx
 
-from registry.db.engine import asyncpg_arguments
+from registry.db.connect import asyncpg_arguments
 
 LISTEN = {
     "jsonrpc": "2.0",

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from registry.cli import attached_database
+    from registry.db.attach import attached_database
 
     with attached_database() as url:
         url = url.replace("postgresql+asyncpg://", "postgresql://")

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"bench/profile needs {tool}")
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 
-    from registry.cli import attached_database
+    from registry.db.attach import attached_database
 
     work = Path(tempfile.mkdtemp(prefix="registry-profile-"))
     token = secrets.token_urlsafe(32)

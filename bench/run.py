@@ -43,7 +43,7 @@ import psutil
 from bench import fanout
 from bench.peers import PEER_PROMPTS, PEER_TENANT
 from bench.seed import BIG_TENANT
-from registry.db.engine import asyncpg_arguments
+from registry.db.connect import asyncpg_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "bench" / "wrk" / "prompts.lua"
@@ -502,8 +502,8 @@ def run(
     """Every workload (or those of ``workloads``), one after the other on the same machine; the
     results as one JSON value."""
     workloads = set(WORKLOADS) if workloads is None else workloads
-    from registry.cli import attached_database
     from registry.config import load_settings
+    from registry.db.attach import attached_database
 
     settings = load_settings()
 

@@ -27,7 +27,7 @@ from typing import Any
 import asyncpg
 
 from bench.peers import PEER_PROMPTS, PEER_TENANT, peer_prompt
-from registry.db.engine import asyncpg_arguments
+from registry.db.connect import asyncpg_arguments
 from registry.prompts.listing import entry_of_version
 from registry.prompts.preparing import canonical_hash
 
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    from registry.cli import attached_database
+    from registry.db.attach import attached_database
 
     with attached_database() as url:
         total = asyncio.run(

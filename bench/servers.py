@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("bench/servers needs wrk: apt-get install wrk")
     if importlib.util.find_spec("granian") is None:
         sys.exit("bench/servers needs granian: pip install granian")
-    from registry.cli import attached_database
+    from registry.db.attach import attached_database
 
     connections = [int(c) for c in args.connections.split(",")]
     rows: dict[tuple[str, str, int], list[dict[str, Any]]] = {}

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from registry.config import get_settings
-from registry.db.engine import pooler_safe_arguments
+from registry.db.connect import pooler_safe_arguments
 from registry.db.models import Base
 
 config = context.config

@@ -122,20 +122,20 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         if settings.db_worker_connections is not None
         else PoolSizes(settings.db_pool_size, settings.db_max_overflow, settings.db_pool_size)
     )
+    replicas = Replicas(
+        settings.read_dsns(),
+        pool_size=settings.db_pool_size,
+        pooled=settings.through_pooler,
+        max_lag_seconds=settings.replica_max_lag_seconds,
+    )
     db = Database(
         dsn,
         pool_size=sizes.orm,
         max_overflow=sizes.overflow,
         pooled=settings.through_pooler,
         read_pool_size=sizes.reads,
+        replicas=replicas,
     )
-    if settings.read_database_urls:
-        db.replicas = Replicas(
-            settings.read_dsns(),
-            pool_size=settings.db_pool_size,
-            pooled=settings.through_pooler,
-            max_lag_seconds=settings.replica_max_lag_seconds,
-        )
     hub = Hub()
     tokens = TokenVerifier(
         settings.public_url,
@@ -160,8 +160,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     )
     caches.live = feed.hearing
     db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
-    if db.replicas is not None:
-        db.replicas.trusted = feed.hearing  # what this worker knows is complete
+    replicas.trusted = feed.hearing  # what this worker knows is complete
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -171,9 +170,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         purger = asyncio.create_task(purge_sessions(db, settings))
         flusher = asyncio.create_task(flush_metrics())
         delivering = asyncio.create_task(dispatcher.run())
-        watcher = (
-            asyncio.create_task(db.replicas.monitor(db.reads)) if db.replicas is not None else None
-        )
+        watcher = asyncio.create_task(replicas.monitor(db.reads))
         with contextlib.suppress(TimeoutError):  # serve anyway; /readyz says 503 until it connects
             await asyncio.wait_for(feed.connected.wait(), 10)
         # What exists at startup (modules, ORM mappings, settings) lives as long as the worker: the
@@ -187,8 +184,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
             purger.cancel()
             flusher.cancel()
             delivering.cancel()  # a delivery cut off stays pending: its transaction rolls back
-            if watcher is not None:
-                watcher.cancel()
+            watcher.cancel()
             metrics.flush()
             hub.close()  # ends every open stream
             await feed.stop()

@@ -35,7 +35,7 @@ async def readyz(request: Request) -> JSONResponse:
         reason = "the change listener (LISTEN connection) is not connected yet"
         return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
     ready: dict[str, object] = {"status": "ready", "schema": head_revision()}
-    if db.replicas is not None:  # reported, never a reason to be unready: the primary reads too
+    if db.replicas.any:  # reported, never a reason to be unready: the primary reads too
         ready["replicas"] = db.replicas.status()
     return JSONResponse(ready)
 

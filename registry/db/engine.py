@@ -13,22 +13,26 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import asyncpg
-from sqlalchemy import event, make_url
-from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
-    create_async_engine,
 )
 
 from registry.db import repository as repo
 from registry.db.audit import append_pending
+from registry.db.connect import (
+    APP_ROLE,
+    asyncpg_arguments,
+    make_engine,
+    make_read_pool,
+)
 from registry.db.errors import OUTAGES, translate_db_error
+from registry.db.replicas import Replicas
 from registry.errors import Unavailable
 from registry.naming import SLUG_RE
 from registry.tokens import TokenCodec
@@ -37,28 +41,6 @@ logger = logging.getLogger("registry.db")
 
 if TYPE_CHECKING:
     from registry.db.models import Tenant
-    from registry.db.replicas import Replicas
-
-APP_ROLE = "registry_app"
-_DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
-
-
-def pooler_safe_arguments() -> dict[str, Any]:
-    """Connect arguments (SQLAlchemy's asyncpg dialect) for a connection that may reach another
-    server connection at every transaction (a transaction pooler): no statement is cached across
-    transactions, and the statements SQLAlchemy prepares within one get names no other client can
-    have taken. The
-    driver's unnamed statements are parsed and executed within one protocol sync, so they need
-    nothing more; the rest of the registry's state is transaction-local (set_config(..., true))."""
-    return {
-        "statement_cache_size": 0,
-        "prepared_statement_cache_size": 0,
-        "prepared_statement_name_func": _statement_name,
-    }
-
-
-def _statement_name() -> str:
-    return f"__registry_{uuid.uuid4().hex}__"
 
 
 SPARE_CONNECTIONS = 10  # kept free for the CLI, migrations, backups and a person with psql
@@ -109,51 +91,6 @@ async def share_of(url: str, workers: int) -> tuple[int, int, int]:
     return per_worker(limit, reserved, workers), limit, reserved
 
 
-def make_engine(
-    url: str, pool_size: int, max_overflow: int, pooled: bool, application_name: str = "registry"
-) -> AsyncEngine:
-    """The SQLAlchemy engine of one server (the primary, or a replica)."""
-    connect_args: dict[str, Any] = {"server_settings": {"application_name": application_name}}
-    if pooled:
-        connect_args.update(pooler_safe_arguments())
-    engine = create_async_engine(
-        url,
-        # A failed statement's error never carries its parameters (prompt text, argument
-        # descriptions and defaults) into logs or tracebacks.
-        hide_parameters=True,
-        pool_size=pool_size,
-        max_overflow=max_overflow,
-        connect_args=connect_args,
-    )
-    event.listen(engine.sync_engine, "checkout", _refuse_closed)
-    return engine
-
-
-def _refuse_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
-    """A pooled connection whose server went away (restarted, failed over, a pooler restarted)
-    is replaced at checkout, without a round trip: the driver saw its socket close. SQLAlchemy's
-    pre-ping would ask the server instead, with three round trips (BEGIN, a statement, ROLLBACK)
-    before every transaction: a quarter of an admin write's. A connection that dies between this
-    check and its first statement fails that statement as a disconnect, which invalidates the
-    pool's older connections too."""
-    if dbapi_connection._connection.is_closed():
-        raise DisconnectionError("the server closed this connection")
-
-
-async def make_read_pool(
-    url: str, size: int, pooled: bool, application_name: str = "registry-reads"
-) -> asyncpg.Pool:
-    """A plain asyncpg pool for the hot read path: single statements, no ORM."""
-    return await asyncpg.create_pool(
-        **asyncpg_arguments(url, application_name=application_name),
-        min_size=1,
-        max_size=size,
-        connection_class=_ReadConnection,
-        # Through a transaction pooler, no statement outlives its own round trip.
-        statement_cache_size=0 if pooled else 100,
-    )
-
-
 class Database:
     def __init__(
         self,
@@ -163,15 +100,16 @@ class Database:
         max_overflow: int = 10,
         pooled: bool = False,
         read_pool_size: int | None = None,
+        replicas: Replicas | None = None,
     ) -> None:
-        """``pooled``: the URL goes through a transaction pooler (see pooler_safe_arguments)."""
+        """``pooled``: the URL goes through a transaction pooler (see pooler_safe_arguments);
+        ``replicas``: read replicas (REGISTRY_READ_DATABASE_URLS), else the primary reads too."""
         self.url = url
         self.pooled = pooled
         self.engine: AsyncEngine = make_engine(url, pool_size, max_overflow, pooled)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         self.read_pool_size = read_pool_size or pool_size  # the hot path's plain pool
-        # Read replicas (REGISTRY_READ_DATABASE_URLS), set by the app; None: the primary reads too.
-        self.replicas: Replicas | None = None
+        self.replicas = replicas or Replicas.none()
         self._tokens: TokenCodec | None = None
         self._reads: asyncpg.Pool | None = None
         self._reads_opening: asyncio.Lock | None = None
@@ -197,16 +135,12 @@ class Database:
     async def read_pool(self, tenant_id: uuid.UUID) -> asyncpg.Pool:
         """A plain pool to read ``tenant_id`` from: a replica that has replayed everything this
         worker knows of the tenant, else the primary's."""
-        if self.replicas is not None:
-            pool = await self.replicas.pool(tenant_id)
-            if pool is not None:
-                return pool
-        return await self.reads()
+        pool = await self.replicas.pool(tenant_id)
+        return pool if pool is not None else await self.reads()
 
     def saw(self, tenant_id: uuid.UUID, seq: int) -> None:
         """A change of ``tenant_id`` up to ``seq`` is committed (heard, or written here)."""
-        if self.replicas is not None:
-            self.replicas.watermarks.saw(tenant_id, seq)
+        self.replicas.watermarks.saw(tenant_id, seq)
 
     async def tokens(self) -> TokenCodec:
         """The codec of the opaque tokens handed to clients (cursors, request state), keyed with the
@@ -217,8 +151,7 @@ class Database:
         return self._tokens
 
     async def dispose(self) -> None:
-        if self.replicas is not None:
-            await self.replicas.dispose()
+        await self.replicas.dispose()
         if self._reads is not None:
             await self._reads.close()
             self._reads = None
@@ -234,7 +167,7 @@ class Database:
                 for tenant_id in changed:
                     for told in self.committed:
                         told(tenant_id)
-                if changed and self.replicas is not None:
+                if changed and self.replicas.any:
                     await self._saw_committed(changed)
             except (DBAPIError, asyncpg.PostgresError) as error:  # the latter: driver statements
                 raise translate_db_error(error) from error
@@ -267,7 +200,7 @@ class Database:
     async def tenant_read_tx(self, tenant_id: uuid.UUID) -> AsyncIterator[AsyncSession]:
         """``tenant_tx`` for a block that only reads: on a replica that has replayed everything
         this worker knows of the tenant, else on the primary. Writing in it fails."""
-        replica = await self.replicas.session(tenant_id) if self.replicas is not None else None
+        replica = await self.replicas.session(tenant_id)
         if replica is None:
             async with self.tenant_tx(tenant_id) as session:
                 yield session
@@ -314,14 +247,6 @@ class Database:
             yield session
 
 
-class _ReadConnection(asyncpg.Connection):  # type: ignore[misc]
-    """The read pool runs single statements whose settings end with them: nothing to reset between
-    uses, so no reset query (a round trip) each time a connection goes back to the pool."""
-
-    def get_reset_query(self) -> str:
-        return ""
-
-
 class LazyTx:
     """A tenant transaction opened only when first asked for (answers from caches need none).
 
@@ -346,7 +271,7 @@ class LazyTx:
         self._session = session
         self._opened: list[AbstractAsyncContextManager[AsyncSession]] = []
         self._reads: AsyncSession | None = None
-        self._replica_reads = reads_on_replica and db.replicas is not None
+        self._replica_reads = reads_on_replica and db.replicas.any
 
     async def session(self, *, write: bool = False) -> AsyncSession:
         if self._replica_reads and not write:
@@ -381,14 +306,6 @@ class LazyTx:
 async def enter_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:
     """Scope the rest of an ``app_tx`` transaction to one tenant (after resolving or creating it)."""
     await repo.set_tenant(session, tenant_id)
-
-
-def asyncpg_arguments(url: str, application_name: str = "registry-listener") -> dict[str, object]:
-    """asyncpg.connect() arguments for a SQLAlchemy URL, read the way the engine reads it (a Unix
-    socket directory as host, several hosts with target_session_attrs for failover)."""
-    _, arguments = _DIALECT.create_connect_args(make_url(url))  # type: ignore[no-untyped-call]
-    arguments["server_settings"] = {"application_name": application_name}
-    return {k: v for k, v in arguments.items() if v is not None}
 
 
 async def listen_connection(url: str) -> asyncpg.Connection:

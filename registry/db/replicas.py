@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from registry.db import repository as repo
-from registry.db.engine import APP_ROLE, make_engine, make_read_pool
+from registry.db.connect import APP_ROLE, make_engine, make_read_pool
 from registry.db.errors import OUTAGES
 
 logger = logging.getLogger("registry.db")
@@ -118,6 +118,15 @@ class Replicas:
             maxlen=int(max_lag_seconds / check_seconds) + 3
         )
 
+    @classmethod
+    def none(cls) -> Replicas:
+        """No replicas: every method answers "the primary reads" (pool and session are None)."""
+        return cls([], pool_size=1, pooled=False, max_lag_seconds=1.0)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.replicas)
+
     def pick(self) -> Replica | None:
         """A usable replica (in turns), or None: the primary answers."""
         if not self.trusted():
@@ -168,7 +177,7 @@ class Replicas:
 
     async def monitor(self, primary: Callable[[], Awaitable[asyncpg.Pool]]) -> None:
         """Check every replica each ``check_seconds`` for as long as the worker runs."""
-        while True:
+        while self.replicas:
             await self.check(primary)
             await asyncio.sleep(self.check_seconds)
 

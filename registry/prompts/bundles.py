@@ -17,6 +17,8 @@ from registry.db.models import Prompt, Tenant
 from registry.errors import InvalidInput
 from registry.naming import LATEST
 from registry.principal import Principal
+from registry.prompts import label_repository as label_repo
+from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
 from registry.prompts.blobs import upload_blob
 from registry.prompts.preparing import prepare_version
@@ -46,7 +48,7 @@ async def _exported_prompts(
     """The tenant's prompts one at a time, by name (pages of EXPORT_PAGE rows); the blobs their
     versions use are added to ``shas``. Labelled only: the labelled versions and every version a
     partial lock names, so that what is exported imports with its locks."""
-    locked = await repo.locked_versions(session, tenant.id) if only_labelled else {}
+    locked = await partial_repo.locked_versions(session, tenant.id) if only_labelled else {}
     after: str | None = None
     while True:
         rows = await repo.list_prompts(
@@ -62,7 +64,7 @@ async def _exported_prompts(
         )
         if not rows:
             return
-        labels = await repo.labels_of(session, [p for p, _ in rows])
+        labels = await label_repo.labels_of(session, [p for p, _ in rows])
         for prompt, _ in rows:
             wanted = (
                 set(labels[prompt.id].values()) | locked.get(prompt.id, set())

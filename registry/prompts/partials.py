@@ -24,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.db.models import Tenant
 from registry.errors import InvalidInput, NotFound
 from registry.naming import ascii_number
+from registry.prompts import label_repository as label_repo
+from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
 from registry.prompts.schemas import ImpactEntry
 from registry.templates.mustache import MAX_TEMPLATE_CHARS, Partial, Template, compiled
@@ -98,7 +100,7 @@ async def resolve(
             missing = f"no version {number}"
         else:
             label = partial.selector or tenant.default_label
-            row = await repo.label_row(session, prompt, label)
+            row = await label_repo.label_row(session, prompt, label)
             number = row.version if row else None
             missing = f"no version labelled {label!r}"
         if number is None or not 1 <= number <= prompt.latest_version:
@@ -120,7 +122,7 @@ async def load(
     session: AsyncSession, tenant_id: uuid.UUID, roots: Iterable[Key]
 ) -> dict[Key, Node]:
     """Every version reachable from ``roots`` through locks, one level past the depth limit."""
-    rows = await repo.partial_tree(session, tenant_id, list(roots), MAX_DEPTH + 1)
+    rows = await partial_repo.partial_tree(session, tenant_id, list(roots), MAX_DEPTH + 1)
     nodes = {}
     for row in rows:
         messages = row["messages"] or []
@@ -278,14 +280,14 @@ async def impact(session: AsyncSession, tenant: Tenant, name: str) -> list[Impac
         raise NotFound(f"no prompt {name!r}", field="name")
     entries = []
     current: dict[str, int | None] = {}
-    for row in await repo.embedding(session, tenant.id, child.id):
+    for row in await partial_repo.embedding(session, tenant.id, child.id):
         ref = row["ref"]
         if ref not in current:
             _, _, selector = ref.partition("@")
             if selector and ascii_number(selector) is not None:
                 current[ref] = int(selector)
             else:
-                label = await repo.label_row(session, child, selector or tenant.default_label)
+                label = await label_repo.label_row(session, child, selector or tenant.default_label)
                 current[ref] = label.version if label else None
         now = current[ref]
         entries.append(

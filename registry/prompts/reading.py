@@ -13,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.db.models import Prompt, PromptArgument, PromptMessage, PromptVersion, Tenant
 from registry.db.pagination import Page, PageRequest
 from registry.errors import NotFound
+from registry.prompts import label_repository as label_repo
+from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
 from registry.prompts import serving
 from registry.prompts.listing import ServedPrompt, served_prompt, stored_entry
@@ -65,7 +67,7 @@ async def versions_out(
     rows = await repo.version_rows(session, prompt, versions)
     numbers = [r.version for r in rows]
     arguments, messages = await repo.version_children(session, prompt.tenant_id, prompt.id, numbers)
-    locks = await repo.partial_locks(session, prompt.tenant_id, prompt.id, numbers)
+    locks = await partial_repo.partial_locks(session, prompt.tenant_id, prompt.id, numbers)
     return [
         version_out(
             prompt,
@@ -92,7 +94,7 @@ async def prompt_out(
     """The prompt with its labels and latest version (``latest`` and ``labels`` when the caller
     has them already)."""
     if labels is None:
-        labels = (await repo.labels_of(session, [prompt]))[prompt.id]
+        labels = (await label_repo.labels_of(session, [prompt]))[prompt.id]
     if latest is None and prompt.latest_version:
         latest = (await versions_out(session, prompt, [prompt.latest_version]))[0]
     fields = PromptFields.model_validate(prompt).model_dump()
@@ -128,7 +130,7 @@ async def list_prompts(
         archived=archived,
     )
     found, next_cursor = page.cut(listing, rows, lambda row: row[0].name)
-    labels = await repo.labels_of(session, [p for p, _ in found])
+    labels = await label_repo.labels_of(session, [p for p, _ in found])
     items = [
         PromptSummary(
             name=p.name,
@@ -177,7 +179,7 @@ async def label_history(
     prompt = await find_prompt(session, tenant, name)
     listing = ["label-history", tenant.id.hex, prompt.id.hex, label or ""]
     before = page.after(listing, int)
-    rows = await repo.label_history(
+    rows = await label_repo.label_history(
         session, prompt, label=label, before=before[0] if before else None, limit=page.limit + 1
     )
     found, next_cursor = page.cut(listing, rows, lambda row: row.id)
@@ -208,7 +210,7 @@ async def resolve_version(
         if not 1 <= version <= prompt.latest_version:
             raise not_served(name, label, version, "version")
         return prompt, version
-    row = await repo.label_row(session, prompt, label)
+    row = await label_repo.label_row(session, prompt, label)
     if row is None:
         raise not_served(name, label, version, "label")
     return prompt, row.version
@@ -230,9 +232,9 @@ async def check_label(session: AsyncSession, tenant: Tenant, label: str) -> None
     a typo (or a client appending /mcp to the URL) is told, not served an empty list."""
     if label in (tenant.default_label, *tenant.protected_labels):
         return
-    if await repo.label_ever_used(session, tenant.id, label):
+    if await label_repo.label_ever_used(session, tenant.id, label):
         return
-    known = await repo.labels_in_use(session, tenant.id, limit=20)
+    known = await label_repo.labels_in_use(session, tenant.id, limit=20)
     raise NotFound(
         f"no prompt of tenant {tenant.slug!r} has ever had the label {label!r}; labels in use: "
         + (", ".join(known) if known else "none yet"),

@@ -1,4 +1,5 @@
-"""SQL for prompts, versions, labels and blobs. Only this module builds their queries.
+"""SQL for prompts, versions, arguments and blobs. Labels are in ``label_repository.py`` and partial
+locks in ``partial_repository.py``; the three are the only modules that build the domain's queries.
 
 Every query runs inside a tenant-scoped transaction, so row-level security already limits it to one
 tenant; the explicit tenant filters are there for the planner (they match the leading index column).
@@ -10,43 +11,33 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 from sqlalchemy import (
-    UUID,
-    Integer,
-    Text,
     and_,
     bindparam,
-    column,
     delete,
     func,
     insert,
     or_,
     select,
-    text,
     tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.orm.util import identity_key
 
 from registry.db.errors import translate_db_error
 from registry.db.models import (
     Blob,
     ChangeLog,
     Label,
-    LabelHistory,
     Prompt,
     PromptArgument,
     PromptMessage,
-    PromptPartial,
     PromptVersion,
 )
 from registry.db.repository import driver as _driver
@@ -285,146 +276,6 @@ async def insert_version(
     )
 
 
-# --- partials -----------------------------------------------------------------------------------
-
-_PARTIAL_TREE = text(
-    """
-    WITH RECURSIVE tree(prompt_id, version, depth) AS (
-        SELECT r.prompt_id, r.version, 1
-          FROM unnest(CAST(:prompts AS uuid[]), CAST(:versions AS integer[])) AS r(prompt_id, version)
-        UNION
-        SELECT l.child_prompt_id, l.child_version, t.depth + 1
-          FROM tree t
-          JOIN prompt_partials l
-            ON l.tenant_id = :tenant AND l.prompt_id = t.prompt_id AND l.version = t.version
-         WHERE t.depth < :depth
-    )
-    SELECT n.prompt_id, n.version, p.name,
-           (SELECT jsonb_agg(m.content ORDER BY m.position) FROM prompt_messages m
-             WHERE m.tenant_id = :tenant AND m.prompt_id = n.prompt_id AND m.version = n.version
-           ) AS messages,
-           (SELECT jsonb_agg(jsonb_build_object(
-                       'ref', l.ref, 'child_name', l.child_name,
-                       'child_prompt', l.child_prompt_id, 'child_version', l.child_version)
-                   ORDER BY l.ref)
-              FROM prompt_partials l
-             WHERE l.tenant_id = :tenant AND l.prompt_id = n.prompt_id AND l.version = n.version
-           ) AS locks
-      FROM (SELECT DISTINCT prompt_id, version FROM tree) n
-      JOIN prompts p ON p.tenant_id = :tenant AND p.id = n.prompt_id
-    """
-).columns(
-    column("prompt_id", UUID()),
-    column("version", Integer()),
-    column("name", Text()),
-    column("messages", JSONB()),
-    column("locks", JSONB()),
-)
-
-
-async def partial_tree(
-    session: AsyncSession, tenant_id: uuid.UUID, roots: Sequence[tuple[uuid.UUID, int]], depth: int
-) -> list[dict[str, Any]]:
-    """Every version reachable from ``roots`` through partial locks (at most ``depth`` levels, the
-    roots being the first): its prompt's name, its message contents and its own locks."""
-    if not roots:
-        return []
-    result = await session.execute(
-        _PARTIAL_TREE,
-        {
-            "tenant": tenant_id,
-            "prompts": [r[0] for r in roots],
-            "versions": [r[1] for r in roots],
-            "depth": depth,
-        },
-    )
-    return [dict(row) for row in result.mappings().all()]
-
-
-async def partial_locks(
-    session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, versions: Sequence[int]
-) -> Sequence[PromptPartial]:
-    result = await session.execute(
-        select(PromptPartial)
-        .where(
-            PromptPartial.tenant_id == tenant_id,
-            PromptPartial.prompt_id == prompt_id,
-            PromptPartial.version.in_(versions),
-        )
-        .order_by(PromptPartial.version, PromptPartial.ref)
-    )
-    return result.scalars().all()
-
-
-async def embedding(
-    session: AsyncSession, tenant_id: uuid.UUID, child_id: uuid.UUID
-) -> list[dict[str, Any]]:
-    """The labelled versions whose locks name a version of ``child_id``: the parent's name, version
-    and labels, the lock's ref and locked child version; by parent name, newest version first."""
-    result = await session.execute(
-        select(
-            Prompt.name.label("prompt"),
-            PromptPartial.version,
-            PromptPartial.ref,
-            PromptPartial.child_version,
-            func.array_agg(Label.label).label("labels"),
-        )
-        .join(
-            Prompt,
-            and_(Prompt.tenant_id == PromptPartial.tenant_id, Prompt.id == PromptPartial.prompt_id),
-        )
-        .join(
-            Label,
-            and_(
-                Label.tenant_id == PromptPartial.tenant_id,
-                Label.prompt_id == PromptPartial.prompt_id,
-                Label.version == PromptPartial.version,
-            ),
-        )
-        .where(PromptPartial.tenant_id == tenant_id, PromptPartial.child_prompt_id == child_id)
-        .group_by(
-            Prompt.name, PromptPartial.version, PromptPartial.ref, PromptPartial.child_version
-        )
-        .order_by(Prompt.name, PromptPartial.version.desc(), PromptPartial.ref)
-    )
-    return [dict(row) for row in result.mappings().all()]
-
-
-async def locked_versions(session: AsyncSession, tenant_id: uuid.UUID) -> dict[uuid.UUID, set[int]]:
-    """Every child version some partial lock of the tenant names, by child prompt."""
-    result = await session.execute(
-        select(PromptPartial.child_prompt_id, PromptPartial.child_version)
-        .where(PromptPartial.tenant_id == tenant_id)
-        .distinct()
-    )
-    found: dict[uuid.UUID, set[int]] = {}
-    for prompt_id, version in result.all():
-        found.setdefault(prompt_id, set()).add(version)
-    return found
-
-
-async def embedders(
-    session: AsyncSession, tenant_id: uuid.UUID, child_id: uuid.UUID, limit: int
-) -> list[str]:
-    """Names of other prompts whose versions lock a version of ``child_id``."""
-    result = await session.execute(
-        select(Prompt.name)
-        .join(
-            PromptPartial,
-            and_(Prompt.tenant_id == PromptPartial.tenant_id, Prompt.id == PromptPartial.prompt_id),
-        )
-        .where(
-            PromptPartial.tenant_id == tenant_id,
-            PromptPartial.child_prompt_id == child_id,
-            PromptPartial.prompt_id != child_id,
-        )
-        .distinct()
-        .order_by(Prompt.name)
-        .limit(limit)
-    )
-    return list(result.scalars().all())
-
-
 async def version_row_by_id(
     session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, version: int
 ) -> PromptVersion | None:
@@ -511,194 +362,6 @@ async def version_by_hash(session: AsyncSession, prompt: Prompt, content_hash: b
     )
     found = result.scalar_one_or_none()
     return int(found) if found is not None else None
-
-
-# --- labels -----------------------------------------------------------------------------------
-
-
-_LABELS_OF = """
-SELECT prompt_id, label, version FROM labels
- WHERE tenant_id = $1 AND prompt_id = ANY($2::uuid[])
- ORDER BY label COLLATE "C"
-"""
-
-
-def _in_label_order(labels: dict[str, int]) -> dict[str, int]:
-    """Labels ordered as _LABELS_OF orders them (by code point: labels are ASCII)."""
-    return dict(sorted(labels.items()))
-
-
-async def labels_of(
-    session: AsyncSession, prompts: Sequence[Prompt]
-) -> dict[uuid.UUID, dict[str, int]]:
-    """Each prompt's labels and their versions, in label order (on the driver: every write answers
-    with its prompt's labels, and the ORM's statement machinery cost more than the read)."""
-    if not prompts:
-        return {}
-    rows = await (await _driver(session)).fetch(
-        _LABELS_OF, prompts[0].tenant_id, [p.id for p in prompts]
-    )
-    found: dict[uuid.UUID, dict[str, int]] = {p.id: {} for p in prompts}
-    for prompt_id, label, version in rows:
-        found[prompt_id][label] = version
-    return found
-
-
-async def label_ever_used(session: AsyncSession, tenant_id: uuid.UUID, label: str) -> bool:
-    """Whether any prompt of the tenant has ever had ``label`` (its history keeps every move)."""
-    query = select(LabelHistory.id).where(
-        LabelHistory.tenant_id == tenant_id, LabelHistory.label == label
-    )
-    return bool((await session.execute(select(query.exists()))).scalar())
-
-
-async def labels_in_use(session: AsyncSession, tenant_id: uuid.UUID, limit: int) -> list[str]:
-    result = await session.execute(
-        select(Label.label)
-        .where(Label.tenant_id == tenant_id)
-        .group_by(Label.label)
-        .order_by(Label.label)
-        .limit(limit)
-    )
-    return list(result.scalars().all())
-
-
-async def label_row(
-    session: AsyncSession, prompt: Prompt, label: str, *, lock: bool = False
-) -> Label | None:
-    query = select(Label).where(
-        Label.tenant_id == prompt.tenant_id, Label.prompt_id == prompt.id, Label.label == label
-    )
-    if lock:
-        query = query.with_for_update()
-    return (await session.execute(query)).scalar_one_or_none()
-
-
-async def label_version(
-    session: AsyncSession, prompt: Prompt, label: str, *, lock: bool = False
-) -> int | None:
-    """The version ``label`` points at (a column, not an ORM row: nothing enters the session's
-    identity map that a later move would leave stale)."""
-    query = select(Label.version).where(
-        Label.tenant_id == prompt.tenant_id, Label.prompt_id == prompt.id, Label.label == label
-    )
-    if lock:
-        query = query.with_for_update()
-    return (await session.execute(query)).scalar_one_or_none()
-
-
-class MovedLabel(NamedTuple):
-    """A label as one move left it, the version it pointed at before (None: it is new), and every
-    label of its prompt after the move, in label order."""
-
-    prompt_name: str
-    label: str
-    version: int
-    updated_by: str
-    updated_at: datetime
-    before: int | None
-    labels: dict[str, int]
-
-
-# A label moved, with its history row, in one round trip on the driver; no row comes back when it
-# already points there. The caller holds the prompt locked FOR UPDATE, which every label move
-# takes first, so the label row cannot change between the read of ``before`` and the write. The
-# prompt's labels come back in the same scan of them (as they were before the move: the caller
-# applies it), so a write's answer needs no read of its own.
-_MOVE_LABEL = """
-WITH before AS (
-    SELECT version FROM labels WHERE tenant_id = $1 AND prompt_id = $2 AND label = $3
-), moved AS (
-    INSERT INTO labels AS l (tenant_id, prompt_id, label, prompt_name, version, updated_by)
-    VALUES ($1, $2, $3, $4, $5, $6)
-    ON CONFLICT (tenant_id, prompt_id, label) DO UPDATE
-       SET version = EXCLUDED.version, updated_by = EXCLUDED.updated_by, updated_at = now()
-     WHERE l.version <> EXCLUDED.version
-    RETURNING l.prompt_name, l.label, l.version, l.updated_by, l.updated_at
-), history AS (
-    INSERT INTO label_history (tenant_id, prompt_id, label, from_version, to_version, actor)
-    SELECT $1, $2, $3, (SELECT version FROM before), $5, $6 FROM moved
-)
-SELECT moved.prompt_name, moved.label, moved.version, moved.updated_by, moved.updated_at,
-       (SELECT version FROM before) AS before, held.labels, held.versions
-  FROM moved,
-       LATERAL (SELECT array_agg(label ORDER BY label) AS labels,
-                       array_agg(version ORDER BY label) AS versions
-                  FROM labels WHERE tenant_id = $1 AND prompt_id = $2) AS held
-"""
-
-
-async def move_label(
-    session: AsyncSession, prompt: Prompt, label: str, version: int, actor: str
-) -> MovedLabel | None:
-    """Point ``label`` at ``version`` and record it in the label's history (None: it was there)."""
-    found = await (await _driver(session)).fetchrow(
-        _MOVE_LABEL, prompt.tenant_id, prompt.id, label, prompt.name, version, actor
-    )
-    if found is None:
-        return None
-    # The statement's labels are as they were before it (a statement does not see its own writes);
-    # the caller holds the prompt locked, which every label write takes, so nothing else moved.
-    labels = dict(zip(found["labels"] or (), found["versions"] or (), strict=True))
-    labels[label] = version
-    moved = MovedLabel(
-        found["prompt_name"],
-        found["label"],
-        found["version"],
-        found["updated_by"],
-        found["updated_at"],
-        found["before"],
-        _in_label_order(labels),
-    )
-    held = session.identity_map.get(identity_key(Label, (prompt.tenant_id, prompt.id, label)))
-    if held is not None:  # an ORM row of this label read earlier in the transaction: keep it true
-        for name in ("version", "updated_by", "updated_at"):
-            set_committed_value(held, name, getattr(moved, name))
-    return moved
-
-
-async def delete_label(session: AsyncSession, prompt: Prompt, label: str) -> None:
-    await session.execute(
-        delete(Label).where(
-            Label.tenant_id == prompt.tenant_id, Label.prompt_id == prompt.id, Label.label == label
-        )
-    )
-
-
-async def insert_label_history(
-    session: AsyncSession,
-    prompt: Prompt,
-    label: str,
-    from_version: int | None,
-    to_version: int | None,
-    actor: str,
-) -> None:
-    await session.execute(
-        insert(LabelHistory).values(
-            tenant_id=prompt.tenant_id,
-            prompt_id=prompt.id,
-            label=label,
-            from_version=from_version,
-            to_version=to_version,
-            actor=actor,
-        )
-    )
-
-
-async def label_history(
-    session: AsyncSession, prompt: Prompt, *, label: str | None, before: int | None, limit: int
-) -> Sequence[LabelHistory]:
-    query = (
-        select(LabelHistory)
-        .where(LabelHistory.tenant_id == prompt.tenant_id, LabelHistory.prompt_id == prompt.id)
-        .order_by(LabelHistory.id.desc())
-        .limit(limit)
-    )
-    if label is not None:
-        query = query.where(LabelHistory.label == label)
-    if before is not None:
-        query = query.where(LabelHistory.id < before)
-    return (await session.execute(query)).scalars().all()
 
 
 # --- blobs ------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from registry.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from registry.naming import LABEL_RE, LATEST
 from registry.principal import Principal
 from registry.prompts import contracts, listing, policy
+from registry.prompts import label_repository as label_repo
+from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
 from registry.prompts.preparing import PreparedVersion, prepare_version
 from registry.prompts.reading import (
@@ -66,7 +68,7 @@ async def move_label(
     caller: Principal,
     *,
     force: bool = False,
-) -> repo.MovedLabel | None:
+) -> label_repo.MovedLabel | None:
     """Point ``label`` at ``version``; history, change log and audit included. Returns the label as
     it moved, None when it was already there. ``prompt`` must be locked FOR UPDATE.
 
@@ -75,7 +77,7 @@ async def move_label(
     ``latest`` follows every new version with none of these checks, so it moves in one statement."""
     broken: tuple[ContractChange, ...] = ()
     if label != LATEST:
-        before = await repo.label_version(session, prompt, label, lock=True)
+        before = await label_repo.label_version(session, prompt, label, lock=True)
         changes = []
         checked = before != version and policy.role_refusal(tenant, caller, label) is None
         if checked and before is not None and policy.needs_contract_check(tenant, label, before):
@@ -87,7 +89,7 @@ async def move_label(
         if ruling.outcome == "unchanged":
             return None
         broken = ruling.breaking
-    moved = await repo.move_label(session, prompt, label, version, caller.actor)
+    moved = await label_repo.move_label(session, prompt, label, version, caller.actor)
     if moved is None:
         return None
     record_change(
@@ -401,7 +403,9 @@ async def set_label(
     moved = await move_label(session, tenant, prompt, label, version, caller, force=force)
     if moved is not None:
         return LabelOut.model_validate(moved)
-    return LabelOut.model_validate(await repo.label_row(session, prompt, label))  # already there
+    return LabelOut.model_validate(
+        await label_repo.label_row(session, prompt, label)
+    )  # already there
 
 
 async def delete_label(
@@ -410,11 +414,13 @@ async def delete_label(
     check_label_name(label)
     _check_label_permission(tenant, caller, label)
     prompt = await find_prompt(session, tenant, name, lock=True)
-    current = await repo.label_row(session, prompt, label, lock=True)
+    current = await label_repo.label_row(session, prompt, label, lock=True)
     if current is None:
         raise NotFound(f"prompt {name!r} has no label {label!r}", field="label")
-    await repo.delete_label(session, prompt, label)
-    await repo.insert_label_history(session, prompt, label, current.version, None, caller.actor)
+    await label_repo.delete_label(session, prompt, label)
+    await label_repo.insert_label_history(
+        session, prompt, label, current.version, None, caller.actor
+    )
     record_change(
         session, tenant_id=tenant.id, kind="label.delete", prompt_id=prompt.id, label=label
     )
@@ -432,7 +438,7 @@ async def set_archived(
     session: AsyncSession, tenant: Tenant, caller: Principal, name: str, archived: bool
 ) -> PromptOut:
     prompt = await find_prompt(session, tenant, name, lock=True)
-    labels = (await repo.labels_of(session, [prompt]))[prompt.id]
+    labels = (await label_repo.labels_of(session, [prompt]))[prompt.id]
     refused = policy.archive_refusal(tenant, caller, name, labels)
     if refused is not None:
         raise refused
@@ -485,7 +491,7 @@ async def delete_prompt(
         raise Conflict(
             f"prompt {name!r} is not archived: archive it before deleting it", field="name"
         )
-    embedders = await repo.embedders(session, tenant.id, prompt.id, limit=10)
+    embedders = await partial_repo.embedders(session, tenant.id, prompt.id, limit=10)
     if embedders:
         raise Conflict(
             f"prompt {name!r} is included (as a partial) by versions of "

@@ -164,7 +164,7 @@ async def tenant_scope(
     """``read_only``: the caller's block only reads, so a read replica as fresh as this worker's
     knowledge of the tenant may serve it; who the caller is is always settled on the primary (a
     revoked key is refused at once, a new one accepted at once)."""
-    if read_only and db.replicas is not None:
+    if read_only and db.replicas.any:
         async with tenant_scope(
             db,
             operator_token,

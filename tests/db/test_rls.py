@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from registry.db.engine import APP_ROLE, Database
+from registry.db.connect import APP_ROLE
+from registry.db.engine import Database
 from registry.db.models import TENANT_OWNED_TABLES
 
 

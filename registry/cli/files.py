@@ -1,0 +1,132 @@
+"""Prompt files: push, pull and refresh against a running registry, and `registry login`."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import click
+
+from registry import login, sync
+from registry.cli.base import DEFAULT_URL, CommandError, main, report
+from registry.tenants import service as tenants
+
+# --- push / pull ------------------------------------------------------------------------------
+
+_url_option = click.option(
+    "--url", envvar="REGISTRY_URL", default=DEFAULT_URL, show_default=True,
+    help="The registry's base URL [REGISTRY_URL].",
+)  # fmt: skip
+_key_option = click.option(
+    "--key",
+    envvar="REGISTRY_API_KEY",
+    default=None,
+    help="An API key of the tenant [REGISTRY_API_KEY]; without one, the token of 'registry login'.",
+)
+
+
+def _credential(url: str, slug: str, key: str | None) -> str:
+    """The API key given, else the tenant's login token (refreshed when due)."""
+    if key:
+        return key
+    token = login.access_token(url, slug)
+    if token is None:
+        raise CommandError(
+            f"no credential for tenant {slug!r}: give --key (REGISTRY_API_KEY) "
+            f"or run 'registry login --tenant {slug}'"
+        )
+    return token
+
+
+@main.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@_url_option
+@_key_option
+@click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Move protected labels even onto versions whose arguments break their callers.",
+)
+def push(folder: Path, slug: str, url: str, key: str | None, dry_run: bool, force: bool) -> None:
+    """Push every prompt file in FOLDER (NAME.yaml, NAME.md) to the tenant.
+
+    Unchanged files write nothing; a bad file is reported and the others still go."""
+    files = sync.prompt_files(folder)
+    if not files:
+        raise CommandError(f"no prompt files (*.yaml, *.yml, *.md) in {folder}")
+    with (
+        contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client,
+        click.progressbar(length=len(files), label="pushing", file=sys.stderr) as bar,
+    ):
+        outcomes = sync.push(
+            client, folder, dry_run=dry_run, force=force, progress=lambda _: bar.update(1)
+        )
+    report(outcomes, dry_run=dry_run)
+
+
+@main.command()
+@click.argument("names", nargs=-1, required=True)
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@_url_option
+@_key_option
+@click.option("--label", "labels", multiple=True, help="Move this label to the new version.")
+@click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Move protected labels even onto versions whose arguments break their callers.",
+)
+def refresh(
+    names: tuple[str, ...],
+    slug: str,
+    url: str,
+    key: str | None,
+    labels: tuple[str, ...],
+    dry_run: bool,
+    force: bool,
+) -> None:
+    """Write new versions of the prompts NAMES whose partials are resolved anew (a prompt whose
+    partials still resolve to the locked versions is left as it is)."""
+    with contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client:
+        outcomes = [
+            sync.refresh_prompt(client, name, list(labels), dry_run=dry_run, force=force)
+            for name in names
+        ]
+    report(outcomes, dry_run=dry_run, unit="prompt(s)")
+
+
+@main.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@_url_option
+@_key_option
+@click.option("--label", default=None, help="Pull the version under this label (default: latest).")
+def pull(folder: Path, slug: str, url: str, key: str | None, label: str | None) -> None:
+    """Write the tenant's prompts into FOLDER, one NAME.yaml per prompt (blobs under FOLDER/blobs)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client:
+        names = sync.list_names(client)
+        with click.progressbar(names, label="pulling", file=sys.stderr) as bar:
+            outcomes = [sync.pull_prompt(client, name, folder, label=label) for name in bar]
+    report(outcomes, dry_run=False)
+
+
+@main.command("login")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@_url_option
+@click.option(
+    "--client-id", envvar="REGISTRY_OAUTH_CLIENT_ID", default=login.DEFAULT_CLIENT_ID,
+    show_default=True, help="The CLI's client at the tenant's issuer [REGISTRY_OAUTH_CLIENT_ID].",
+)  # fmt: skip
+def login_command(slug: str, url: str, client_id: str) -> None:
+    """Sign in at the tenant's identity provider (device flow) and keep the token for push, pull
+    and refresh, which use it when no API key is given."""
+    tenants.check_slug(slug)
+    credential = login.device_login(
+        url, slug, client_id=client_id, tell=lambda line: click.echo(line, err=True)
+    )
+    where = login.save(credential)
+    click.echo(f"logged in to {slug} through {credential.issuer}; token kept in {where}", err=True)

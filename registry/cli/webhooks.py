@@ -1,0 +1,137 @@
+"""Webhook endpoints, and signed snapshots of what a label serves."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from registry import outbound, signing
+from registry.cli.base import CommandError, Registry, in_tenant, main, pass_registry, table, when
+from registry.db.engine import Database, enter_tenant
+from registry.principal import OPERATOR
+from registry.prompts import snapshots
+from registry.tenants import service as tenants
+from registry.webhooks import service as webhooks
+from registry.webhooks.schemas import EVENT_TYPES, EndpointIn
+
+# --- snapshots -------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.option(
+    "--label", default=None, help="The label to snapshot (default: the tenant's default)."
+)
+@pass_registry
+def snapshot(registry: Registry, file: Path, slug: str, label: str | None) -> None:
+    """Write every prompt LABEL serves to FILE, signed with REGISTRY_SNAPSHOT_KEY_FILE: what a
+    PromptClient starts from when the registry cannot be reached."""
+    key_file = registry.settings.snapshot_key_file
+    if key_file is None:
+        raise CommandError(
+            "set REGISTRY_SNAPSHOT_KEY_FILE to an Ed25519 private key (PEM), e.g. one made by "
+            "`openssl genpkey -algorithm ed25519 -out snapshot.pem`"
+        )
+    try:
+        key = signing.private_key(key_file.read_bytes())
+    except OSError as error:
+        raise CommandError(f"cannot read the snapshot key {key_file}: {error.strerror}") from None
+    except signing.SignatureRefused as error:
+        raise CommandError(f"{key_file}: {error}") from None
+    tenants.check_slug(slug)
+
+    async def work(db: Database) -> dict[str, Any]:
+        async with db.app_tx() as session:
+            found = await tenants.get_tenant(session, slug)
+            await enter_tenant(session, found.id)
+            return await snapshots.snapshot(session, found, label or found.default_label)
+
+    document = registry.run(work)
+    signed = signing.sign(document, key)
+    partial = file.with_name(file.name + ".partial")
+    partial.write_bytes(orjson.dumps(signed))
+    partial.replace(file)  # whole or not at all
+    click.echo(
+        f"wrote {len(document['prompts'])} prompt(s) of {slug}@{document['label']} "
+        f"(change {document['seq']}) to {file}, signed by key {signed['key_id']}",
+        err=True,
+    )
+
+
+# --- webhooks -----------------------------------------------------------------------------------
+
+
+@main.group()
+def webhook() -> None:
+    """Register, list and remove webhook endpoints."""
+
+
+def _public_host(url: str) -> bool:
+    try:
+        _, host, _ = outbound.check_url(url)
+        outbound.check_literal(host, allow_private=False)
+    except outbound.Refused:
+        return False
+    return host not in ("localhost",) and not host.endswith(".localhost")
+
+
+@webhook.command("create")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.option("--url", required=True, help="Where deliveries go (http or https).")
+@click.option("--event", "events", multiple=True, type=click.Choice(EVENT_TYPES),
+              help="An event type to send (repeat; none: every event).")  # fmt: skip
+@click.option("--description", default=None)
+@pass_registry
+def webhook_create(
+    registry: Registry, slug: str, url: str, events: tuple[str, ...], description: str | None
+) -> None:
+    """Register an endpoint; its signing secret is printed once, alone on stdout."""
+    body = EndpointIn.model_validate(
+        {"url": url, "events": list(events), "description": description}
+    )
+    # The server that delivers is the one judge of private addresses (its own
+    # REGISTRY_WEBHOOK_ALLOW_PRIVATE, which this command cannot see): registered as given, refused
+    # at delivery there if it must be, with the reason in the delivery log.
+    created = in_tenant(
+        registry, slug,
+        lambda session, found: webhooks.create(session, found, OPERATOR, body, allow_private=True),
+    )  # fmt: skip
+    click.echo(f"created webhook {created.id} for tenant {slug} -> {created.url}", err=True)
+    if not _public_host(url):
+        click.echo(
+            f"note: {url} is not a public address: the server delivers to it only with "
+            f"{webhooks.ALLOWED_BY}=true where it runs (its delivery log says so otherwise)",
+            err=True,
+        )
+    click.echo(created.secret)
+
+
+@webhook.command("list")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@pass_registry
+def webhook_list(registry: Registry, slug: str) -> None:
+    """List a tenant's endpoints (never their secrets)."""
+    rows = in_tenant(registry, slug, lambda session, found: webhooks.list_endpoints(session, found))
+    table(
+        ("ID", "URL", "EVENTS", "FAILING SINCE", "DISABLED"),
+        [(str(e.id), e.url, ",".join(e.events) or "all", when(e.failing_since), when(e.disabled_at))
+         for e in rows],
+    )  # fmt: skip
+
+
+@webhook.command("delete")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@click.argument("endpoint_id", type=click.UUID)
+@pass_registry
+def webhook_delete(registry: Registry, slug: str, endpoint_id: uuid.UUID) -> None:
+    """Remove an endpoint and its delivery log."""
+    in_tenant(
+        registry, slug,
+        lambda session, found: webhooks.remove(session, found, OPERATOR, endpoint_id),
+    )  # fmt: skip
+    click.echo(f"deleted webhook {endpoint_id}", err=True)
