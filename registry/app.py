@@ -11,6 +11,7 @@ import signal
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -109,14 +110,13 @@ class RegistryApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def create_app(settings: Settings | None = None) -> RegistryApp:
-    settings = settings or get_settings()
+def _database(settings: Settings) -> Database:
+    """The worker's database: its pools sized from the settings, with the read replicas."""
     dsn = settings.database_dsn()
     if dsn is None:
         raise RuntimeError(
             "create_app needs REGISTRY_DATABASE_URL; `registry serve` sets it for the embedded server"
         )
-
     sizes = (
         PoolSizes.within(settings.db_worker_connections)
         if settings.db_worker_connections is not None
@@ -128,7 +128,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         pooled=settings.through_pooler,
         max_lag_seconds=settings.replica_max_lag_seconds,
     )
-    db = Database(
+    return Database(
         dsn,
         pool_size=sizes.orm,
         max_overflow=sizes.overflow,
@@ -136,43 +136,65 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         read_pool_size=sizes.reads,
         replicas=replicas,
     )
-    hub = Hub()
-    tokens = TokenVerifier(
-        settings.public_url,
-        skew_seconds=settings.oauth_clock_skew_seconds,
-        allow_private=settings.oauth_allow_private_issuers,
-        refresh_seconds=settings.oauth_keys_refresh_seconds,
-    )
-    dispatcher = Dispatcher(db, settings)
-    caches = McpCaches()
-    listen_dsn = settings.listen_dsn() or dsn
-    endpoint = McpEndpoint(settings, db, hub, caches, tokens)
-    feed = ChangeFeed(
-        lambda: listen_connection(listen_dsn),
-        hub,
-        DatabaseChanges(db),
-        caches=[caches],
-        auth_caches=[caches.directory.principals],
-        access_checks=[endpoint.revalidate],  # streams end with their key or the public access
-        session_ends=[endpoint.session_ended],
-        sequences=[db.saw],
-        outbox=[dispatcher.poke],  # a committed change queued webhook deliveries
-    )
-    caches.live = feed.hearing
-    db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
-    replicas.trusted = feed.hearing  # what this worker knows is complete
+
+
+@dataclass
+class Worker:
+    """What one worker process runs besides its routes: the database, the fan-out hub, the token
+    verifier, the webhook dispatcher, the MCP endpoint with its caches, and the change feed that
+    keeps them current."""
+
+    settings: Settings
+    db: Database
+    hub: Hub
+    tokens: TokenVerifier
+    dispatcher: Dispatcher
+    endpoint: McpEndpoint
+    feed: ChangeFeed
+
+    @classmethod
+    def build(cls, settings: Settings, db: Database) -> Worker:
+        hub = Hub()
+        tokens = TokenVerifier(
+            settings.public_url,
+            skew_seconds=settings.oauth_clock_skew_seconds,
+            allow_private=settings.oauth_allow_private_issuers,
+            refresh_seconds=settings.oauth_keys_refresh_seconds,
+        )
+        dispatcher = Dispatcher(db, settings)
+        caches = McpCaches()
+        listen_dsn = settings.listen_dsn() or db.url
+        endpoint = McpEndpoint(settings, db, hub, caches, tokens)
+        feed = ChangeFeed(
+            lambda: listen_connection(listen_dsn),
+            hub,
+            DatabaseChanges(db),
+            caches=[caches],
+            auth_caches=[caches.directory.principals],
+            access_checks=[endpoint.revalidate],  # streams end with their key or the public access
+            session_ends=[endpoint.session_ended],
+            sequences=[db.saw],
+            outbox=[dispatcher.poke],  # a committed change queued webhook deliveries
+        )
+        caches.live = feed.hearing
+        db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
+        db.replicas.trusted = feed.hearing  # what this worker knows is complete
+        return cls(settings, db, hub, tokens, dispatcher, endpoint, feed)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def running(self, app: FastAPI) -> AsyncIterator[None]:
+        """The lifespan: the background tasks run while the worker serves."""
         logger.info("worker_started", extra={"fields": {"version": registry.__version__}})
-        close_streams_on_exit(hub)
-        listener = asyncio.create_task(feed.run())
-        purger = asyncio.create_task(purge_sessions(db, settings))
-        flusher = asyncio.create_task(flush_metrics())
-        delivering = asyncio.create_task(dispatcher.run())
-        watcher = asyncio.create_task(replicas.monitor(db.reads))
+        close_streams_on_exit(self.hub)
+        tasks = [
+            asyncio.create_task(self.feed.run()),
+            asyncio.create_task(purge_sessions(self.db, self.settings)),
+            asyncio.create_task(flush_metrics()),
+            asyncio.create_task(self.dispatcher.run()),
+            asyncio.create_task(self.db.replicas.monitor(self.db.reads)),
+        ]
         with contextlib.suppress(TimeoutError):  # serve anyway; /readyz says 503 until it connects
-            await asyncio.wait_for(feed.connected.wait(), 10)
+            await asyncio.wait_for(self.feed.connected.wait(), 10)
         # What exists at startup (modules, ORM mappings, settings) lives as long as the worker: the
         # cycle collector need not walk it again on every full collection. Collected first, so no
         # garbage is frozen with it.
@@ -181,40 +203,41 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         try:
             yield
         finally:
-            purger.cancel()
-            flusher.cancel()
-            delivering.cancel()  # a delivery cut off stays pending: its transaction rolls back
-            watcher.cancel()
+            for task in tasks[1:]:  # a delivery cut off stays pending: its transaction rolls back
+                task.cancel()
             metrics.flush()
-            hub.close()  # ends every open stream
-            await feed.stop()
-            listener.cancel()
-            await db.dispose()
+            self.hub.close()  # ends every open stream
+            await self.feed.stop()
+            tasks[0].cancel()
+            await self.db.dispose()
             worker_exited(os.getpid())
             logger.info("worker_stopped")
 
+
+def create_app(settings: Settings | None = None) -> RegistryApp:
+    settings = settings or get_settings()
+    worker = Worker.build(settings, _database(settings))
     app = RegistryApp(
         title="Prompt Registry",
         version=registry.__version__,
         summary="Multi-tenant prompt templates, served over MCP, managed over REST.",
-        lifespan=lifespan,
+        lifespan=worker.running,
         docs_url=None,  # served by registry.api.docs, with local assets
         redoc_url=None,
     )
-    app.state.db = db
+    app.state.db = worker.db
     app.state.settings = settings
-    app.state.hub = hub
-    app.state.tokens = tokens
-    app.state.feed = feed
-    app.state.importing = (
-        asyncio.Lock()
-    )  # one bulk request (import, push plan) at a time per worker
+    app.state.hub = worker.hub
+    app.state.tokens = worker.tokens
+    app.state.feed = worker.feed
+    # One bulk request (import, push plan) at a time per worker.
+    app.state.importing = asyncio.Lock()
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
     app.mount(docs.ASSETS, docs.assets, name="docs-assets")
-    app.mcp = endpoint
-    app.state.slots = endpoint.slots  # one bound on streams, MCP's and the change stream's
+    app.mcp = worker.endpoint
+    app.state.slots = worker.endpoint.slots  # one bound on streams, MCP's and the change stream's
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.max_request_bytes,

@@ -99,11 +99,7 @@ class Tenant(Base):
     instructions: Mapped[str | None] = mapped_column(Text)
     # API keys are accepted (an operator may turn them off, leaving OAuth tokens only).
     api_keys: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
-    # The change sequence before 0018, no longer written: change_seq below is read from
-    # change_sequences (kept for workers of the previous release during an upgrade).
-    retired_change_seq: Mapped[int] = mapped_column(
-        "change_seq", BigInteger, server_default=text("0")
-    )
+    # change_seq below is read from change_sequences (the column of that name is RETIRED).
     if TYPE_CHECKING:
         change_seq: Mapped[int]  # mapped below, once ChangeSequence exists
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
@@ -138,6 +134,11 @@ Tenant.change_seq = column_property(
     ),
     expire_on_flush=False,
 )
+
+# Columns this release no longer maps and the next release's first migration drops (expand, then
+# contract a release later: workers of the previous release still select them during an upgrade).
+# tenants.change_seq: the change sequence before 0018, no longer written since.
+RETIRED_COLUMNS = frozenset({("tenants", "change_seq")})
 
 # Keyed by tenant, but part of the directory (no row-level security), like tenants itself.
 DIRECTORY_TABLES_BY_TENANT = ("change_sequences",)

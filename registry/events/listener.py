@@ -95,6 +95,15 @@ class ChangeFeed:
         self._delivering: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._lost = asyncio.Event()
         self._stopped = False
+        # Each kind of notice to its handler: a new kind of notification is a notice type in
+        # registry.events.notices and one row here.
+        self._handlers: dict[type[Any], Callable[[Any], None]] = {
+            notices.WebhooksQueued: self._webhooks_queued,
+            notices.AccessChanged: self._access_changed,
+            notices.SessionEnded: self._session_ended,
+            notices.TenantDeleted: self._tenant_deleted,
+            notices.Changed: self._changed,
+        }
 
     # --- the connection ------------------------------------------------------------------------
 
@@ -167,22 +176,25 @@ class ChangeFeed:
         if notice is None:
             logger.warning("listener_bad_payload")
             return
-        if isinstance(notice, notices.WebhooksQueued):
-            for wake in self.outbox:
-                wake()
-        elif isinstance(notice, notices.AccessChanged):
-            for cache in self.auth_caches:
-                cache.invalidate(notice.tenant)
-            self.check_access(notice.tenant)
-        elif isinstance(notice, notices.SessionEnded):
-            for ended in self.session_ends:
-                ended(notice.tenant, notice.session)
-        elif isinstance(notice, notices.TenantDeleted):
-            for cache in [*self.caches, *self.auth_caches]:
-                cache.invalidate(notice.tenant)
-            self.hub.close_tenant(notice.tenant)
-        else:
-            self._changed(notice)
+        self._handlers[type(notice)](notice)
+
+    def _webhooks_queued(self, notice: notices.WebhooksQueued) -> None:
+        for wake in self.outbox:
+            wake()
+
+    def _access_changed(self, notice: notices.AccessChanged) -> None:
+        for cache in self.auth_caches:
+            cache.invalidate(notice.tenant)
+        self.check_access(notice.tenant)
+
+    def _session_ended(self, notice: notices.SessionEnded) -> None:
+        for ended in self.session_ends:
+            ended(notice.tenant, notice.session)
+
+    def _tenant_deleted(self, notice: notices.TenantDeleted) -> None:
+        for cache in [*self.caches, *self.auth_caches]:
+            cache.invalidate(notice.tenant)
+        self.hub.close_tenant(notice.tenant)
 
     def _changed(self, notice: notices.Changed) -> None:
         tenant_id, seq = notice.tenant, notice.seq
