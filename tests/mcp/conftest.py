@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 
-from tests.conftest import Api, auth
+from tests.conftest import Api, PgServer, auth, start_server, stop_server
 from tests.mcp.schema import check_response
+from tests.mcp.transports import TRANSPORTS, McpClient, stdio
 
 ACCEPT = "application/json, text/event-stream"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
@@ -158,3 +161,30 @@ async def seed_prompts(
         """,
         tenant_id, count, prefix, label,
     )  # fmt: skip
+
+
+# --- one scenario, every transport ---------------------------------------------------------
+
+
+@pytest.fixture(params=TRANSPORTS)
+async def mcp(
+    request: pytest.FixtureRequest, api: Api, pg_server: PgServer, db_name: str
+) -> AsyncIterator[McpClient]:
+    """A session-era client of tenant acme (CONFORMANCE_PROMPTS, labelled production; a reader's
+    key where the transport takes keys), not yet initialized: in-process Streamable HTTP, ``registry
+    mcp-stdio`` in a child process, and a live server (uvicorn in a child process)."""
+    keys = await api.tenant("acme")
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    reader = {"Authorization": keys["reader"]}
+    if request.param == "http":
+        yield RawMcp(api.client, "/mcp/acme", headers=reader)
+    elif request.param == "stdio":
+        async for client in stdio({"REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}):
+            yield client
+    else:
+        server = start_server({"REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)})
+        try:
+            async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+                yield RawMcp(http, "/mcp/acme", headers=reader)
+        finally:
+            stop_server(server)
