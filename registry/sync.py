@@ -5,6 +5,9 @@ the text of one user message. Fields are those of the API's prompt body (title, 
 labels, arguments, messages, config), plus two conveniences: a message may be written ``{role, text}``, and an
 image, audio or resource may name a local ``file`` instead of inline bytes. Blob bytes pulled from the
 registry live in ``DIR/blobs/<sha256>`` and are uploaded again by push when a file refers to them.
+
+Longer than 500 lines because it holds the prompt file format both ways (read for push, written for
+pull): split, the two halves of one format would drift apart.
 """
 
 from __future__ import annotations

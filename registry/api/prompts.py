@@ -1,4 +1,7 @@
-"""Prompts, versions, labels, rendering, diff, blobs, export and import: one service call per route."""
+"""Prompts, versions, labels, rendering, diff, blobs, export and import: one service call per route.
+
+Longer than 500 lines because it is the whole route table of one resource (about thirty thin routes,
+each a few lines); its logic is in registry.prompts."""
 
 from __future__ import annotations
 

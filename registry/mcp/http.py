@@ -17,12 +17,9 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import Any, overload
-from urllib.parse import urlsplit
+from typing import Any
 
-from starlette.datastructures import URL
 from starlette.responses import Response
-from starlette.types import Receive
 
 from registry.bodies import BodyReader
 from registry.config import Settings
@@ -33,6 +30,14 @@ from registry.events import streams
 from registry.events.hub import Hub, Subscription
 from registry.events.streams import KEEP_ALIVE, EventStream, StreamSlots, caller_of, frame
 from registry.mcp import core, errors, notifications, stateless
+from registry.mcp.asgi import (
+    Request,
+    cors,
+    json_answer,
+    origin_allowed,
+    preflight,
+    refuse,
+)
 from registry.mcp.caching import McpCaches
 from registry.mcp.core import Core
 from registry.mcp.errors import (
@@ -43,7 +48,7 @@ from registry.mcp.errors import (
     MethodNotAllowed,
     NotAcceptable,
 )
-from registry.mcp.protocol import Message, encode_json, error_message
+from registry.mcp.protocol import Message, error_message
 from registry.metrics import REQUESTS, tally
 from registry.naming import LABEL_RE
 from registry.principal import Principal
@@ -59,132 +64,6 @@ logger = logging.getLogger("registry.mcp")
 SESSION_HEADER = "mcp-session-id"
 RETRY_MS = 3000  # how long a client waits before reconnecting a dropped GET stream
 VERSION_HEADER = "mcp-protocol-version"
-
-
-class _Json(Response):
-    """A JSON answer with its headers written out directly (Starlette's ``init_headers`` looks for
-    each header it would add among those given: about 1 µs of a cached prompts/get)."""
-
-    def __init__(self, body: bytes, status_code: int, headers: dict[str, str] | None) -> None:
-        self.status_code = status_code
-        self.background = None
-        self.body = body
-        self.raw_headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        if headers:
-            self.raw_headers += [
-                (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
-            ]
-
-
-def _json(
-    content: object, status_code: int = 200, headers: dict[str, str] | None = None
-) -> Response:
-    return _Json(encode_json(content), status_code, headers)
-
-
-def _refuse(
-    error: McpError | RegistryError | sessions.SessionGone, metadata: str | None = None
-) -> Response:
-    """The whole request refused: status, code and headers from the one table; a refused caller
-    is told where the resource's metadata is and why (``WWW-Authenticate``)."""
-    answer = errors.refusal(error, metadata)
-    request_id = error.request_id if isinstance(error, McpError) else None
-    message = error_message(request_id, answer.code, answer.message, answer.data)
-    return _json(message, answer.status, answer.headers or None)
-
-
-CORS_ALLOW_HEADERS = (
-    "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, "
-    "Mcp-Name, Last-Event-ID"
-)
-CORS_EXPOSE_HEADERS = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
-
-
-def _cors(origin: str) -> dict[str, str]:
-    return {
-        "Access-Control-Allow-Origin": origin,
-        "Access-Control-Expose-Headers": CORS_EXPOSE_HEADERS,
-        "Vary": "Origin",
-    }
-
-
-def _preflight() -> Response:
-    """A browser's preflight from an allowed origin: what it may send (the answer gets the CORS
-    headers of every response)."""
-    return Response(
-        status_code=204,
-        headers={
-            "Access-Control-Allow-Methods": "GET, POST, DELETE",
-            "Access-Control-Allow-Headers": CORS_ALLOW_HEADERS,
-            "Access-Control-Max-Age": "600",
-        },
-    )
-
-
-def origin_allowed(origin: str, allowed: list[str]) -> bool:
-    """An allowed entry without a port admits that scheme and host on any port."""
-    origin = origin.rstrip("/")
-    if origin in allowed:
-        return True
-    parts = urlsplit(origin)
-    bare = f"{parts.scheme}://{parts.hostname}" if parts.hostname else origin
-    if parts.hostname and ":" in parts.hostname:  # IPv6 literal
-        bare = f"{parts.scheme}://[{parts.hostname}]"
-    return bare in allowed
-
-
-class _Headers:
-    """A request's headers with every lookup one dictionary lookup, built once per request from the
-    ASGI scope (whose names are lower case). The transport reads about ten headers per message;
-    Starlette's Headers scans the raw list for each (about 5 µs of a cached prompts/get, measured).
-    Repeated headers: the first wins, as there."""
-
-    __slots__ = ("_first",)
-
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
-        self._first = {
-            name.decode("latin-1"): value.decode("latin-1") for name, value in reversed(raw)
-        }
-
-    def __getitem__(self, key: str) -> str:
-        return self._first[key.lower()]
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key.lower() in self._first
-
-    @overload
-    def get(self, key: str) -> str | None: ...
-    @overload
-    def get(self, key: str, default: str) -> str: ...
-    def get(self, key: str, default: str | None = None) -> str | None:
-        return self._first.get(key.lower(), default)
-
-
-class _Request:
-    """What the transport reads of a request, and nothing more: Starlette's Request (with its
-    Headers, then a dictionary of them) cost a cached prompts/get about 2 µs of the endpoint's
-    work (``bench/inproc``); its URL is built only for a refusal that needs it."""
-
-    __slots__ = ("headers", "method", "path_params", "receive", "scope")
-
-    def __init__(self, scope: Any, receive: Receive) -> None:
-        self.scope = scope
-        self.receive = receive
-        self.method: str = scope["method"]
-        self.headers = _Headers(scope["headers"])
-        self.path_params: dict[str, str] = scope["path_params"]
-
-    @property
-    def client_host(self) -> str | None:
-        client = self.scope.get("client")
-        return str(client[0]) if client else None
-
-    @property
-    def url(self) -> URL:
-        return URL(scope=self.scope)
 
 
 class McpEndpoint:
@@ -221,20 +100,20 @@ class McpEndpoint:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """A plain ASGI app (the registry app routes MCP paths here before its middleware)."""
-        request = _Request(scope, receive)
+        request = Request(scope, receive)
         origin = request.headers.get("origin")
         allowed = origin is not None and origin_allowed(origin, self.settings.allowed_origins)
         if request.method == "OPTIONS":
             response = (
-                _preflight()
+                preflight()
                 if allowed
-                else _refuse(errors.Forbidden(f"origin {origin!r} is not allowed"))
+                else refuse(errors.Forbidden(f"origin {origin!r} is not allowed"))
             )
         elif origin is not None and not allowed:
             forbidden = errors.Forbidden(f"origin {origin!r} is not allowed")
-            response = _refuse(forbidden, self.metadata_url(request))
+            response = refuse(forbidden, self.metadata_url(request))
         elif request.method not in ("GET", "POST", "DELETE"):
-            response = _refuse(
+            response = refuse(
                 MethodNotAllowed(
                     f"method {request.method} is not allowed here",
                     headers={"Allow": "GET, POST, DELETE, OPTIONS"},
@@ -244,10 +123,10 @@ class McpEndpoint:
             response = await self.handle(request)
         del request  # an open stream keeps its own state only, not the request it came from
         if allowed and origin is not None:  # a browser client of an allowed origin may read it
-            response.headers.update(_cors(origin))
+            response.headers.update(cors(origin))
         await response(scope, receive, send)
 
-    async def _body(self, request: _Request) -> bytes:
+    async def _body(self, request: Request) -> bytes:
         """The request body, refused (413) past ``max_request_bytes``, declared or actual, and
         (408) when it does not arrive within the body timeout."""
         limit = self.settings.max_request_bytes
@@ -267,7 +146,7 @@ class McpEndpoint:
             raise InvalidRequest("the client went away before the request body was complete")
         return body.data
 
-    async def handle(self, request: _Request) -> Response:
+    async def handle(self, request: Request) -> Response:
         """A request whose origin, if it has one, is allowed (the caller checked it)."""
         try:
             label = request.path_params.get("label")
@@ -287,22 +166,22 @@ class McpEndpoint:
                 return await self.get(request, label)
             return await self.delete(request, label)
         except (McpError, RegistryError, sessions.SessionGone) as error:
-            return _refuse(error, self.metadata_url(request))
+            return refuse(error, self.metadata_url(request))
         except Exception as error:  # noqa: BLE001 - the transport's last word is still JSON-RPC
             down = errors.unavailable(error)
             if down is not None:
-                return _refuse(down)
+                return refuse(down)
             answer = errors.internal(error, request.method)
             tally(REQUESTS, "mcp", "transport", "error").inc()
-            return _json(error_message(None, answer.code, answer.message, answer.data), 500)
+            return json_answer(error_message(None, answer.code, answer.message, answer.data), 500)
 
-    def metadata_url(self, request: _Request) -> str | None:
+    def metadata_url(self, request: Request) -> str | None:
         """The protected resource metadata (RFC 9728) of the endpoint this request came to."""
         url = request.url
         base = self.settings.public_url or f"{url.scheme}://{url.netloc}"
         return oauth.metadata_url(base, url.path)
 
-    def _scope(self, request: _Request) -> AbstractAsyncContextManager[TenantScope]:
+    def _scope(self, request: Request) -> AbstractAsyncContextManager[TenantScope]:
         return access.tenant_scope(
             self.db,
             self.settings.operator_token,
@@ -313,7 +192,7 @@ class McpEndpoint:
             tokens=self.tokens,
         )
 
-    async def _who(self, request: _Request) -> tuple[Tenant, Principal]:
+    async def _who(self, request: Request) -> tuple[Tenant, Principal]:
         """The path's tenant and the caller (remembered by this worker while its caches hold)."""
         return await access.reader(
             self.db,
@@ -324,7 +203,7 @@ class McpEndpoint:
             remembered=self.caches.directory if self.caches.enabled else None,
         )
 
-    async def _resume(self, request: _Request, scope: TenantScope, label: str | None) -> McpSession:
+    async def _resume(self, request: Request, scope: TenantScope, label: str | None) -> McpSession:
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id:
             raise InvalidRequest("missing Mcp-Session-Id header: initialize first")
@@ -339,7 +218,7 @@ class McpEndpoint:
 
     # --- POST ------------------------------------------------------------------------------------
 
-    async def post(self, request: _Request, label: str | None) -> Response:
+    async def post(self, request: Request, label: str | None) -> Response:
         parsed = core.parse(await self._body(request))
         first = parsed.first
         session_id = request.headers.get(SESSION_HEADER)
@@ -382,7 +261,7 @@ class McpEndpoint:
                         responses.append(answer)
         if not responses:
             return Response(status_code=202)
-        return _json(responses if parsed.batch else responses[0])
+        return json_answer(responses if parsed.batch else responses[0])
 
     async def _initialize(
         self, scope: TenantScope, served: str, message: Message, address: str | None
@@ -390,7 +269,7 @@ class McpEndpoint:
         await reading.check_label(scope.session, scope.tenant, served)
         revision, response = self.core.initialize(message, scope.tenant, served)
         if revision is None:
-            return _json(response)
+            return json_answer(response)
         session = await sessions.start(
             scope.session,
             tenant_id=scope.tenant.id,
@@ -406,12 +285,12 @@ class McpEndpoint:
             "mcp_session_started",
             extra={"fields": {"tenant": scope.tenant.slug, "label": served, "revision": revision}},
         )
-        return _json(response, headers={"Mcp-Session-Id": session.id})
+        return json_answer(response, headers={"Mcp-Session-Id": session.id})
 
     # --- 2026-07-28: stateless requests ------------------------------------------------------
 
     async def stateless_post(
-        self, request: _Request, label: str | None, message: Message
+        self, request: Request, label: str | None, message: Message
     ) -> Response:
         if message.kind == "response":
             raise InvalidRequest("clients send no responses in this protocol revision")
@@ -431,7 +310,7 @@ class McpEndpoint:
         async with LazyTx(self.db, tenant.id, reads_on_replica=True) as tx:
             answer = await self.core.call(tx, tenant, principal, served, revision, message)
         assert answer is not None
-        return _json(answer)
+        return json_answer(answer)
 
     def _listen(
         self,
@@ -467,7 +346,7 @@ class McpEndpoint:
 
     # --- GET: the server-to-client stream ------------------------------------------------------
 
-    async def get(self, request: _Request, label: str | None) -> Response:
+    async def get(self, request: Request, label: str | None) -> Response:
         if "text/event-stream" not in request.headers.get("accept", ""):
             raise NotAcceptable("GET opens an SSE stream: send Accept: text/event-stream")
         async with self._scope(request) as scope:
@@ -548,7 +427,7 @@ class McpEndpoint:
 
     # --- DELETE ----------------------------------------------------------------------------------
 
-    async def delete(self, request: _Request, label: str | None) -> Response:
+    async def delete(self, request: Request, label: str | None) -> Response:
         async with self._scope(request) as scope:
             session = await self._resume(request, scope, label)
             await sessions.end(scope.session, session)

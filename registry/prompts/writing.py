@@ -3,6 +3,10 @@
 Callers own the transaction (scoped to one tenant); these functions flush only. Every write records
 an audit row, and every write that changes what the tenant serves appends to the change log, in the
 same transaction.
+
+Longer than 500 lines because it is the one write path: every door and workflow that writes a prompt
+goes through these functions, and splitting them would put the audit and change-log rules of one
+write in two places.
 """
 
 from __future__ import annotations
