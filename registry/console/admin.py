@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request, Response
@@ -11,6 +12,8 @@ from pydantic import ValidationError
 
 from registry.console.pages import (
     ConsoleRoute,
+    Form,
+    SignedOut,
     page_of,
     people_of,
     posted,
@@ -36,16 +39,26 @@ async def keys_page(tenant: str, request: Request) -> Response:
     return render(request, "keys.html", scope=console, keys=keys, secret=None)
 
 
+class KeyForm(Form):
+    role: Literal["reader", "editor", "publisher", "admin"]
+    name: str = ""
+
+
+class SettingsForm(Form):
+    title: str = ""
+    public_read: str = ""  # "yes" when ticked
+    default_label: str = ""
+    protected_labels: str = ""  # comma-separated
+    instructions: str = ""
+
+
 @router.post("/{tenant}/keys", response_class=HTMLResponse)
 async def create_key(tenant: str, request: Request) -> Response:
-    fields, scope = await posted(request, "admin")
-    role = fields.get("role", "")
-    if role not in ("reader", "editor", "publisher", "admin"):
-        raise InvalidInput(f"no such role {role!r}", field="role")
+    fields, scope = await posted(request, "admin", KeyForm)
     async with scope as console:
         made, secret = await tenants.create_key(
-            console.session, tenant=console.tenant, role=role,
-            name=fields.get("name") or None, actor=console.principal.actor,
+            console.session, tenant=console.tenant, role=fields.role,
+            name=fields.name or None, actor=console.principal.actor,
         )  # fmt: skip
         keys = await tenants.list_keys(console.session, console.tenant.id)
     return render(request, "keys.html", scope=console, keys=keys, secret=secret, made=made)
@@ -53,8 +66,7 @@ async def create_key(tenant: str, request: Request) -> Response:
 
 @router.post("/{tenant}/keys/{key_id}/revoke")
 async def revoke_key(tenant: str, key_id: str, request: Request) -> Response:
-    fields, scope = await posted(request, "admin")
-    del fields
+    _, scope = await posted(request, "admin", SignedOut)
     try:
         which = uuid.UUID(key_id)
     except ValueError:
@@ -74,15 +86,15 @@ async def settings_page(tenant: str, request: Request) -> Response:
 
 @router.post("/{tenant}/settings", response_class=HTMLResponse)
 async def save_settings(tenant: str, request: Request) -> Response:
-    fields, scope = await posted(request, "admin")
-    protected = [p.strip() for p in fields.get("protected_labels", "").split(",") if p.strip()]
+    fields, scope = await posted(request, "admin", SettingsForm)
+    protected = [p.strip() for p in fields.protected_labels.split(",") if p.strip()]
     try:
         patch = TenantPatch.model_validate({
-            "title": fields.get("title") or None,
-            "public_read": fields.get("public_read") == "yes",
-            "default_label": fields.get("default_label") or None,
+            "title": fields.title or None,
+            "public_read": fields.public_read == "yes",
+            "default_label": fields.default_label or None,
             "protected_labels": protected,
-            "instructions": fields.get("instructions") or None,
+            "instructions": fields.instructions or None,
         })  # fmt: skip
     except ValidationError as error:
         first = error.errors()[0]

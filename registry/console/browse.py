@@ -8,10 +8,12 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
+from pydantic import ConfigDict
 
 from registry.console import clients, documents
 from registry.console.pages import (
     ConsoleRoute,
+    Form,
     as_number,
     page_of,
     people_of,
@@ -87,12 +89,24 @@ async def preview_page(tenant: str, name: str, request: Request) -> Response:
     return await _preview(request, tenant, name, None, scope_of(request, "reader"))
 
 
+class PreviewForm(Form):
+    """The preview's argument values, one field ``arg:NAME`` each (its own names are the prompt's)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def arguments(self) -> dict[str, str]:
+        extra = self.model_extra or {}
+        return {
+            k.removeprefix("arg:"): str(v)
+            for k, v in extra.items()
+            if k.startswith("arg:") and v != ""
+        }
+
+
 @router.post("/{tenant}/prompts/{name}/preview", response_class=HTMLResponse)
 async def preview(tenant: str, name: str, request: Request) -> Response:
-    fields, scope = await posted(request, "reader")
-    values = {
-        k.removeprefix("arg:"): v for k, v in fields.items() if k.startswith("arg:") and v != ""
-    }
+    fields, scope = await posted(request, "reader", PreviewForm)
+    values = fields.arguments()
     return await _preview(request, tenant, name, values, scope)
 
 

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from registry.console import documents
 from registry.console.pages import (
     ConsoleRoute,
+    Form,
     as_number,
     posted,
     render,
@@ -60,6 +61,30 @@ def _version_in(text: str, message: str) -> VersionIn:
     return documents.parse(text, commit_message=message or None)
 
 
+class DocumentForm(Form):
+    """The editor: the prompt's name, its YAML document, a commit message, the version it edits."""
+
+    name: str = ""
+    text: str = ""
+    message: str = ""
+    base: str | None = None
+
+
+class LabelForm(Form):
+    label: str = ""
+    version: str | None = None
+    confirm: str = ""  # "yes": the move was reviewed
+    force: str = ""  # "yes": move it although it breaks the contract
+
+
+class VersionForm(Form):
+    version: str | None = None
+
+
+class ArchiveForm(Form):
+    archived: str = ""  # "yes": archive
+
+
 class _DryRun(Exception):
     """Ends a check's transaction without committing it."""
 
@@ -69,16 +94,16 @@ async def check(tenant: str, request: Request) -> Response:
     """The editor's live validation: every problem of the document itself (its YAML, its fields,
     each message's template) at the editor's lines; then the whole write path, dry, in a
     transaction that is rolled back, for what only the registry can tell (partials, blobs)."""
-    fields, scope = await posted(request, "editor")
-    name = fields.get("name") or "new-prompt"
-    text = fields.get("text", "")
+    fields, scope = await posted(request, "editor", DocumentForm)
+    name = fields.name or "new-prompt"
+    text = fields.text
     found = documents.problems(text)
     if found:
         async with scope:
             pass  # the caller checked (role, CSRF) before anything is told
         return JSONResponse({"ok": False, "errors": [p.shown() for p in found]})
     try:
-        body = _version_in(text, fields.get("message", ""))
+        body = _version_in(text, fields.message)
         async with scope as console:
             await _write(console, name, body, base=None, request=request, dry_run=True)
             raise _DryRun  # nothing of the check is kept
@@ -128,10 +153,10 @@ async def _exists(console: ConsoleScope, name: str) -> bool:
 
 @router.post("/{tenant}/save")
 async def save(tenant: str, request: Request) -> Response:
-    fields, scope = await posted(request, "editor")
-    name = fields.get("name", "").strip()
-    text, message = fields.get("text", ""), fields.get("message", "")
-    base = as_number(fields.get("base")) or 0
+    fields, scope = await posted(request, "editor", DocumentForm)
+    name = fields.name.strip()
+    text, message = fields.text, fields.message
+    base = as_number(fields.base) or 0
     try:
         body = _version_in(text, message)
         async with scope as console:
@@ -202,16 +227,16 @@ async def blob(tenant: str, sha256: str, request: Request) -> Response:
 async def move_label(tenant: str, name: str, request: Request) -> Response:
     """A first POST shows what the move changes (the diff against what the label serves now and
     the contract's breaks); the confirmed one moves it."""
-    fields, scope = await posted(request, "editor")
-    label = fields.get("label", "").strip()
-    version = as_number(fields.get("version")) or 0
+    fields, scope = await posted(request, "editor", LabelForm)
+    label = fields.label.strip()
+    version = as_number(fields.version) or 0
     async with scope as console:
-        if fields.get("confirm") != "yes":
+        if fields.confirm != "yes":
             return await _review_move(request, console, name, label, version)
         try:
             await writing.set_label(
                 console.session, console.tenant, console.principal, name, label, version,
-                force=fields.get("force") == "yes",
+                force=fields.force == "yes",
             )  # fmt: skip
         except Conflict as refused:
             if refused.detail.get("overridable_by") != "force":
@@ -250,8 +275,8 @@ async def _review_move(
 
 @router.post("/{tenant}/prompts/{name}/restore")
 async def restore(tenant: str, name: str, request: Request) -> Response:
-    fields, scope = await posted(request, "editor")
-    version = as_number(fields.get("version")) or 0
+    fields, scope = await posted(request, "editor", VersionForm)
+    version = as_number(fields.version) or 0
     async with scope as console:
         result = await writing.restore_version(
             console.session, console.tenant, console.principal, name, version, if_match=None,
@@ -269,8 +294,8 @@ async def restore(tenant: str, name: str, request: Request) -> Response:
 
 @router.post("/{tenant}/prompts/{name}/archive")
 async def archive(tenant: str, name: str, request: Request) -> Response:
-    fields, scope = await posted(request, "editor")
-    hide = fields.get("archived") == "yes"
+    fields, scope = await posted(request, "editor", ArchiveForm)
+    hide = fields.archived == "yes"
     async with scope as console:
         await writing.set_archived(console.session, console.tenant, console.principal, name, hide)
     note = "archived: MCP clients no longer see it" if hide else "restored from the archive"

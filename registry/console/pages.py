@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
 from fastapi import Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from registry.config import Settings
 from registry.console.sessions import (
@@ -32,6 +33,7 @@ from registry.db.engine import Database
 from registry.db.pagination import PageRequest
 from registry.errors import (
     BadCsrf,
+    InvalidInput,
     NotSignedIn,
     RegistryError,
 )
@@ -136,9 +138,38 @@ class ConsoleRoute(APIRoute):
         return run
 
 
-async def read_form(request: Request) -> dict[str, str]:
-    form = await request.form()
-    return {k: v for k, v in form.items() if isinstance(v, str)}
+class Form(BaseModel):
+    """A console form's fields, typed: what a page reads of a POST. Fields it does not know are
+    ignored (a browser sends its buttons too); a field that is not what the form says is a 422
+    naming it. A check box is ``yes`` when ticked."""
+
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=False)
+
+    csrf: str | None = None
+
+
+class SignedOut(Form):
+    """A form with nothing but its CSRF token (sign out, revoke)."""
+
+
+F = TypeVar("F", bound=Form)
+
+
+async def read_form(request: Request, form: type[F]) -> F:
+    return typed(await _fields(request), form)
+
+
+async def _fields(request: Request) -> dict[str, str]:
+    return {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+
+
+def typed(fields: dict[str, str], form: type[F]) -> F:
+    try:
+        return form.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(f"{where}: {first['msg']}", field=where) from None
 
 
 def scope_of(request: Request, role: str, csrf: str | None = None) -> Any:
@@ -147,13 +178,14 @@ def scope_of(request: Request, role: str, csrf: str | None = None) -> Any:
     )
 
 
-async def posted(request: Request, role: str) -> tuple[dict[str, str], Any]:
-    """A form POST's fields and its scope (the CSRF token checked)."""
-    fields = await read_form(request)
+async def posted(request: Request, role: str, form: type[F]) -> tuple[F, Any]:
+    """A form POST's fields, typed by ``form``, and its scope (the CSRF token checked first: a
+    form without one is refused before its fields are judged)."""
+    fields = await _fields(request)
     token = fields.get("csrf") or request.headers.get("x-csrf-token")
     if not token:
         raise BadCsrf("the form carries no CSRF token: reload the page")
-    return fields, scope_of(request, role, csrf=token)
+    return typed(fields, form), scope_of(request, role, csrf=token)
 
 
 def as_number(value: str | None) -> int | None:

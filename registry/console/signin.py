@@ -16,6 +16,8 @@ from registry.console.pages import (
     LOGIN_COOKIE,
     STATIC,
     ConsoleRoute,
+    Form,
+    SignedOut,
     db_of,
     posted,
     read_form,
@@ -104,11 +106,16 @@ def _signed_in(request: Request, slug: str, cookie: str, target: str) -> Respons
     return response
 
 
+class KeyLogin(Form):
+    key: str = ""
+    next: str | None = None
+
+
 @router.post("/{tenant}/login")
 async def login_with_key(tenant: str, request: Request) -> Response:
-    fields = await read_form(request)
-    key = fields.get("key", "").strip()
-    target = _next(fields.get("next"), tenant)
+    fields = await read_form(request, KeyLogin)
+    key = fields.key.strip()
+    target = _next(fields.next, tenant)
     if not key:
         return render(request, "login.html", 422, issuers=[], why=None, next=target,
                       error="paste an API key of this tenant")  # fmt: skip
@@ -123,8 +130,7 @@ async def login_with_key(tenant: str, request: Request) -> Response:
 
 @router.post("/{tenant}/logout")
 async def logout(tenant: str, request: Request) -> Response:
-    fields, scope = await posted(request, "reader")
-    del fields
+    _, scope = await posted(request, "reader", SignedOut)
     async with scope as console:
         await close_session(console.session, console.tenant, request.cookies.get(COOKIE, ""))
     response = RedirectResponse(f"/ui/{tenant}/login", status_code=303)
