@@ -11,8 +11,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from registry.config import get_settings
+from registry.db.base import Base
 from registry.db.connect import pooler_safe_arguments
-from registry.db.models import Base
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):

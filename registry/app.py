@@ -20,7 +20,17 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import registry
 from registry import metrics
-from registry.api import changes, docs, health, oauth, problems, prompts, tenants, webhooks
+from registry.api import (
+    changes,
+    docs,
+    health,
+    oauth,
+    problems,
+    prompts,
+    skills,
+    tenants,
+    webhooks,
+)
 from registry.api.headers import SecurityHeaders
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
@@ -88,8 +98,8 @@ def close_streams_on_exit(hub: Hub) -> None:
 # The route table: every router of the service, in the order their routes are matched (the tests'
 # API description and isolation checks walk it).
 ROUTERS = (
-    health.router, oauth.router, docs.router, tenants.router, prompts.router, changes.router,
-    webhooks.router, signin.router, signin.root, browse.router, editor.router, admin.router,
+    health.router, oauth.router, docs.router, tenants.router, prompts.router, skills.router,
+    changes.router, webhooks.router, signin.router, signin.root, browse.router, editor.router, admin.router,
 )  # fmt: skip
 
 

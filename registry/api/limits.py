@@ -12,8 +12,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from registry import inputs
 from registry.bodies import BodyReader
+from registry.skills.folder import MAX_BYTES
 
 _BLOB_UPLOAD = re.compile(r"^/api/v1/tenants/[^/]+/blobs/?$")
+_SKILL_UPLOAD = re.compile(r"^/api/v1/tenants/[^/]+/skills(/[^/]+/versions)?/?$")
+# A skill's folder holds at most 16 MiB (the extension's bound); as base64 in JSON, a third more.
+SKILL_REQUEST_BYTES = MAX_BYTES * 4 // 3 + 1024 * 1024
 
 
 class BodyLimit:
@@ -29,6 +33,8 @@ class BodyLimit:
     def limit_for(self, scope: Scope) -> int:
         if scope["method"] == "POST" and _BLOB_UPLOAD.match(scope["path"]):
             return self.max_blob_bytes
+        if scope["method"] == "POST" and _SKILL_UPLOAD.match(scope["path"]):
+            return max(self.max_bytes, SKILL_REQUEST_BYTES)
         return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

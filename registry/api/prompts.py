@@ -5,9 +5,7 @@ each a few lines); its logic is in registry.prompts."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
@@ -15,12 +13,13 @@ from fastapi.responses import StreamingResponse
 
 from registry.api import conditional
 from registry.api.auth import require_credential, tenant_scope
+from registry.api.bulk import bulk_slot
 from registry.api.paging import pages
 from registry.config import Settings
 from registry.content.media import inline_disposition
 from registry.db.engine import Database
 from registry.db.pagination import Page, PageRequest
-from registry.errors import Busy, InvalidInput, NotFound
+from registry.errors import InvalidInput, NotFound
 from registry.naming import (
     LABEL_PATTERN,
     MAX_VERSION,
@@ -525,34 +524,11 @@ async def export_bundle(
 async def push_plan(
     tenant: str, body: PushPlan, request: Request, force: Force = False
 ) -> list[PushOutcome]:
-    async with _bulk_slot(request), tenant_scope(request, tenant, "editor", rollback=True) as scope:
+    async with bulk_slot(request), tenant_scope(request, tenant, "editor", rollback=True) as scope:
         return await pushing.plan(
             scope.session, scope.tenant, scope.principal, body.prompts,
             max_blob_bytes=_settings(request).max_blob_bytes, force=force,
         )  # fmt: skip
-
-
-IMPORT_WAIT_SECONDS = 30.0  # how long a bulk request waits for the one this worker is running
-
-
-@asynccontextmanager
-async def _bulk_slot(request: Request) -> AsyncIterator[None]:
-    """One bulk request (a bundle import, a push plan) at a time per worker: each holds its
-    transaction (and a pooled connection) for many seconds, and the pool serves every tenant.
-    Others wait in line, holding no connection, for a while; then they are told to come back."""
-    running: asyncio.Lock = request.app.state.importing
-    try:
-        async with asyncio.timeout(IMPORT_WAIT_SECONDS):
-            await running.acquire()
-    except TimeoutError:
-        raise Busy(
-            "this worker is running another bulk request (an import or a push plan): try again "
-            "in a few seconds"
-        ) from None
-    try:
-        yield
-    finally:
-        running.release()
 
 
 @router.post("/import", response_model=ImportResult, summary="Import a bundle (idempotent)")
@@ -560,7 +536,7 @@ async def import_bundle(
     tenant: str, body: Bundle, request: Request, dry_run: bool = False, force: Force = False
 ) -> ImportResult:
     async with (
-        _bulk_slot(request),
+        bulk_slot(request),
         tenant_scope(request, tenant, "editor", rollback=dry_run) as scope,
     ):
         return await bundles.import_bundle(

@@ -24,7 +24,6 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     Text,
     UniqueConstraint,
     func,
@@ -32,15 +31,10 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
-from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column
+from sqlalchemy.orm import Mapped, column_property, mapped_column
 
-NAMING_CONVENTION = {
-    "ix": "ix_%(column_0_N_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+from registry.db.base import Base, now
+from registry.db.skill_models import SKILL_TABLES
 
 TENANT_OWNED_TABLES = (
     "api_keys",
@@ -61,15 +55,8 @@ TENANT_OWNED_TABLES = (
     "webhook_attempts",
     "tenant_issuers",
     "console_sessions",
+    *SKILL_TABLES,
 )
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
-def _now() -> Any:
-    return text("now()")
 
 
 class Tenant(Base):
@@ -105,8 +92,8 @@ class Tenant(Base):
     # change_seq below is read from change_sequences (the column of that name is RETIRED).
     if TYPE_CHECKING:
         change_seq: Mapped[int]  # mapped below, once ChangeSequence exists
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 
 
 class ChangeSequence(Base):
@@ -172,7 +159,7 @@ class ApiKey(Base):
     # SHA-256 of the secret. Secrets are 256-bit random tokens, so a fast hash is the right tool.
     secret_hash: Mapped[bytes] = mapped_column(LargeBinary)
     created_by: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -193,7 +180,7 @@ class Blob(Base):
     mime_type: Mapped[str] = mapped_column(Text)
     size: Mapped[int] = mapped_column(BigInteger)
     data: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 
 
 class Prompt(Base):
@@ -213,8 +200,8 @@ class Prompt(Base):
     # Highest version number written; bumped under the row lock, so numbers are assigned atomically.
     latest_version: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 
 
 class PromptVersion(Base):
@@ -239,7 +226,7 @@ class PromptVersion(Base):
     commit_message: Mapped[str | None] = mapped_column(Text)
     author: Mapped[str] = mapped_column(Text)
     content_hash: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     # Its prompts/list entry, encoded (registry.prompts.listing); NULL when written before schema
     # 0015. Only the list function reads it: deferred, so loading a version never carries it.
     list_entry: Mapped[str | None] = mapped_column(Text, deferred=True)
@@ -355,7 +342,7 @@ class Label(Base):
     prompt_name: Mapped[str] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer)
     updated_by: Mapped[str] = mapped_column(Text)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     # Copies kept by triggers (schema 0016), so a label's uncached prompts/list page reads this
     # table alone: its version's list entry (NULL for a version written before 0015), and whether
     # its prompt is archived. Only the list and count functions read them: deferred.
@@ -383,7 +370,7 @@ class LabelHistory(Base):
     from_version: Mapped[int | None] = mapped_column(Integer)
     to_version: Mapped[int | None] = mapped_column(Integer)
     actor: Mapped[str] = mapped_column(Text)
-    moved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    moved_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 
 
 class ChangeLog(Base):
@@ -397,7 +384,7 @@ class ChangeLog(Base):
     kind: Mapped[str] = mapped_column(Text)
     prompt_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
     label: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 
 
 class ChangePending(Base):
@@ -428,7 +415,7 @@ class AuditLog(Base):
     target: Mapped[str] = mapped_column(Text)
     before: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 
 
 class McpSession(Base):
@@ -455,8 +442,8 @@ class McpSession(Base):
     client_info: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     client_capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     log_level: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
-    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
@@ -487,7 +474,7 @@ class WebhookEndpoint(Base):
     previous_secret: Mapped[str | None] = mapped_column(Text)
     previous_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_by: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     failing_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     disabled_reason: Mapped[str | None] = mapped_column(Text)
@@ -522,10 +509,8 @@ class WebhookDelivery(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     status: Mapped[str] = mapped_column(Text, server_default=text("'pending'"))
     attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    next_attempt_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=_now()
-    )
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Set while a worker sends it (no transaction is held across the HTTP call): another worker
     # takes it only once the lease has run out, so a worker that died mid-send loses nothing.
@@ -547,7 +532,7 @@ class WebhookAttempt(Base):
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
     delivery_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     status_code: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
     latency_ms: Mapped[int] = mapped_column(Integer)
@@ -569,7 +554,7 @@ class TenantIssuer(Base):
     introspection_client_id: Mapped[str | None] = mapped_column(Text)
     introspection_secret: Mapped[str | None] = mapped_column(Text)
     created_by: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 
 
 class ConsoleSession(Base):
@@ -591,5 +576,5 @@ class ConsoleSession(Base):
     subject: Mapped[str | None] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text)
     csrf: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -15,6 +15,7 @@ its partials expanded is at most ``MAX_TEMPLATE_CHARS`` long.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -270,6 +271,69 @@ def check_expanded(
             field=where,
         )
     return template.expand(children)
+
+
+# A partial tag in text that is not a template (a skill's SKILL.md: Markdown, whose other braces are
+# left as they are); the tag's own form is the one templates have.
+_TEXT_TAG = re.compile(r"\{\{>\s*([^{}\s]+)\s*\}\}")
+
+
+async def expand_text(
+    session: AsyncSession, tenant: Tenant, text: str, *, where: str
+) -> tuple[str, list[dict[str, object]]]:
+    """``text`` with each partial tag replaced by the text of the prompt version it resolves to
+    (a child's own tags in place, as its locks say: the same depth, cycle and size rules as
+    templates), and what each tag resolved to (``{ref, prompt, version}``). Only partial tags are
+    read: any other ``{{...}}`` in the text stays as it is."""
+    partials: list[Partial] = []
+    for ref in dict.fromkeys(m.group(1) for m in _TEXT_TAG.finditer(text)):
+        partials.extend(compiled("{{> " + ref + "}}").partials())
+    if not partials:
+        return text, []
+    locks = await resolve(session, tenant, partials, pinned=None, where=where)
+    nodes = await load(session, tenant.id, [lock.key for lock in locks])
+    Expander(nodes, check=True).children(where, locks)  # depth, cycles, usable children
+    root = Node(where, text, None, tuple(locks))
+    lengths: dict[Key | None, int] = {}
+
+    def children(node: Node) -> dict[str, Key]:
+        return {lock.ref: lock.key for lock in node.locks}
+
+    def length(key: Key | None, node: Node) -> int:
+        """How long ``node``'s text is once expanded, computed before anything is built (a tag
+        repeated over levels multiplies)."""
+        if key not in lengths:
+            refs = children(node)
+            total = len(node.source or "")
+            for found in _TEXT_TAG.finditer(node.source or ""):
+                child = refs[_ref_of(found.group(1))]
+                total += length(child, nodes[child]) - len(found.group(0))
+            lengths[key] = total
+        return lengths[key]
+
+    if length(None, root) > MAX_TEMPLATE_CHARS:
+        raise InvalidInput(
+            f"{where}: with its partials the text holds {length(None, root):,} characters; "
+            f"the most is {MAX_TEMPLATE_CHARS:,}",
+            field=where,
+        )
+
+    def expanded(node: Node) -> str:
+        refs = children(node)
+        return _TEXT_TAG.sub(
+            lambda found: expanded(nodes[refs[_ref_of(found.group(1))]]), node.source or ""
+        )
+
+    return expanded(root), [
+        {"ref": lock.ref, "prompt": lock.child_name, "version": lock.child_version}
+        for lock in locks
+    ]
+
+
+def _ref_of(written: str) -> str:
+    """A tag's ref as templates record it (the parser's own reading of the tag)."""
+    (partial,) = compiled("{{> " + written + "}}").partials()
+    return partial.ref
 
 
 async def impact(session: AsyncSession, tenant: Tenant, name: str) -> list[ImpactEntry]:

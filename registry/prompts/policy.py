@@ -11,6 +11,7 @@ from typing import Literal
 
 from registry.db.models import Tenant
 from registry.errors import Conflict, Forbidden, RegistryError
+from registry.labels import role_refusal as role_refusal
 from registry.principal import Principal
 from registry.prompts import contracts
 from registry.prompts.schemas import ContractChange
@@ -30,18 +31,6 @@ class Ruling:
         if self.error is not None:
             raise self.error
         return self
-
-
-def role_refusal(tenant: Tenant, caller: Principal, label: str) -> Forbidden | None:
-    """Why ``caller`` may not move ``label`` at all (a protected label needs the publisher role);
-    None when it may."""
-    if label in tenant.protected_labels and not caller.has("publisher"):
-        return Forbidden(
-            f"label {label!r} is protected: moving it needs the publisher role "
-            f"(the caller is {caller.role})",
-            field="label",
-        )
-    return None
 
 
 def archive_refusal(

@@ -30,6 +30,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from registry.db.blobs import blob_bytes as blob_bytes
+from registry.db.blobs import store_blob as store_blob
 from registry.db.errors import translate_db_error
 from registry.db.models import (
     Blob,
@@ -367,19 +369,6 @@ async def version_by_hash(session: AsyncSession, prompt: Prompt, content_hash: b
 # --- blobs ------------------------------------------------------------------------------------
 
 
-async def store_blob(
-    session: AsyncSession, tenant_id: uuid.UUID, sha256: bytes, mime_type: str, data: bytes
-) -> bool:
-    """Store bytes once per tenant; True when they were not there before."""
-    result = await session.execute(
-        pg_insert(Blob)
-        .values(tenant_id=tenant_id, sha256=sha256, mime_type=mime_type, size=len(data), data=data)
-        .on_conflict_do_nothing(index_elements=[Blob.tenant_id, Blob.sha256])
-        .returning(Blob.sha256)
-    )
-    return result.scalar_one_or_none() is not None
-
-
 async def blob_meta(session: AsyncSession, tenant_id: uuid.UUID, sha256: bytes) -> Blob | None:
     result = await session.execute(
         select(Blob).where(Blob.tenant_id == tenant_id, Blob.sha256 == sha256)
@@ -409,18 +398,6 @@ async def blob_data(
         select(Blob).where(Blob.tenant_id == tenant_id, Blob.sha256.in_(wanted))
     )
     return {blob.sha256: blob for blob in result.scalars().all()}
-
-
-async def blob_bytes(
-    session: AsyncSession, tenant_id: uuid.UUID, sha: bytes
-) -> tuple[str, bytes] | None:
-    """One blob's type and bytes, read as plain values (kept in no identity map: an export lets
-    each go once it is written)."""
-    result = await session.execute(
-        select(Blob.mime_type, Blob.data).where(Blob.tenant_id == tenant_id, Blob.sha256 == sha)
-    )
-    row = result.one_or_none()
-    return None if row is None else (row[0], row[1])
 
 
 # --- arguments ----------------------------------------------------------------------------------

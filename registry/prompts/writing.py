@@ -20,8 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.audit import record_audit, record_change
 from registry.db.models import Prompt, Tenant
-from registry.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
-from registry.naming import LABEL_RE, LATEST
+from registry.errors import Conflict, NotFound, PreconditionFailed
+from registry.labels import check_label_name as check_label_name
+from registry.naming import LATEST
 from registry.principal import Principal
 from registry.prompts import contracts, listing, policy
 from registry.prompts import label_repository as label_repo
@@ -45,16 +46,6 @@ from registry.prompts.schemas import (
     VersionOut,
     WriteResult,
 )
-
-
-def check_label_name(label: str) -> None:
-    if not LABEL_RE.fullmatch(label):
-        raise InvalidInput(
-            f"invalid label {label!r}: use lowercase letters, digits, '.', '_' and '-'",
-            field="label",
-        )
-    if label == LATEST:
-        raise InvalidInput("the label 'latest' moves by itself to every new version", field="label")
 
 
 def _check_label_permission(tenant: Tenant, caller: Principal, label: str) -> None:

@@ -10,7 +10,7 @@ import tracemalloc
 
 import pytest
 
-from registry.api import prompts as prompts_routes
+from registry.api import bulk
 from registry.prompts.bundles import export_stream
 from registry.tenants.service import find_tenant
 from tests.conftest import Api, auth
@@ -56,7 +56,7 @@ async def test_a_worker_imports_one_bundle_at_a_time(
     """A bundle import holds a pooled connection for as long as it runs: others on the same worker
     wait in line (before they open a transaction), and past the wait are told to come back (429,
     Retry-After)."""
-    monkeypatch.setattr(prompts_routes, "IMPORT_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(bulk, "IMPORT_WAIT_SECONDS", 0.2)
     keys = await api.tenant("acme")
     bundle = {"format": "prompt-registry/v1", "prompts": [], "blobs": {}}
     async with api.app.state.importing:  # an import is running on this worker

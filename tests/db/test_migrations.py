@@ -13,11 +13,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from registry.db import migrate
+from registry.db.base import Base
 from registry.db.models import (
     DIRECTORY_TABLES_BY_TENANT,
     RETIRED_COLUMNS,
     TENANT_OWNED_TABLES,
-    Base,
 )
 from registry.prompts.listing import served_prompt, stored_entry
 from tests.conftest import PgServer

@@ -1,0 +1,192 @@
+"""A skill's folder as the Skills extension defines it, checked before anything is stored: the file
+paths (relative, no ``.`` or ``..``, ``SKILL.md`` at the root), the bounds (512 files, 16 MiB), the
+front matter of ``SKILL.md`` (``name`` by the naming rule and equal to the skill's name, a
+``description``, no key under the reserved ``io.modelcontextprotocol/`` prefix, JSON values only) and
+the manifest a version is signed by. Pure: no I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from registry import inputs
+from registry.errors import InvalidInput
+
+SKILL_MD = "SKILL.md"
+MAX_FILES = 512  # per skill, SKILL.md included (the extension's bound)
+MAX_BYTES = 16 * 1024 * 1024  # all files of one skill (the extension's bound)
+MAX_PATH = 1024
+MAX_DESCRIPTION = 1024
+NAME_RE = re.compile(r"^(?!.*--)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
+RESERVED_PREFIX = "io.modelcontextprotocol/"
+_FRONT_MATTER = re.compile(r"^---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
+_SEGMENT = re.compile(r"^[^\x00-\x1f\x7f/\\]{1,255}$")
+# Types served as text (when their bytes are UTF-8); anything else goes out as base64.
+_TEXT_TYPES = {
+    "application/json", "application/xml", "application/yaml", "application/x-yaml",
+    "application/javascript", "application/x-sh", "application/toml", "application/sql",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class File:
+    """One file of a version: where it is in the folder, its bytes and its type."""
+
+    path: str
+    data: bytes
+    mime_type: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.fullmatch(name):
+        raise InvalidInput(
+            f"invalid skill name {name!r}: 1-64 lowercase letters, digits and single hyphens, "
+            "starting and ending with a letter or digit",
+            field="name",
+        )
+    return name
+
+
+def check_path(path: str) -> str:
+    """A file's path inside the folder: relative, with ``/`` between segments, no ``.`` or ``..``."""
+    segments = path.split("/")
+    if (
+        len(path) > MAX_PATH
+        or not all(_SEGMENT.fullmatch(s) for s in segments)
+        or any(s in (".", "..") for s in segments)
+    ):
+        raise InvalidInput(
+            f"invalid file path {path[:80]!r}: a relative path of segments separated by '/', "
+            "without '.', '..', backslashes or control characters",
+            field="files",
+        )
+    return path
+
+
+def mime_type_of(path: str, given: str | None) -> str:
+    if path == SKILL_MD:
+        return "text/markdown"
+    if given:
+        return given
+    if path.endswith(".md"):
+        return "text/markdown"
+    guessed, _ = mimetypes.guess_type(path, strict=False)
+    return guessed or "application/octet-stream"
+
+
+def is_text(mime_type: str, data: bytes) -> bool:
+    """Whether a file goes out as text (else as base64)."""
+    if not (mime_type.startswith("text/") or mime_type in _TEXT_TYPES):
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def check_folder(files: Iterable[File]) -> list[File]:
+    """The files in path order, once the folder holds up as a whole."""
+    ordered = sorted(files, key=lambda f: f.path)
+    paths = [f.path for f in ordered]
+    if len(ordered) > MAX_FILES:
+        raise InvalidInput(f"a skill holds at most {MAX_FILES} files; this one has {len(ordered)}")
+    if SKILL_MD not in paths:
+        raise InvalidInput(f"a skill needs a {SKILL_MD} at the root of its folder", field="files")
+    seen: set[str] = set()
+    for path in paths:
+        if path in seen:
+            raise InvalidInput(f"the file {path!r} is given twice", field="files")
+        seen.add(path)
+    folders = {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)}
+    clash = sorted(folders & seen)
+    if clash:
+        raise InvalidInput(f"{clash[0]!r} is both a file and a folder", field="files")
+    total = sum(len(f.data) for f in ordered)
+    if total > MAX_BYTES:
+        raise InvalidInput(
+            f"a skill's files hold at most {MAX_BYTES:,} bytes in all; these hold {total:,}"
+        )
+    return ordered
+
+
+def front_matter(text: str, name: str) -> dict[str, Any]:
+    """The front matter of ``SKILL.md`` (a YAML mapping between ``---`` lines at its top), checked."""
+    found = _FRONT_MATTER.match(text.removeprefix("\ufeff"))
+    if found is None:
+        raise InvalidInput(
+            f"{SKILL_MD} must begin with YAML front matter between '---' lines "
+            "(with name and description)",
+            field=SKILL_MD,
+        )
+    try:
+        parsed = inputs.load_yaml(found.group(1))
+    except yaml.YAMLError as refused:
+        raise InvalidInput(f"{SKILL_MD} front matter: {refused}", field=SKILL_MD) from None
+    if not isinstance(parsed, dict):
+        raise InvalidInput(f"{SKILL_MD} front matter must be a mapping of fields", field=SKILL_MD)
+    _check_json(parsed, "front matter")
+    if parsed.get("name") != name:
+        raise InvalidInput(
+            f"{SKILL_MD} front matter: name must be {name!r}, the skill's name "
+            f"(it is {parsed.get('name')!r})",
+            field=SKILL_MD,
+        )
+    description = parsed.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise InvalidInput(f"{SKILL_MD} front matter: a description is required", field=SKILL_MD)
+    if len(description) > MAX_DESCRIPTION:
+        raise InvalidInput(
+            f"{SKILL_MD} front matter: the description holds at most {MAX_DESCRIPTION} characters",
+            field=SKILL_MD,
+        )
+    metadata = parsed.get("metadata")
+    keys = [*parsed, *(metadata if isinstance(metadata, dict) else {})]
+    reserved = sorted(k for k in keys if k.startswith(RESERVED_PREFIX))
+    if reserved:
+        raise InvalidInput(
+            f"{SKILL_MD} front matter: keys under {RESERVED_PREFIX!r} are reserved for MCP "
+            f"extensions ({reserved[0]!r})",
+            field=SKILL_MD,
+        )
+    return parsed
+
+
+def _check_json(value: Any, where: str) -> None:
+    """Only what JSON holds (a YAML date or binary would read back differently in every client)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"{SKILL_MD} {where}: keys must be strings", field=SKILL_MD)
+            _check_json(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, f"{where}[{index}]")
+    elif not (value is None or isinstance(value, str | int | float | bool)):
+        raise InvalidInput(
+            f"{SKILL_MD} {where}: a {type(value).__name__} is not a JSON value (quote it)",
+            field=SKILL_MD,
+        )
+
+
+def manifest(files: Iterable[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    """Every file as ``{path, digest, size}`` in path order: what a version is signed by."""
+    return [
+        {"path": path, "digest": f"sha256:{sha}", "size": size} for path, sha, size in sorted(files)
+    ]
+
+
+def manifest_sha256(document: Mapping[str, Any]) -> bytes:
+    from registry.signing import canonical
+
+    return hashlib.sha256(canonical(document)).digest()
