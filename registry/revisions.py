@@ -19,6 +19,11 @@ from mcp_types.version import (
     is_version_at_least,
 )
 
+# The methods of the extensions this server declares (the Skills extension, SEP-2640): not in the
+# core protocol's surface map; served where a revision carries capabilities.extensions. Revisions
+# before that read skills through the core resources methods alone.
+EXTENSION_METHODS = frozenset({"skills/list", "skills/get", "resources/directory/read"})
+
 SESSION_REVISIONS: tuple[str, ...] = HANDSHAKE_PROTOCOL_VERSIONS
 STATELESS_REVISIONS: tuple[str, ...] = MODERN_PROTOCOL_VERSIONS
 ALL_REVISIONS: tuple[str, ...] = SESSION_REVISIONS + STATELESS_REVISIONS
@@ -45,9 +50,13 @@ class Revision:
     logging: bool
     batches: bool  # JSON-RPC batches in a POST body (2025-03-26 only)
     priming: bool  # an SSE stream opens with an event id and a retry interval
+    extensions: bool  # capabilities.extensions (SEP-2133): the Skills extension's methods
 
     def serves(self, method: str) -> bool:
-        """Whether this revision has ``method`` (a client request) at all."""
+        """Whether this revision has ``method`` (a client request) at all: the core protocol's
+        methods, and the methods of the extensions served (where a revision declares extensions)."""
+        if method in EXTENSION_METHODS:
+            return self.extensions
         return (method, self.name) in CLIENT_REQUESTS
 
     def __str__(self) -> str:
@@ -70,6 +79,7 @@ def revision_of(name: str) -> Revision:
         logging=not is_version_at_least(name, _STATELESS),
         batches=name == _AUDIO,
         priming=is_version_at_least(name, _ICONS),
+        extensions=is_version_at_least(name, _STATELESS),
     )
 
 

@@ -205,6 +205,15 @@ class LiveServer:
             assert written.status_code == 201, written.text
         return keys
 
+    def skill(self, slug: str, body: Mapping[str, Any], label: str = "production") -> None:
+        """A skill of tenant ``slug`` (written as the operator), labelled ``label``."""
+        written = httpx.post(
+            f"{self.url}/api/v1/tenants/{slug}/skills",
+            json={**body, "labels": [label]},
+            headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+        )
+        assert written.status_code == 201, written.text
+
 
 def start_server(
     env: dict[str, str], *, workers: int = 1, timeout: float = 60, port: int | None = None

@@ -20,6 +20,7 @@ from registry.db.models import McpSession, Tenant
 from registry.events.cache import MISSING
 from registry.mcp import caching, handlers, stateless
 from registry.mcp.caching import McpCaches
+from registry.mcp.call import Call
 from registry.mcp.errors import InvalidRequest, McpError, ParseError
 from registry.mcp.protocol import Message, classify, error_message, result_message
 from registry.principal import Principal
@@ -125,7 +126,7 @@ class Core:
                 handlers.count(message, started, "ok")
                 return result_message(message.id, remembered.result)
             generation = self.caches.answers.generation(tenant.id)
-        call = handlers.Call(
+        call = Call(
             db=self.db,
             tx=tx,
             tenant=tenant,

@@ -1,4 +1,5 @@
-"""prompts/list cursors: opaque tokens (registry.tokens) bound to tenant and label, short-lived."""
+"""List cursors (prompts/list, skills/list, resources/list): opaque tokens (registry.tokens) bound
+to tenant, label and list, short-lived; one list's cursor never opens another."""
 
 from __future__ import annotations
 
@@ -8,16 +9,36 @@ from registry.mcp.errors import InvalidParams
 from registry.tokens import ExpiredToken, InvalidToken, TokenCodec
 
 
-def encode(codec: TokenCodec, tenant_id: uuid.UUID, label: str, last_name: str, size: int) -> str:
-    return codec.issue("mcp-cursor", [tenant_id.hex, label], [last_name, size])
+def _context(tenant_id: uuid.UUID, label: str, kind: str) -> list[str]:
+    # The prompts list keeps the context it always had (its cursors stay valid across an upgrade).
+    return [tenant_id.hex, label] if kind == "prompts" else [tenant_id.hex, label, kind]
+
+
+def encode(
+    codec: TokenCodec,
+    tenant_id: uuid.UUID,
+    label: str,
+    last_name: str,
+    size: int,
+    *,
+    kind: str = "prompts",
+) -> str:
+    return codec.issue("mcp-cursor", _context(tenant_id, label, kind), [last_name, size])
 
 
 def decode(
-    codec: TokenCodec, token: object, tenant_id: uuid.UUID, label: str, *, max_age_seconds: int
+    codec: TokenCodec,
+    token: object,
+    tenant_id: uuid.UUID,
+    label: str,
+    *,
+    max_age_seconds: int,
+    kind: str = "prompts",
 ) -> tuple[str, int]:
     """(last name, page size) from a cursor this server issued for this tenant and label."""
     try:
-        payload = codec.open("mcp-cursor", [tenant_id.hex, label], token, max_age=max_age_seconds)
+        context = _context(tenant_id, label, kind)
+        payload = codec.open("mcp-cursor", context, token, max_age=max_age_seconds)
     except ExpiredToken:
         raise InvalidParams("expired cursor: list again from the first page") from None
     except InvalidToken:

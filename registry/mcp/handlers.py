@@ -12,22 +12,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from registry.config import Settings
-from registry.db.engine import Database, LazyTx
-from registry.db.models import McpSession, Tenant
-from registry.mcp import caching, errors, request_state, shaping
+from registry.db.models import Tenant
+from registry.mcp import caching, errors, request_state, shaping, skills
 from registry.mcp import cursor as cursors
-from registry.mcp.caching import McpCaches
+from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams, MethodNotFound
 from registry.mcp.protocol import Message, error_message, result_message
 from registry.metrics import REQUESTS, tally, timings
 from registry.naming import META_CONFIG
-from registry.principal import Principal
 from registry.prompts import completion, listing, reading, rendering
 from registry.revisions import (
     ALL_REVISIONS,
@@ -38,46 +36,23 @@ from registry.revisions import (
 from registry.sessions import service as sessions
 from registry.templates.arguments import InvalidArgument
 from registry.tenants import access
-from registry.tokens import TokenCodec
 
 ELICITATION_KEY = "arguments"  # the inputRequests key of the argument form
 # Real clients stop walking after 64 pages, so a large tenant's list must fit in about 50.
 PAGES_WANTED = 50
 
 
-@dataclass
-class Call:
-    """What a handler may use: never anything of another tenant."""
-
-    db: Database
-    tx: LazyTx  # the tenant's transaction, opened only if something must be read
-    tenant: Tenant
-    label: str
-    principal: Principal
-    revision: Revision
-    settings: Settings
-    tokens: TokenCodec
-    caches: McpCaches
-    session: McpSession | None = None
-    # Declared per request in 2026-07-28 (`_meta`); never inferred from earlier requests.
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
-class InitializeParams(_Params):
+class InitializeParams(Params):
     protocolVersion: str
     capabilities: dict[str, Any] = Field(default_factory=dict)
     clientInfo: dict[str, Any] | None = None
 
 
-class ListParams(_Params):
+class ListParams(Params):
     cursor: str | None = None
 
 
-class GetParams(_Params):
+class GetParams(Params):
     name: str = Field(min_length=1, max_length=300)
     arguments: dict[str, str] | None = None
     # 2026-07-28: the retry of an InputRequiredResult.
@@ -85,28 +60,28 @@ class GetParams(_Params):
     requestState: str | None = None
 
 
-class CompletionRef(_Params):
+class CompletionRef(Params):
     type: Literal["ref/prompt", "ref/resource"]
     name: str | None = None
     uri: str | None = None
 
 
-class CompletionArgument(_Params):
+class CompletionArgument(Params):
     name: str
     value: str
 
 
-class CompletionContext(_Params):
+class CompletionContext(Params):
     arguments: dict[str, str] | None = None
 
 
-class CompleteParams(_Params):
+class CompleteParams(Params):
     ref: CompletionRef
     argument: CompletionArgument
     context: CompletionContext | None = None
 
 
-class SetLevelParams(_Params):
+class SetLevelParams(Params):
     level: Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
@@ -133,7 +108,7 @@ def list_ttl(call: Call) -> int:
     return ttl if ttl is not None else call.settings.list_ttl_ms
 
 
-async def server_discover(call: Call, params: _Params) -> dict[str, Any]:
+async def server_discover(call: Call, params: Params) -> dict[str, Any]:
     await reading.check_label(await call.tx.session(), call.tenant, call.label)
     result: dict[str, Any] = {
         "supportedVersions": list(ALL_REVISIONS),
@@ -146,7 +121,7 @@ async def server_discover(call: Call, params: _Params) -> dict[str, Any]:
     return result
 
 
-async def ping(call: Call, params: _Params) -> dict[str, Any]:
+async def ping(call: Call, params: Params) -> dict[str, Any]:
     return {}
 
 
@@ -338,19 +313,25 @@ class Method:
     what is wrong) before ``handler`` sees them."""
 
     name: str
-    params: type[_Params]
+    params: type[Params]
     handler: Callable[[Call, Any], Awaitable[dict[str, Any]]]
 
 
 METHODS: dict[str, Method] = {
     row.name: row
     for row in (
-        Method("server/discover", _Params, server_discover),
-        Method("ping", _Params, ping),
+        Method("server/discover", Params, server_discover),
+        Method("ping", Params, ping),
         Method("prompts/list", ListParams, prompts_list),
         Method("prompts/get", GetParams, prompts_get),
         Method("completion/complete", CompleteParams, completion_complete),
         Method("logging/setLevel", SetLevelParams, logging_set_level),
+        Method("skills/list", skills.ListParams, skills.skills_list),
+        Method("skills/get", skills.UriParams, skills.skills_get),
+        Method("resources/list", skills.ListParams, skills.resources_list),
+        Method("resources/templates/list", skills.ListParams, skills.resources_templates_list),
+        Method("resources/read", skills.UriParams, skills.resources_read),
+        Method("resources/directory/read", skills.DirectoryParams, skills.directory_read),
     )
 }
 # Methods a transport answers itself (the session handshake, a stream of notifications).

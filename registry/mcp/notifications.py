@@ -27,8 +27,11 @@ LIST_KINDS: dict[str, ListKind] = {
         ListKind("tools", "notifications/tools/list_changed", "toolsListChanged"),
     )
 }
-# The lists this server says change (the capability ``listChanged`` of each).
-SERVED_KINDS = ("prompts",)
+# The lists this server says change (the capability ``listChanged`` of each): prompts, and the
+# resources skills are read through. A change of what a label serves is told for both (the change
+# notification names the label, not the kind of artifact: a list re-read for nothing, never a
+# change missed).
+SERVED_KINDS = ("prompts", "resources")
 
 
 def list_changed(kind: str, subscription_id: str | int | None = None) -> dict[str, Any]:

@@ -21,6 +21,9 @@ META_CAPABILITIES = CLIENT_CAPABILITIES_META_KEY
 META_CLIENT = CLIENT_INFO_META_KEY
 META_SERVER = SERVER_INFO_META_KEY
 META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"  # not among mcp-types' constants
+SKILLS_EXTENSION = (
+    "io.modelcontextprotocol/skills"  # SEP-2640's identifier in capabilities.extensions
+)
 
 __all__ = ["Message", "classify"]
 

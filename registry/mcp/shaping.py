@@ -11,6 +11,7 @@ import registry
 from registry.content.kinds import kind_of
 from registry.db.models import Tenant
 from registry.mcp.notifications import SERVED_KINDS
+from registry.mcp.protocol import SKILLS_EXTENSION
 from registry.prompts import listing
 from registry.prompts.listing import ServedPrompt
 from registry.revisions import Revision
@@ -28,6 +29,8 @@ SERVER_ICON = {
 
 def capabilities(revision: Revision) -> dict[str, Any]:
     caps: dict[str, Any] = {kind: {"listChanged": True} for kind in SERVED_KINDS}
+    if revision.extensions:
+        caps["extensions"] = {SKILLS_EXTENSION: {"directoryRead": True}}
     if revision.logging:
         caps["logging"] = {}
     if revision.completions:

@@ -44,6 +44,24 @@ CONFORMANCE_PROMPTS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+# Skills for the suite's skills scenarios (they discover what is served): one with a subfolder, so
+# that directory reads have a folder to descend into (the suite explores the first listed).
+CONFORMANCE_SKILLS: list[dict[str, Any]] = [
+    {"name": "pdf-processing", "files": [
+        {"path": "SKILL.md", "text": "---\nname: pdf-processing\ndescription: Extract, fill, and "
+         "assemble PDF documents\nmetadata:\n  owner: documents\n---\n# PDF processing\n\nSee "
+         "references/FORMS.md for forms.\n"},
+        {"path": "references/FORMS.md", "text": "# Forms\n\nFill every field.\n"},
+        {"path": "scripts/extract.py", "text": "print('extract')\n"},
+    ]},
+    {"name": "code-review", "files": [
+        {"path": "SKILL.md", "text": "---\nname: code-review\ndescription: How we review a change\n"
+         "---\n# Review\n\n1. Tests pass. See references/CHECKLIST.md.\n"},
+        {"path": "references/CHECKLIST.md", "text": "- [ ] tests\n- [ ] docs\n"},
+    ]},
+]  # fmt: skip
+
+
 async def add_prompts(
     api: Api, slug: str, key: str, bodies: list[dict[str, Any]], label: str = "production"
 ) -> None:

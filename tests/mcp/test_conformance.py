@@ -23,7 +23,7 @@ from tests.conftest import (
     start_server,
     stop_server,
 )
-from tests.mcp.conftest import CONFORMANCE_PROMPTS
+from tests.mcp.conftest import CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS
 from tests.node import node, npm_package
 
 pytestmark = pytest.mark.slow
@@ -65,6 +65,8 @@ async def conformance_server(pg_server: PgServer, template_db: str) -> AsyncIter
     )
     try:
         server.tenant("conformance", public_read=True, roles=(), prompts=CONFORMANCE_PROMPTS)
+        for skill in CONFORMANCE_SKILLS:
+            server.skill("conformance", skill)
         yield server
     finally:
         stop_server(server)
@@ -84,6 +86,14 @@ STATELESS_SCENARIOS = [
     "completion-complete",
     "dns-rebinding-protection",
     "caching",
+    "sep-2164-resource-not-found",  # reading a resource that does not exist
+]
+# The Skills extension (SEP-2640): extension scenarios are off the spec's timeline, so the suite
+# runs them at a spec version only when told to (--force).
+SKILL_SCENARIOS = [
+    "sep-2640-skills-enumeration",
+    "sep-2640-skills-manifest",
+    "sep-2640-skills-directory",
 ]
 NEEDS_TOOLS_OR_RESOURCES = {
     "sep-2575-server-rejects-undeclared-capability",  # needs the tool test_missing_capability
@@ -91,8 +101,6 @@ NEEDS_TOOLS_OR_RESOURCES = {
     "sep-2575-http-server-no-independent-requests-on-stream",  # needs test_streaming_elicitation
     "sep-2575-server-no-log-without-loglevel",  # needs test_logging_tool
     "sep-2549-tools-list-caching-hints",  # tools/list
-    "sep-2549-resources-list-caching-hints",  # resources/list
-    "sep-2549-resources-templates-list-caching-hints",  # resources/templates/list
 }
 _CHECK = re.compile(r"\[([a-z0-9-]+)\s*\]\s+(SUCCESS|FAILURE|WARNING|INFO|SKIPPED)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -140,3 +148,17 @@ def test_conformance_scenario_2026_07_28(
     failed = {check for check, status in checks.items() if status == "FAILURE"}
     assert failed <= NEEDS_TOOLS_OR_RESOURCES, output[-4000:]
     assert checks.get("wire-schema-valid", "SUCCESS") == "SUCCESS", output[-4000:]
+
+
+@pytest.mark.parametrize("scenario", SKILL_SCENARIOS)
+def test_conformance_skills(
+    conformance: list[str], conformance_server: LiveServer, scenario: str
+) -> None:
+    url = f"{conformance_server.url}/mcp/conformance"
+    _, output, checks = run_scenario(
+        conformance, url, scenario, "--spec-version", "2026-07-28", "--force"
+    )
+    assert checks, output[-4000:]
+    assert "SKIPPED" not in checks.values(), output[-4000:]  # the extension is declared and served
+    not_met = {check for check, status in checks.items() if status in ("FAILURE", "WARNING")}
+    assert not not_met, output[-4000:]

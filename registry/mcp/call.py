@@ -1,0 +1,41 @@
+"""What a method handler is given (``Call``), and the base of every method's params model: shared by
+the handlers of each concern (registry.mcp.handlers, registry.mcp.skills)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from registry.config import Settings
+from registry.db.engine import Database, LazyTx
+from registry.db.models import McpSession, Tenant
+from registry.mcp.caching import McpCaches
+from registry.principal import Principal
+from registry.revisions import Revision
+from registry.tokens import TokenCodec
+
+
+@dataclass
+class Call:
+    """What a handler may use: never anything of another tenant."""
+
+    db: Database
+    tx: LazyTx  # the tenant's transaction, opened only if something must be read
+    tenant: Tenant
+    label: str
+    principal: Principal
+    revision: Revision
+    settings: Settings
+    tokens: TokenCodec
+    caches: McpCaches
+    session: McpSession | None = None
+    # Declared per request in 2026-07-28 (`_meta`); never inferred from earlier requests.
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+
+
+class Params(BaseModel):
+    """The params of a request: validated by each method's model (extra fields are allowed)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)

@@ -1,0 +1,261 @@
+"""Skills over MCP (the Skills extension, ``io.modelcontextprotocol/skills``) and the resources they
+are read through, on the prompts' endpoint and label.
+
+``skills/list`` and ``skills/get`` answer each served skill's entry: its ``SKILL.md`` URI, its front
+matter, and the complete manifest of its files (``{uri, digest, size}``), with the registry's
+provenance in ``_meta`` (``dev.prompt-registry/skill``: the version, the label, and an Ed25519
+signature over the manifest when the server has a signing key, ``REGISTRY_SNAPSHOT_KEY_FILE``).
+``resources/list`` lists the served ``SKILL.md`` files, ``resources/read`` reads any file of a served
+skill (text, or base64 by type), and ``resources/directory/read`` lists a folder's direct children.
+URIs are ``skill://<name>/<path>``. Revisions without the extension read the same resources.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from registry.config import Settings
+from registry.events.cache import MISSING, Lru
+from registry.mcp import cursor as cursors
+from registry.mcp.call import Call, Params
+from registry.mcp.errors import InvalidParams
+from registry.mcp.protocol import SKILLS_EXTENSION as SKILLS_EXTENSION
+from registry.naming import META_PREFIX
+from registry.signing import key_id, private_key, sign
+from registry.skills import service as skills
+from registry.skills.folder import SKILL_MD, is_text
+from registry.skills.service import ServedSkill
+
+SCHEME = "skill://"
+DIRECTORY = "inode/directory"
+META_SKILL = META_PREFIX + "skill"
+PAGE = 100  # skills per skills/list or resources/list page (an entry is never split)
+# Signatures of served versions (immutable: a version's manifest never changes), per worker.
+_SIGNATURES: Lru[dict[str, str]] = Lru("skill-signatures", 10_000)
+
+
+class ListParams(Params):
+    cursor: str | None = None
+
+
+class UriParams(Params):
+    uri: str = Field(min_length=1, max_length=2048)
+
+
+class DirectoryParams(UriParams):
+    cursor: str | None = None
+
+
+# --- URIs -------------------------------------------------------------------------------------
+
+
+def skill_uri(name: str, path: str = SKILL_MD) -> str:
+    return f"{SCHEME}{name}/{path}"
+
+
+def _split(uri: str) -> tuple[str, str]:
+    """(skill name, path inside the folder, "" for the root) of a ``skill://`` URI."""
+    if not uri.startswith(SCHEME):
+        raise _not_found(uri)
+    name, _, path = uri[len(SCHEME) :].partition("/")
+    if not name:
+        raise _not_found(uri)
+    return name, path.rstrip("/")
+
+
+def _not_found(uri: str, what: str = "Resource not found") -> InvalidParams:
+    return InvalidParams(f"{what}: {uri[:300]}", data={"uri": uri[:2048]})
+
+
+# --- entries ----------------------------------------------------------------------------------
+
+
+def entry(call: Call, skill: ServedSkill) -> dict[str, Any]:
+    """A skill entry as skills/list and skills/get answer it."""
+    return {
+        "uri": skill_uri(skill.name),
+        "frontmatter": skill.frontmatter,
+        "resources": [
+            {"uri": skill_uri(skill.name, f.path), "digest": f"sha256:{f.sha256}", "size": f.size}
+            for f in skill.files
+        ],
+        "_meta": {META_SKILL: provenance(call, skill)},
+    }
+
+
+def provenance(call: Call, skill: ServedSkill) -> dict[str, Any]:
+    """Where a served skill comes from: the tenant, the version, the label that served it, and the
+    signature over the manifest (``registry verify-skill`` checks it)."""
+    found: dict[str, Any] = {
+        "tenant": call.tenant.slug,
+        "version": skill.version,
+        "label": call.label,
+    }
+    signature = _signature(call.settings, call.tenant.id, call.tenant.slug, skill)
+    if signature is not None:
+        found.update(signature)
+    return found
+
+
+def _signature(
+    settings: Settings, tenant_id: uuid.UUID, slug: str, skill: ServedSkill
+) -> dict[str, str] | None:
+    key_file = settings.snapshot_key_file
+    if key_file is None:
+        return None
+    cache_key = (tenant_id, skill.skill_id, skill.version, str(key_file))
+    cached = _SIGNATURES.get(cache_key)
+    if cached is not MISSING:
+        return cached
+    signed = sign(skills.signed_document(slug, skill), _key(key_file))
+    found = {"keyId": signed["key_id"], "signature": signed["signature"], "alg": "Ed25519"}
+    _SIGNATURES.put(cache_key, found)
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def _key(path: Path) -> Any:
+    return private_key(path.read_bytes())
+
+
+def public_key_id(settings: Settings) -> str | None:
+    if settings.snapshot_key_file is None:
+        return None
+    return key_id(_key(settings.snapshot_key_file).public_key())
+
+
+# --- the methods ------------------------------------------------------------------------------
+
+
+async def _page(call: Call, cursor: str | None, kind: str) -> tuple[list[ServedSkill], str | None]:
+    after = None
+    if cursor is not None:
+        after, _ = cursors.decode(
+            call.tokens, cursor, call.tenant.id, call.label,
+            max_age_seconds=call.settings.session_idle_seconds, kind=kind,
+        )  # fmt: skip
+    session = await call.tx.session()
+    found = await skills.served_skills(
+        session, call.tenant, call.label, after=after, limit=PAGE + 1
+    )
+    more = len(found) > PAGE
+    page = found[:PAGE]
+    following = None
+    if more:
+        following = cursors.encode(
+            call.tokens, call.tenant.id, call.label, page[-1].name, PAGE, kind=kind
+        )
+    return page, following
+
+
+def _cacheable(call: Call, result: dict[str, Any]) -> dict[str, Any]:
+    if call.revision.stateless:
+        result["ttlMs"] = call.tenant.list_ttl_ms or call.settings.list_ttl_ms
+        result["cacheScope"] = "private"
+    return result
+
+
+async def skills_list(call: Call, params: ListParams) -> dict[str, Any]:
+    page, following = await _page(call, params.cursor, "skills")
+    result: dict[str, Any] = {"skills": [entry(call, s) for s in page]}
+    if following:
+        result["nextCursor"] = following
+    return _cacheable(call, result)
+
+
+async def _served(call: Call, name: str, uri: str) -> ServedSkill:
+    session = await call.tx.session()
+    found = await skills.served_skills(session, call.tenant, call.label, name=name, limit=1)
+    if not found:
+        raise _not_found(uri, "Skill not found")
+    return found[0]
+
+
+async def skills_get(call: Call, params: UriParams) -> dict[str, Any]:
+    name, path = _split(params.uri)
+    if path != SKILL_MD:
+        raise _not_found(params.uri, "Skill not found (a skill is named by its SKILL.md URI)")
+    skill = await _served(call, name, params.uri)
+    return _cacheable(call, {"skill": entry(call, skill)})
+
+
+async def resources_list(call: Call, params: ListParams) -> dict[str, Any]:
+    page, following = await _page(call, params.cursor, "resources")
+    resources = []
+    for skill in page:
+        size = next(f.size for f in skill.files if f.path == SKILL_MD)
+        resource: dict[str, Any] = {
+            "uri": skill_uri(skill.name),
+            "name": skill.name,
+            "description": skill.description,
+            "mimeType": "text/markdown",
+            "size": size,
+        }
+        if call.revision.links:  # _meta on a Resource from 2025-06-18
+            resource["_meta"] = {META_SKILL: {"version": skill.version, "label": call.label}}
+        resources.append(resource)
+    result: dict[str, Any] = {"resources": resources}
+    if following:
+        result["nextCursor"] = following
+    return _cacheable(call, result)
+
+
+async def resources_templates_list(call: Call, params: ListParams) -> dict[str, Any]:
+    del params
+    return _cacheable(call, {"resourceTemplates": []})
+
+
+async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
+    name, path = _split(params.uri)
+    skill = await _served(call, name, params.uri)
+    served = next((f for f in skill.files if f.path == path), None)
+    if served is None:
+        raise _not_found(params.uri)
+    found = await skills.served_file(await call.tx.session(), call.tenant, skill, path)
+    if found is None:
+        raise _not_found(params.uri)
+    mime, data = found
+    contents: dict[str, Any] = {"uri": params.uri, "mimeType": mime}
+    if is_text(mime, data):
+        contents["text"] = data.decode("utf-8")
+    else:
+        contents["blob"] = base64.b64encode(data).decode()
+    if call.revision.links:
+        contents["_meta"] = {
+            META_SKILL: {
+                "version": skill.version,
+                "label": call.label,
+                "digest": f"sha256:{served.sha256}",
+            }
+        }
+    return _cacheable(call, {"contents": [contents]})
+
+
+async def directory_read(call: Call, params: DirectoryParams) -> dict[str, Any]:
+    """The direct children of a folder of a served skill; a file's URI is -32602."""
+    name, path = _split(params.uri)
+    skill = await _served(call, name, params.uri)
+    prefix = f"{path}/" if path else ""
+    if any(f.path == path for f in skill.files) or (
+        path and not any(f.path.startswith(prefix) for f in skill.files)
+    ):
+        raise _not_found(params.uri, "Not a directory of this skill")
+    children: dict[str, dict[str, Any]] = {}
+    for f in skill.files:
+        if not f.path.startswith(prefix):
+            continue
+        rest = f.path[len(prefix) :]
+        head, slash, _ = rest.partition("/")
+        if slash:
+            children.setdefault(head, {"uri": skill_uri(name, prefix + head), "name": head,
+                                       "mimeType": DIRECTORY})  # fmt: skip
+        else:
+            children[head] = {"uri": skill_uri(name, f.path), "name": head, "mimeType": f.mime_type,
+                              "size": f.size}  # fmt: skip
+    return _cacheable(call, {"resources": [children[k] for k in sorted(children)]})
