@@ -47,6 +47,8 @@ VERSION = {"messages": [{"role": "user", "content": {"type": "text", "text": "x"
 BUNDLE = {"format": "prompt-registry/v1", "prompts": [], "blobs": {}}
 T = "/api/v1/tenants/{tenant}"
 P = T + "/prompts/{name}"
+S = T + "/skills/{name}"
+SKILL_FILES = {"files": [{"path": "SKILL.md", "text": "---\nname: planted\ndescription: x\n---\n"}]}
 
 REST: dict[tuple[str, str], Entry] = {
     # served to anyone: no tenant's data behind them
@@ -103,6 +105,18 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", P + "/versions"): Entry("tenant", VERSION),
     ("GET", P + "/versions/{version}"): Entry("tenant"),
     ("POST", P + "/versions/{version}/restore"): Entry("tenant"),
+    ("GET", T + "/skills"): Entry("tenant"),
+    ("POST", T + "/skills"): Entry("tenant", {"name": "planted", **SKILL_FILES}),
+    ("GET", S): Entry("tenant"),
+    ("DELETE", S): Entry("tenant"),
+    ("POST", S + "/archive"): Entry("tenant", {"archived": True}),
+    ("GET", S + "/diff"): Entry("tenant", query={"from": "1", "to": "1"}),
+    ("PUT", S + "/labels/{label}"): Entry("tenant", {"version": 1}),
+    ("DELETE", S + "/labels/{label}"): Entry("tenant"),
+    ("GET", S + "/versions"): Entry("tenant"),
+    ("POST", S + "/versions"): Entry("tenant", SKILL_FILES),
+    ("GET", S + "/versions/{version}"): Entry("tenant"),
+    ("GET", S + "/versions/{version}/files/{path:path}"): Entry("tenant"),
     ("GET", T + "/served"): Entry("tenant"),
     ("GET", T + "/served/{name}"): Entry("tenant"),
     ("GET", T + "/webhooks"): Entry("tenant"),
@@ -157,6 +171,12 @@ MCP: dict[str, dict[str, Any]] = {
     },
     "logging/setLevel": {"level": "info"},
     "subscriptions/listen": {"notifications": {"prompts": {"listChanged": True}}},
+    "skills/list": {},
+    "skills/get": {"uri": "skill://bravo-prompt/SKILL.md"},
+    "resources/list": {},
+    "resources/templates/list": {},
+    "resources/read": {"uri": "skill://bravo-prompt/SKILL.md"},
+    "resources/directory/read": {"uri": "skill://bravo-prompt"},
 }
 
 CALLERS = ["reader", "editor", "publisher", "admin", "revoked", "expired", "made-up", "anonymous"]
@@ -202,6 +222,13 @@ async def _world(api: Api, superuser: asyncpg.Connection) -> World:
         "/api/v1/tenants/bravo/prompts", json=prompt, headers=auth(bravo["publisher"])
     )
     assert made.status_code == 201, made.text
+    skill_md = f"---\nname: bravo-prompt\ndescription: {SECRET}\n---\n{SECRET}\n"
+    skill = {"name": "bravo-prompt", "labels": ["production", "staging"],
+             "files": [{"path": "SKILL.md", "text": skill_md}]}  # fmt: skip
+    made = await api.client.post(
+        "/api/v1/tenants/bravo/skills", json=skill, headers=auth(bravo["publisher"])
+    )
+    assert made.status_code == 201, made.text
     blob = await api.client.post(
         "/api/v1/tenants/bravo/blobs", content=PNG,
         headers={**auth(bravo["editor"]), "Content-Type": "image/png"},
@@ -243,7 +270,7 @@ async def _world(api: Api, superuser: asyncpg.Connection) -> World:
         "tenant": "bravo", "name": "bravo-prompt", "version": "1", "label": "staging",
         "key_id": keys[0]["id"], "sha256": blob.json()["sha256"],
         "endpoint_id": hook.json()["id"], "delivery_id": "1", "rest:path": "x",
-        "name:path": "console.css",
+        "name:path": "console.css", "path:path": "SKILL.md",
     }  # fmt: skip
     return World(api, alpha, bravo, params, cookie)
 
@@ -319,6 +346,8 @@ async def _mcp(
     }  # fmt: skip
     if method == "prompts/get":
         headers["Mcp-Name"] = params["name"]
+    if method == "resources/read":
+        headers["Mcp-Name"] = params["uri"]
     if credential:
         headers["Authorization"] = credential
     meta = {
@@ -483,8 +512,8 @@ def test_across_two_workers_warm(pg_server: PgServer, db_name: str) -> None:
                 headers = {"Accept": "application/json, text/event-stream",
                            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
                            "Authorization": f"Bearer {key}"}  # fmt: skip
-                if method == "prompts/get":
-                    headers["Mcp-Name"] = params["name"]
+                if method in ("prompts/get", "resources/read"):
+                    headers["Mcp-Name"] = params.get("name") or params["uri"]
                 meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                         "io.modelcontextprotocol/clientInfo": {"name": "matrix", "version": "1"},
                         "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip

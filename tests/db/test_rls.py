@@ -62,6 +62,14 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
          (tenant_id, slug)),
         ("INSERT INTO mcp_sessions (tenant_id, id, label, protocol_version) "
          "VALUES ($1, $2, 'production', '2025-11-25')", (tenant_id, f"s-{slug}")),
+        ("WITH s AS (INSERT INTO skills (tenant_id, name, latest_version) VALUES ($1, $2, 1) "
+         "RETURNING id), v AS (INSERT INTO skill_versions (tenant_id, skill_id, version, description, "
+         "frontmatter, source, manifest_sha256, author) SELECT $1, id, 1, 'd', '{}', 's', $3, 'test' "
+         "FROM s RETURNING skill_id), f AS (INSERT INTO skill_files (tenant_id, skill_id, version, path, "
+         "sha256, size, mime_type) SELECT $1, skill_id, 1, 'SKILL.md', $3, 1, 'text/markdown' FROM v "
+         "RETURNING skill_id) INSERT INTO skill_labels (tenant_id, skill_id, label, skill_name, version, "
+         "updated_by) SELECT $1, skill_id, 'production', $2, 1, 'test' FROM f",
+         (tenant_id, f"{slug}-skill", sha)),
     ]  # fmt: skip
     for sql, args in statements:
         await conn.execute(sql, *args)

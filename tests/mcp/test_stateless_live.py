@@ -89,7 +89,7 @@ async def test_listen_streams_ack_filter_and_tell(servers: tuple[LiveServer, Liv
     ) as client:
         prompts_a = listen(client, 7, {"promptsListChanged": True})
         prompts_b = listen(client, "second", {"promptsListChanged": True})
-        tools_only = listen(client, 9, {"toolsListChanged": True, "resourcesListChanged": True})
+        tools_only = listen(client, 9, {"toolsListChanged": True})
         acks = [await asyncio.wait_for(anext(s), 10) for s in (prompts_a, prompts_b, tools_only)]
         for ack, sub_id, honored in zip(
             acks, (7, "second", 9), ({"promptsListChanged": True},) * 2 + ({},), strict=True
