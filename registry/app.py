@@ -27,6 +27,7 @@ from registry.api import (
     oauth,
     problems,
     prompts,
+    signing,
     skills,
     tenants,
     webhooks,
@@ -98,7 +99,7 @@ def close_streams_on_exit(hub: Hub) -> None:
 # The route table: every router of the service, in the order their routes are matched (the tests'
 # API description and isolation checks walk it).
 ROUTERS = (
-    health.router, oauth.router, docs.router, tenants.router, prompts.router, skills.router,
+    health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router, skills.router,
     changes.router, webhooks.router, signin.router, signin.root, browse.router, editor.router, admin.router,
 )  # fmt: skip
 

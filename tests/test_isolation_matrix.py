@@ -63,6 +63,7 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", "/register"): Entry("public", {"redirect_uris": ["http://127.0.0.1:9/cb"]}),
     ("POST", "/token"): Entry("public"),
     ("GET", "/docs"): Entry("public"),
+    ("GET", "/.well-known/prompt-registry/signing-key"): Entry("public"),
     ("GET", "/healthz"): Entry("public"),
     ("GET", "/readyz"): Entry("public"),
     ("GET", "/metrics"): Entry("operator"),

@@ -1,4 +1,4 @@
-"""Webhook endpoints, and signed snapshots of what a label serves."""
+"""Webhook endpoints, signed snapshots of what a label serves, and verifying a downloaded skill."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from registry.cli.base import CommandError, Registry, in_tenant, main, pass_regi
 from registry.db.engine import Database, enter_tenant
 from registry.principal import OPERATOR
 from registry.prompts import snapshots
+from registry.skills import provenance
 from registry.tenants import service as tenants
 from registry.webhooks import service as webhooks
 from registry.webhooks.schemas import EVENT_TYPES, EndpointIn
@@ -135,3 +136,53 @@ def webhook_delete(registry: Registry, slug: str, endpoint_id: uuid.UUID) -> Non
         lambda session, found: webhooks.remove(session, found, OPERATOR, endpoint_id),
     )  # fmt: skip
     click.echo(f"deleted webhook {endpoint_id}", err=True)
+
+
+@main.command("verify-skill")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--entry", "entry_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The skill's entry as skills/get or skills/list answered it (JSON; a whole skills/get "
+    "result is taken too).",
+)  # fmt: skip
+@click.option(
+    "--public-key", "key_file", required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The registry's public key (PEM): GET /.well-known/prompt-registry/signing-key.",
+)  # fmt: skip
+@click.option("--tenant", "slug", default=None, help="Also require the skill to be this tenant's.")
+def verify_skill(folder: Path, entry_file: Path, key_file: Path, slug: str | None) -> None:
+    """Check that FOLDER holds exactly the skill its entry names, as this registry signed it: the
+    entry's signature, then every file's digest and size. Exit 0 when it does, 1 (with every
+    problem) when it does not."""
+    try:
+        loaded = orjson.loads(entry_file.read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise CommandError(f"{entry_file} is not JSON: {error}") from None
+    entry = loaded.get("skill", loaded) if isinstance(loaded, dict) else loaded
+    entry = (
+        entry.get("result", {}).get("skill", entry)
+        if isinstance(entry, dict) and "result" in entry
+        else entry
+    )
+    if not isinstance(entry, dict):
+        raise CommandError(f"{entry_file} holds no skill entry")
+    try:
+        key = signing.public_key(key_file.read_bytes())
+        problems = provenance.verify_folder(folder, entry, key, tenant=slug)
+    except signing.SignatureRefused as refused:
+        raise CommandError(f"not verified: {refused}") from None
+    if problems:
+        for problem in problems:
+            click.echo(f"{folder}/{problem}", err=True)
+        raise CommandError(f"not verified: {len(problems)} problem(s) with the folder")
+    click.echo(f"verified: {folder} is {entry['frontmatter']['name']} as the registry signed it")
+
+
+def _entry_of(loaded: object) -> dict[str, Any] | None:
+    """The skill entry of a skills/get result, a whole JSON-RPC answer, or the entry itself."""
+    if isinstance(loaded, dict) and isinstance(loaded.get("result"), dict):
+        loaded = loaded["result"]
+    if isinstance(loaded, dict) and isinstance(loaded.get("skill"), dict):
+        loaded = loaded["skill"]
+    return loaded if isinstance(loaded, dict) else None

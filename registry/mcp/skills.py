@@ -14,30 +14,24 @@ from __future__ import annotations
 
 import base64
 import functools
-import uuid
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from registry.config import Settings
-from registry.events.cache import MISSING, Lru
 from registry.mcp import cursor as cursors
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
 from registry.mcp.protocol import SKILLS_EXTENSION as SKILLS_EXTENSION
-from registry.naming import META_PREFIX
-from registry.signing import key_id, private_key, sign
+from registry.skills import provenance as provenance_rules
 from registry.skills import service as skills
 from registry.skills.folder import SKILL_MD, is_text
 from registry.skills.service import ServedSkill
 
 SCHEME = "skill://"
 DIRECTORY = "inode/directory"
-META_SKILL = META_PREFIX + "skill"
+META_SKILL = provenance_rules.META_KEY
 PAGE = 100  # skills per skills/list or resources/list page (an entry is never split)
-# Signatures of served versions (immutable: a version's manifest never changes), per worker.
-_SIGNATURES: Lru[dict[str, str]] = Lru("skill-signatures", 10_000)
 
 
 class ListParams(Params):
@@ -91,43 +85,27 @@ def entry(call: Call, skill: ServedSkill) -> dict[str, Any]:
 
 def provenance(call: Call, skill: ServedSkill) -> dict[str, Any]:
     """Where a served skill comes from: the tenant, the version, the label that served it, and the
-    signature over the manifest (``registry verify-skill`` checks it)."""
+    signature over the manifest (``registry verify-skill`` checks it) when the server has a key."""
     found: dict[str, Any] = {
         "tenant": call.tenant.slug,
         "version": skill.version,
         "label": call.label,
     }
-    signature = _signature(call.settings, call.tenant.id, call.tenant.slug, skill)
-    if signature is not None:
-        found.update(signature)
-    return found
-
-
-def _signature(
-    settings: Settings, tenant_id: uuid.UUID, slug: str, skill: ServedSkill
-) -> dict[str, str] | None:
-    key_file = settings.snapshot_key_file
-    if key_file is None:
-        return None
-    cache_key = (tenant_id, skill.skill_id, skill.version, str(key_file))
-    cached = _SIGNATURES.get(cache_key)
-    if cached is not MISSING:
-        return cached
-    signed = sign(skills.signed_document(slug, skill), _key(key_file))
-    found = {"keyId": signed["key_id"], "signature": signed["signature"], "alg": "Ed25519"}
-    _SIGNATURES.put(cache_key, found)
+    key_file = call.settings.snapshot_key_file
+    if key_file is not None:
+        signer = signer_of(key_file)
+        files = ((f.path, f.sha256, f.size) for f in skill.files)
+        signed = provenance_rules.document(call.tenant.slug, skill.name, skill.version, files)
+        found.update(
+            {"alg": "Ed25519", "keyId": signer.key_id, "signature": signer.signature(signed)}
+        )
     return found
 
 
 @functools.lru_cache(maxsize=4)
-def _key(path: Path) -> Any:
-    return private_key(path.read_bytes())
-
-
-def public_key_id(settings: Settings) -> str | None:
-    if settings.snapshot_key_file is None:
-        return None
-    return key_id(_key(settings.snapshot_key_file).public_key())
+def signer_of(path: Path) -> provenance_rules.Signer:
+    """The worker's signer of one key file (read once)."""
+    return provenance_rules.Signer.from_file(path)
 
 
 # --- the methods ------------------------------------------------------------------------------

@@ -27,7 +27,6 @@ from registry.errors import Conflict, InvalidInput, NotFound
 from registry.labels import check_label_name, role_refusal
 from registry.naming import LATEST
 from registry.principal import Principal
-from registry.signing import canonical
 from registry.skills import folder
 from registry.skills import repository as repo
 from registry.skills.schemas import (
@@ -486,18 +485,3 @@ async def served_file(
     session: AsyncSession, tenant: Tenant, skill: ServedSkill, path: str
 ) -> tuple[str, bytes] | None:
     return await repo.file_bytes(session, tenant.id, skill.skill_id, skill.version, path)
-
-
-def signed_document(tenant_slug: str, skill: ServedSkill) -> dict[str, Any]:
-    """What a served skill's signature covers: whose it is, which version, and every file's path,
-    digest and size (the manifest). A label is not in it: it moves; a version never changes."""
-    return {
-        "tenant": tenant_slug,
-        "skill": skill.name,
-        "version": skill.version,
-        "files": folder.manifest((f.path, f.sha256, f.size) for f in skill.files),
-    }
-
-
-def canonical_document(document: dict[str, Any]) -> bytes:
-    return canonical(document)
