@@ -149,6 +149,12 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("DROP TRIGGER webhook_outbox_v3 ON change_log")
+    op.execute(
+        "CREATE TRIGGER webhook_outbox_v2 AFTER INSERT ON change_log "
+        "FOR EACH ROW EXECUTE FUNCTION registry_webhook_outbox_v2()"
+    )
+    op.execute("DROP FUNCTION registry_webhook_outbox_v3()")
     op.drop_index("ix_skill_labels_tenant_id_label_skill_name", table_name="skill_labels")
     op.drop_table("skill_labels")
     op.drop_table("skill_files")

@@ -165,14 +165,18 @@ async def change_sequences(pool: asyncpg.Pool, tenant_ids: list[uuid.UUID]) -> d
 async def changes_after(
     session: AsyncSession, tenant_id: uuid.UUID, after: int, limit: int
 ) -> list[dict[str, Any]]:
-    """The tenant's change-log rows past ``after``, oldest first: seq, kind, the prompt's name (None
-    for changes of the whole tenant, and for a prompt deleted since), label, created_at."""
+    """The tenant's change-log rows past ``after``, oldest first: seq, kind, the prompt's or (kinds
+    ``skill.*``) the skill's name (None for changes of the whole tenant, and for one deleted since),
+    label, created_at."""
     result = await session.execute(
         text(
             """
-            SELECT c.seq, c.kind, p.name AS prompt, c.label, c.created_at
+            SELECT c.seq, c.kind, p.name AS prompt, s.name AS skill, c.label, c.created_at
               FROM change_log c
               LEFT JOIN prompts p ON p.tenant_id = c.tenant_id AND p.id = c.prompt_id
+                                 AND c.kind NOT LIKE 'skill.%'
+              LEFT JOIN skills s ON s.tenant_id = c.tenant_id AND s.id = c.prompt_id
+                                AND c.kind LIKE 'skill.%'
              WHERE c.tenant_id = :tenant AND c.seq > :after
              ORDER BY c.seq
              LIMIT :limit

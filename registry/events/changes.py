@@ -4,8 +4,9 @@ left off, then live, woken by the same LISTEN hub as MCP streams.
 
 Events (server-sent events, the sequence number as their id):
   ``ready``   the sequence the stream starts after (sent first; a client with no position starts here)
-  ``change``  ``{"seq", "kind", "prompt", "label", "at"}``: ``prompt`` None means the whole tenant (a
-              setting) or a deleted prompt, ``label`` None means every label of the prompt
+  ``change``  ``{"seq", "kind", "prompt", "skill", "label", "at"}``: a skill's changes have kinds
+              ``skill.*`` and name the skill; ``prompt`` and ``skill`` both None mean the whole
+              tenant (a setting) or a deleted one; ``label`` None means every label
   ``gap``     the log cannot replay what the client missed (it asked for a position the log does not
               hold): re-read what you cache, then carry on from this event's id
   ``closed``  the server is shutting down (reconnect elsewhere); ``denied`` the caller may no longer read
@@ -37,8 +38,11 @@ class Change:
     prompt: str | None
     label: str | None
     at: datetime
+    skill: str | None = None
 
     def concerns(self, label: str | None, prompt: str | None) -> bool:
+        if prompt is not None and self.skill is not None:
+            return False  # a skill's change is no prompt's
         return (label is None or self.label is None or self.label == label) and (
             prompt is None or self.prompt is None or self.prompt == prompt
         )
@@ -48,6 +52,7 @@ class Change:
             "seq": self.seq,
             "kind": self.kind,
             "prompt": self.prompt,
+            "skill": self.skill,
             "label": self.label,
             "at": self.at.isoformat(),
         }
@@ -60,7 +65,10 @@ def sse(event: str, seq: int, data: dict[str, Any]) -> bytes:
 async def _read(db: Database, tenant_id: uuid.UUID, after: int) -> list[Change]:
     async with db.tenant_tx(tenant_id) as session:
         rows = await repo.changes_after(session, tenant_id, after, PAGE)
-    return [Change(r["seq"], r["kind"], r["prompt"], r["label"], r["created_at"]) for r in rows]
+    return [
+        Change(r["seq"], r["kind"], r["prompt"], r["label"], r["created_at"], r["skill"])
+        for r in rows
+    ]
 
 
 async def _start(db: Database, tenant_id: uuid.UUID, after: int, current: int) -> tuple[int, bool]:

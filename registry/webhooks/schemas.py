@@ -18,10 +18,14 @@ EVENT_TYPES = (
     "prompt.unarchive",
     "prompt.delete",
     "tenant.update",
+    "skill.label.move",
+    "skill.label.delete",
+    "skill.archive",
+    "skill.delete",
 )
 EventType = Literal[
     "label.move", "label.delete", "prompt.archive", "prompt.unarchive", "prompt.delete",
-    "tenant.update",
+    "tenant.update", "skill.label.move", "skill.label.delete", "skill.archive", "skill.delete",
 ]  # fmt: skip
 
 

@@ -71,7 +71,10 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
          "updated_by) SELECT $1, skill_id, 'production', $2, 1, 'test' FROM f",
          (tenant_id, f"{slug}-skill", sha)),
     ]  # fmt: skip
+    has_skills = await conn.fetchval("SELECT to_regclass('public.skills') IS NOT NULL")
     for sql, args in statements:
+        if "skills" in sql and not has_skills:  # a schema from before 0021 (migration tests)
+            continue
         await conn.execute(sql, *args)
     return tenant_id
 
