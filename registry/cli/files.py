@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from registry import login, sync
+from registry import login, skill_sync, sync
 from registry.cli.base import DEFAULT_URL, CommandError, main, report
 from registry.tenants import service as tenants
 
@@ -51,19 +51,35 @@ def _credential(url: str, slug: str, key: str | None) -> str:
     help="Move protected labels even onto versions whose arguments break their callers.",
 )
 def push(folder: Path, slug: str, url: str, key: str | None, dry_run: bool, force: bool) -> None:
-    """Push every prompt file in FOLDER (NAME.yaml, NAME.md) to the tenant.
+    """Push every prompt file in FOLDER (NAME.yaml, NAME.md) and every skill folder
+    (FOLDER/skills/NAME/) to the tenant.
 
     Unchanged files write nothing; a bad file is reported and the others still go."""
     files = sync.prompt_files(folder)
-    if not files:
-        raise CommandError(f"no prompt files (*.yaml, *.yml, *.md) in {folder}")
+    skills = skill_sync.skill_folders(folder)
+    if not files and not skills:
+        raise CommandError(
+            f"no prompt files (*.yaml, *.yml, *.md) and no skill folders (skills/NAME/) in {folder}"
+        )
     with (
         contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client,
-        click.progressbar(length=len(files), label="pushing", file=sys.stderr) as bar,
+        click.progressbar(length=len(files) + len(skills), label="pushing", file=sys.stderr) as bar,
     ):
-        outcomes = sync.push(
-            client, folder, dry_run=dry_run, force=force, progress=lambda _: bar.update(1)
-        )
+        outcomes = []
+        if dry_run:  # one plan: the skills see what the prompts before them would write
+            planned, unread = skill_sync.plan_bodies(skills)
+            outcomes += sync.push(
+                client, folder, dry_run=True, force=force, progress=lambda _: bar.update(1),
+                skills=planned,
+            ) + unread  # fmt: skip
+            bar.update(len(skills))
+        else:
+            outcomes += sync.push(
+                client, folder, dry_run=False, force=force, progress=lambda _: bar.update(1)
+            )  # prompts first: a skill's SKILL.md may include them
+            for path in skills:
+                outcomes.append(skill_sync.push_skill(client, path))
+                bar.update(1)
     report(outcomes, dry_run=dry_run)
 
 
@@ -105,12 +121,15 @@ def refresh(
 @_key_option
 @click.option("--label", default=None, help="Pull the version under this label (default: latest).")
 def pull(folder: Path, slug: str, url: str, key: str | None, label: str | None) -> None:
-    """Write the tenant's prompts into FOLDER, one NAME.yaml per prompt (blobs under FOLDER/blobs)."""
+    """Write the tenant's prompts into FOLDER, one NAME.yaml per prompt (blobs under FOLDER/blobs),
+    and its skills, one folder each under FOLDER/skills/."""
     folder.mkdir(parents=True, exist_ok=True)
     with contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client:
         names = sync.list_names(client)
         with click.progressbar(names, label="pulling", file=sys.stderr) as bar:
             outcomes = [sync.pull_prompt(client, name, folder, label=label) for name in bar]
+        for name in skill_sync.skill_names(client):
+            outcomes.append(skill_sync.pull_skill(client, name, folder, label=label))
     report(outcomes, dry_run=False)
 
 

@@ -183,7 +183,7 @@ PUSH_PLAN_MAX = 500  # prompts in one plan: each a round of statements in one tr
 class PushPlan(StrictInput):
     """Prompts as prompt files give them, in the order a push writes them."""
 
-    prompts: list[PromptCreate] = Field(min_length=1, max_length=PUSH_PLAN_MAX)
+    prompts: list[PromptCreate] = Field(default_factory=list, max_length=PUSH_PLAN_MAX)
 
 
 class PushOutcome(BaseModel):
@@ -191,6 +191,7 @@ class PushOutcome(BaseModel):
     move, no new version), unchanged, or error (with why)."""
 
     name: str
+    kind: Literal["prompt", "skill"] = "prompt"
     action: Literal["create", "version", "labels", "unchanged", "error"]
     version: int | None = None
     labels_moved: list[str] = Field(default_factory=list)

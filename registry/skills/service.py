@@ -304,6 +304,20 @@ async def delete_skill(session: AsyncSession, tenant: Tenant, caller: Principal,
     )  # fmt: skip
 
 
+async def plan(
+    session: AsyncSession, tenant: Tenant, caller: Principal, body: SkillCreate, *, expand: Expand
+) -> tuple[bool, SkillWrite]:
+    """What pushing ``body`` would do: (whether it creates the skill, the write), in a savepoint
+    of the caller's transaction, which the caller rolls back."""
+    async with session.begin_nested():
+        if await repo.skill_by_name(session, tenant.id, body.name) is None:
+            return True, await create_skill(session, tenant, caller, body, expand=expand)
+        version = SkillVersionIn.model_validate(body.model_dump(exclude={"name"}))
+        return False, await create_version(
+            session, tenant, caller, body.name, version, if_match=None, expand=expand
+        )
+
+
 # --- reading ----------------------------------------------------------------------------------
 
 
@@ -391,9 +405,21 @@ async def list_versions(session: AsyncSession, tenant: Tenant, name: str) -> lis
 
 
 async def file_of_version(
-    session: AsyncSession, tenant: Tenant, name: str, version: int, path: str
+    session: AsyncSession,
+    tenant: Tenant,
+    name: str,
+    version: int,
+    path: str,
+    *,
+    as_written: bool = False,
 ) -> tuple[str, bytes]:
+    """A file's type and bytes; ``as_written``: SKILL.md with its partial tags, as it was written."""
     skill = await find_skill(session, tenant, name)
+    if as_written and path == folder.SKILL_MD:
+        row = await repo.version_row(session, skill, version)
+        if row is None:
+            raise NotFound(f"skill {name!r} has no version {version}", field="version")
+        return "text/markdown", row.source.encode("utf-8")
     found = await repo.file_bytes(session, tenant.id, skill.id, version, path)
     if found is None:
         raise NotFound(f"skill {name!r} version {version} has no file {path!r}", field="path")
