@@ -38,6 +38,7 @@ from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
 from registry.config import Settings, get_settings
 from registry.console import admin, browse, editor, signin
+from registry.console import skills as console_skills
 from registry.db.engine import Database, PoolSizes, listen_connection
 from registry.db.replicas import Replicas
 from registry.events.hub import Hub
@@ -102,7 +103,7 @@ def close_streams_on_exit(hub: Hub) -> None:
 ROUTERS = (
     health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router,
     plans.router, skills.router, changes.router, webhooks.router, signin.router, signin.root,
-    browse.router, editor.router, admin.router,
+    browse.router, console_skills.router, editor.router, admin.router,
 )  # fmt: skip
 
 

@@ -157,6 +157,11 @@ REST: dict[tuple[str, str], Entry] = {
     ("GET", "/ui/{tenant}/prompts/{name}/versions/{version}"): Entry("console"),
     ("POST", "/ui/{tenant}/save"): Entry("console"),
     ("GET", "/ui/{tenant}/settings"): Entry("console"),
+    ("GET", "/ui/{tenant}/skills"): Entry("console"),
+    ("GET", "/ui/{tenant}/skills/{name}"): Entry("console"),
+    ("GET", "/ui/{tenant}/skills/{name}/diff"): Entry("console"),
+    ("POST", "/ui/{tenant}/skills/{name}/label"): Entry("console"),
+    ("GET", "/ui/{tenant}/skills/{name}/versions/{version}"): Entry("console"),
     ("POST", "/ui/{tenant}/settings"): Entry("console"),
 }
 

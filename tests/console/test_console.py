@@ -50,6 +50,11 @@ SUPPORT = {
     "commit_message": "first draft",
 }  # fmt: skip
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+SKILL = {
+    "name": "code-review",
+    "files": [{"path": "SKILL.md", "text": "---\nname: code-review\ndescription: How we review\n"
+               "---\n# Review\n\n<script>window.__xss = 3</script>\n"}],
+}  # fmt: skip
 HOSTILE = {
     "name": "hostile",
     "title": "<script>window.__xss = 1</script>",
@@ -126,6 +131,12 @@ def _seed(live: LiveServer, provider: Provider) -> dict[str, str]:
                 "tags": ["faq"]}  # fmt: skip
         made = httpx.post(f"{live.url}/api/v1/tenants/acme/prompts", json=body, headers=OPERATOR)
         assert made.status_code == 201, made.text
+    live.skill("acme", SKILL, label="staging")
+    second = {"files": [*SKILL["files"], {"path": "references/STYLE.md", "text": "Short lines.\n"}]}
+    made = httpx.post(
+        f"{live.url}/api/v1/tenants/acme/skills/code-review/versions", json=second, headers=OPERATOR
+    )
+    assert made.status_code == 201, made.text
     trusted = httpx.put(
         f"{live.url}/api/v1/tenants/acme/issuers",
         json={"issuers": [{"issuer": provider.issuer, "rules": [
@@ -584,3 +595,24 @@ def test_the_editor_points_at_its_own_lines_and_lists_every_problem(page, consol
     expect(problems).to_have_count(1)
     expect(problems.first).to_contain_text("messages[0].text: unknown variable 'nobody'")
     expect(problems.first).to_contain_text("(line 5, column 13)")
+
+
+def test_skills_browse_diff_and_publish(page: Page, console: Console) -> None:
+    sign_in(page, console, "publisher")
+    page.get_by_role("link", name="Skills").click()
+    page.get_by_role("link", name="code-review").click()
+    page.get_by_text("staging: v1").wait_for()
+    page.get_by_role("link", name="v1", exact=True).click()
+    shown = page.locator("pre")
+    assert "<script>window.__xss = 3</script>" in shown.inner_text()  # shown as text, never run
+    assert page.evaluate("window.__xss") is None
+    page.go_back()
+    page.get_by_role("link", name="diff").click()
+    page.get_by_role("cell", name="references/STYLE.md").wait_for()
+    assert page.get_by_role("cell", name="added").is_visible()
+    page.go_back()
+    page.get_by_label("Label").fill("production")
+    page.get_by_label("Version").fill("2")
+    page.get_by_role("button", name="Publish").click()
+    page.get_by_text("production now serves version 2").wait_for()
+    assert page.get_by_text("production: v2").is_visible()
