@@ -317,6 +317,8 @@ class AsyncPromptClient:
             self._changed.notify_all()
 
     async def _apply(self, change: dict[str, Any]) -> None:
+        if str(change.get("kind", "")).startswith("skill."):
+            return  # a skill's change: nothing this client serves changed
         name = change.get("prompt")
         if name is None:  # the whole tenant, or a prompt deleted since: read everything again
             await self._reload()

@@ -55,6 +55,9 @@ async def initialize(
     return {"Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": revision}
 
 
+LIST_CHANGED = ("notifications/prompts/list_changed", "notifications/resources/list_changed")
+
+
 class Stream:
     """One MCP session and its GET stream, read in the background into a queue of event ids."""
 
@@ -90,6 +93,7 @@ class Stream:
                 raise AssertionError(f"GET {self.path}: {response.status_code} {response.text}")
             data: str | None = None
             event_id: str | None = None
+            told = -1  # a change is told once per list kind served (prompts, resources): one seq
             async for line in response.aiter_lines():
                 if line.startswith("id:"):
                     event_id = line[3:].strip()
@@ -97,8 +101,10 @@ class Stream:
                     data = line[5:].strip()
                 elif line == "" and event_id is not None:
                     if data:  # the priming event has empty data
-                        assert json.loads(data)["method"] == "notifications/prompts/list_changed"
-                        self.events.put_nowait(int(event_id))
+                        assert json.loads(data)["method"] in LIST_CHANGED
+                        if int(event_id) != told:
+                            told = int(event_id)
+                            self.events.put_nowait(told)
                     else:
                         self.ready.set()
                     data = event_id = None

@@ -77,6 +77,9 @@ VALID = {
 }
 
 VERSION = {k: v for k, v in VALID.items() if k not in ("name", "tags")}
+SKILL_MD = "---\nname: review\ndescription: How we review\n---\nCheck it.\n"
+SKILL = {"name": "review", "files": [{"path": "SKILL.md", "text": SKILL_MD},
+                                     {"path": "references/A.md", "text": "a"}]}  # fmt: skip
 names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,10}", fullmatch=True) | st.text(max_size=12)
 words = st.text(alphabet="abcxyz{}#/^!= \n", max_size=20)
 
@@ -90,6 +93,20 @@ def valid_bodies(path: str) -> st.SearchStrategy[Any]:
             lambda w, t: {**VERSION, "messages": [{"role": "user", "content": {"type": "text", "text": t}}], "title": w},
             words, st.sampled_from(["Hi {{who}}", "{{#who}}x{{/who}}", "plain", "{{who}"]) | words,
         )  # fmt: skip
+    if path == "/skills":
+        return st.builds(
+            lambda n, w: {**SKILL, "name": n, "files": [
+                {"path": "SKILL.md", "text": SKILL_MD.replace("review", n)}, {"path": w, "text": w}]},
+            st.sampled_from(["review", "other", "a--b", "Bad"]) | names, words,
+        )  # fmt: skip
+    if path == "/skills/review/versions":
+        return st.builds(
+            lambda p, t: {"files": [{"path": "SKILL.md", "text": t}, {"path": p, "base64": "AAEC"}]},
+            st.sampled_from(["x.bin", "../up", "a/b", "SKILL.md", ""]) | words,
+            st.sampled_from([SKILL_MD, SKILL_MD + "more", "no front matter"]) | words,
+        )  # fmt: skip
+    if path.startswith("/skills/review/labels"):
+        return st.builds(lambda v: {"version": v}, st.integers(-1, 4))
     if path.startswith("/prompts/greet/labels"):
         return st.builds(lambda v: {"version": v}, st.integers(-1, 4))
     if path.endswith("/render"):
@@ -111,6 +128,7 @@ def valid_bodies(path: str) -> st.SearchStrategy[Any]:
 ENDPOINTS = [
     ("POST", "/prompts"), ("POST", "/prompts/greet/versions"), ("PUT", "/prompts/greet/labels/staging"),
     ("POST", "/prompts/greet/render"), ("POST", "/import"), ("PATCH", "/prompts/greet"),
+    ("POST", "/skills"), ("POST", "/skills/review/versions"), ("PUT", "/skills/review/labels/staging"),
 ]  # fmt: skip
 
 
@@ -155,6 +173,18 @@ async def check_invariants(db: asyncpg.Connection) -> None:
         "(SELECT 'prompt:' || p.name || '@' || v.version FROM prompts p WHERE p.id = v.prompt_id))"
     )
     assert unlogged == 0
+    skills = await db.fetch(
+        """
+        SELECT s.name FROM skills s
+        WHERE s.latest_version <> (SELECT count(*) FROM skill_versions v WHERE v.skill_id = s.id)
+           OR NOT EXISTS (SELECT 1 FROM skill_labels l WHERE l.skill_id = s.id AND l.label = 'latest'
+                          AND l.version = s.latest_version)
+           OR EXISTS (SELECT 1 FROM skill_versions v WHERE v.skill_id = s.id AND NOT EXISTS (
+                SELECT 1 FROM skill_files f WHERE f.skill_id = v.skill_id AND f.version = v.version
+                   AND f.path = 'SKILL.md'))
+        """
+    )
+    assert skills == []
 
 
 @pytest.fixture
@@ -162,6 +192,10 @@ async def seeded(api: Api) -> dict[str, str]:
     keys = await api.tenant("acme")
     response = await api.client.post(
         "/api/v1/tenants/acme/prompts", json=VALID, headers=auth(keys["publisher"])
+    )
+    assert response.status_code == 201, response.text
+    response = await api.client.post(
+        "/api/v1/tenants/acme/skills", json=SKILL, headers=auth(keys["publisher"])
     )
     assert response.status_code == 201, response.text
     return keys

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.api.conftest import Api
-from tests.mcp.conftest import ACCEPT, CONFORMANCE_PROMPTS, add_prompts
+from tests.mcp.conftest import ACCEPT, CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS, add_prompts
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -25,7 +25,9 @@ scalars = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20)
     | st.sampled_from(["test_simple_prompt", "test_prompt_with_arguments@1", "x@²", "x@9" * 6,
-                       "\ud800", "prompts/get", "prompts/list", "initialize", "", "²"])
+                       "\ud800", "prompts/get", "prompts/list", "initialize", "", "²",
+                       "skill://pdf-processing/SKILL.md", "skill://pdf-processing",
+                       "skill://pdf-processing/../x", "skill://", "skill:///SKILL.md"])
 )  # fmt: skip
 values = st.recursive(
     scalars,
@@ -36,7 +38,8 @@ values = st.recursive(
 )
 methods = st.sampled_from(
     ["prompts/get", "prompts/list", "completion/complete", "server/discover", "ping",
-     "initialize", "logging/setLevel", "nope"]
+     "initialize", "logging/setLevel", "skills/list", "skills/get", "resources/read",
+     "resources/list", "resources/directory/read", "nope"]
 ) | st.text(max_size=10)  # fmt: skip
 
 
@@ -48,6 +51,8 @@ def messages(draw: Any) -> tuple[bytes, dict[str, str]]:
         params["_meta"] = draw(st.sampled_from([META, {**META, "x": draw(values)}, draw(values)]))
     if draw(st.booleans()):
         params = {**params, "name": draw(values), "arguments": draw(values)}
+    if draw(st.booleans()):
+        params = {**params, "uri": draw(values), "cursor": draw(values)}
     message: Any = {"jsonrpc": draw(st.sampled_from(["2.0", "2.0", "1.0", 2])), "method": method,
                     "params": params}  # fmt: skip
     if draw(st.booleans()):
@@ -71,6 +76,12 @@ def messages(draw: Any) -> tuple[bytes, dict[str, str]]:
 async def public(api: Api) -> None:
     keys = await api.tenant("acme", public_read=True)
     await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    for skill in CONFORMANCE_SKILLS:
+        made = await api.client.post(
+            "/api/v1/tenants/acme/skills", json={**skill, "labels": ["production"]},
+            headers={"Authorization": keys["publisher"]},
+        )  # fmt: skip
+        assert made.status_code == 201, made.text
 
 
 @settings(

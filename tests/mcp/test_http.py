@@ -134,7 +134,8 @@ async def test_errors_are_json_rpc_and_schema_valid(
         ("completion/complete", {"ref": {"type": "ref/resource", "uri": "x://y"}, "argument": {"name": "a", "value": ""}}, -32602, "prompt arguments only"),
         ("logging/setLevel", {"level": "loud"}, -32602, "invalid params: level"),
         ("tools/list", {}, -32601, "method not found"),
-        ("resources/read", {"uri": "x"}, -32601, "method not found"),
+        ("resources/read", {"uri": "x"}, -32602, "Resource not found: x"),
+        ("resources/directory/read", {"uri": "skill://x"}, -32601, "method not found"),
     ]  # fmt: skip
     for method, params, code, message in cases:
         error = await client.error(method, params)

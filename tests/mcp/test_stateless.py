@@ -81,7 +81,12 @@ async def test_every_method(client: Stateless) -> None:
         "2025-11-25",
         REVISION,
     ]
-    assert discovered["capabilities"] == {"prompts": {"listChanged": True}, "completions": {}}
+    assert discovered["capabilities"] == {
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True},  # the files of skills (SEP-2640)
+        "extensions": {"io.modelcontextprotocol/skills": {"directoryRead": True}},
+        "completions": {},
+    }
     assert discovered["instructions"] == "Use these."
     assert (discovered["ttlMs"], discovered["cacheScope"]) == (5000, "private")
 
