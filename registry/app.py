@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 import registry
 from registry import metrics
 from registry.api import (
+    bundles,
     changes,
     docs,
     health,
@@ -102,7 +103,7 @@ def close_streams_on_exit(hub: Hub) -> None:
 # API description and isolation checks walk it).
 ROUTERS = (
     health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router,
-    plans.router, skills.router, changes.router, webhooks.router, signin.router, signin.root,
+    plans.router, bundles.router, skills.router, changes.router, webhooks.router, signin.router, signin.root,
     browse.router, console_skills.router, editor.router, admin.router,
 )  # fmt: skip
 

@@ -51,6 +51,7 @@ class Revision:
     batches: bool  # JSON-RPC batches in a POST body (2025-03-26 only)
     priming: bool  # an SSE stream opens with an event id and a retry interval
     extensions: bool  # capabilities.extensions (SEP-2133): the Skills extension's methods
+    tool_annotations: bool  # a tool's annotations (read-only, idempotent, ...)
 
     def serves(self, method: str) -> bool:
         """Whether this revision has ``method`` (a client request) at all: the core protocol's
@@ -80,6 +81,7 @@ def revision_of(name: str) -> Revision:
         batches=name == _AUDIO,
         priming=is_version_at_least(name, _ICONS),
         extensions=is_version_at_least(name, _STATELESS),
+        tool_annotations=is_version_at_least(name, _AUDIO),
     )
 
 

@@ -234,13 +234,18 @@ def push_file(client: Client, path: Path, *, force: bool = False) -> Outcome:
             return Outcome(
                 path.name, "create", f"created prompt {name} at version {result['version']}"
             )
-        tags = body.pop("tags", None)
+        tags, as_tool = body.pop("tags", None), body.pop("as_tool", None)
         body.pop("name")
         result = client.request(
             "POST", f"/prompts/{name}/versions", json=body, params=params
         ).json()
+        patch: dict[str, Any] = {}
         if tags is not None and sorted(tags) != sorted(existing["tags"]):
-            client.request("PATCH", f"/prompts/{name}", json={"tags": tags})
+            patch["tags"] = tags
+        if as_tool is not None and as_tool != existing.get("as_tool", False):
+            patch["as_tool"] = as_tool
+        if patch:
+            client.request("PATCH", f"/prompts/{name}", json=patch)
         moved = result.get("labels_moved") or []
         if not result["created"] and moved:
             labels = ", ".join(moved)
@@ -442,6 +447,8 @@ def _file_body(
             body[key] = version[key]
     if prompt["tags"]:
         body["tags"] = prompt["tags"]
+    if prompt.get("as_tool"):
+        body["as_tool"] = True
     if labels:
         body["labels"] = labels
     if version.get("icons"):

@@ -184,6 +184,7 @@ class LiveServer:
         public_read: bool = False,
         roles: tuple[str, ...] = ("publisher",),
         prompts: Sequence[Mapping[str, Any]] = (),
+        tools: bool = False,
     ) -> dict[str, str]:
         """Create a tenant through the operator API, a key per role (role -> secret), and
         ``prompts``, each labelled production."""
@@ -203,6 +204,9 @@ class LiveServer:
                 f"{base}/{slug}/prompts", json={**body, "labels": ["production"]}, headers=operator
             )
             assert written.status_code == 201, written.text
+        if tools:  # its prompts offered as MCP tools too
+            on = httpx.patch(f"{base}/{slug}", json={"mcp_tools": True}, headers=operator)
+            assert on.status_code == 200, on.text
         return keys
 
     def skill(self, slug: str, body: Mapping[str, Any], label: str = "production") -> None:

@@ -177,6 +177,8 @@ MCP: dict[str, dict[str, Any]] = {
     },
     "logging/setLevel": {"level": "info"},
     "subscriptions/listen": {"notifications": {"prompts": {"listChanged": True}}},
+    "tools/list": {},
+    "tools/call": {"name": "render_prompt", "arguments": {"name": "bravo-prompt"}},
     "skills/list": {},
     "skills/get": {"uri": "skill://bravo-prompt/SKILL.md"},
     "resources/list": {},
@@ -350,7 +352,7 @@ async def _mcp(
         "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
         "Mcp-Method": method,
     }  # fmt: skip
-    if method == "prompts/get":
+    if method in ("prompts/get", "tools/call"):
         headers["Mcp-Name"] = params["name"]
     if method == "resources/read":
         headers["Mcp-Name"] = params["uri"]
@@ -518,7 +520,7 @@ def test_across_two_workers_warm(pg_server: PgServer, db_name: str) -> None:
                 headers = {"Accept": "application/json, text/event-stream",
                            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
                            "Authorization": f"Bearer {key}"}  # fmt: skip
-                if method in ("prompts/get", "resources/read"):
+                if method in ("prompts/get", "tools/call", "resources/read"):
                     headers["Mcp-Name"] = params.get("name") or params["uri"]
                 meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                         "io.modelcontextprotocol/clientInfo": {"name": "matrix", "version": "1"},

@@ -5,19 +5,15 @@ each a few lines); its logic is in registry.prompts."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
-from fastapi.responses import StreamingResponse
 
 from registry.api import conditional
 from registry.api.auth import require_credential, tenant_scope
-from registry.api.bulk import bulk_slot
 from registry.api.paging import pages
 from registry.config import Settings
 from registry.content.media import inline_disposition
-from registry.db.engine import Database
 from registry.db.pagination import Page, PageRequest
 from registry.errors import InvalidInput, NotFound
 from registry.naming import (
@@ -29,7 +25,6 @@ from registry.naming import (
 )
 from registry.prompts import (
     blobs,
-    bundles,
     diff,
     partials,
     reading,
@@ -39,9 +34,7 @@ from registry.prompts import (
 )
 from registry.prompts.schemas import (
     BlobOut,
-    Bundle,
     ImpactEntry,
-    ImportResult,
     LabelHistoryOut,
     LabelMove,
     LabelOut,
@@ -164,10 +157,14 @@ async def get_prompt(tenant: str, name: str, request: Request) -> Response:
     return conditional.answer(request, found, prefix=f"{found.latest_version}.")
 
 
-@router.patch("/prompts/{name}", response_model=PromptOut, summary="Update a prompt's tags")
+@router.patch(
+    "/prompts/{name}", response_model=PromptOut, summary="Update a prompt's tags and tool mark"
+)
 async def patch_prompt(tenant: str, name: str, body: PromptPatch, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
-        return await writing.set_tags(scope.session, scope.tenant, scope.principal, name, body.tags)
+        return await writing.patch_prompt(
+            scope.session, scope.tenant, scope.principal, name, tags=body.tags, as_tool=body.as_tool
+        )
 
 
 @router.delete(
@@ -488,44 +485,3 @@ async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
         "Content-Disposition": disposition,
     }
     return Response(data, media_type=mime, headers=headers)
-
-
-@router.get(
-    "/export",
-    response_class=StreamingResponse,
-    responses={200: {"model": Bundle, "description": "the bundle (streamed)"}},
-    summary="Export as a bundle",
-)
-async def export_bundle(
-    tenant: str, request: Request, versions: Literal["all", "labelled"] = "all"
-) -> StreamingResponse:
-    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        found = scope.tenant
-    db: Database = request.app.state.db
-
-    async def body() -> AsyncIterator[bytes]:  # its own transaction: it outlives the route
-        async with db.tenant_read_tx(found.id) as session:
-            async for chunk in bundles.export_stream(
-                session, found, only_labelled=versions == "labelled"
-            ):
-                yield chunk
-
-    return StreamingResponse(body(), media_type="application/json")
-
-
-@router.post("/import", response_model=ImportResult, summary="Import a bundle (idempotent)")
-async def import_bundle(
-    tenant: str, body: Bundle, request: Request, dry_run: bool = False, force: Force = False
-) -> ImportResult:
-    async with (
-        bulk_slot(request),
-        tenant_scope(request, tenant, "editor", rollback=dry_run) as scope,
-    ):
-        return await bundles.import_bundle(
-            scope.session,
-            scope.tenant,
-            scope.principal,
-            body,
-            max_blob_bytes=_settings(request).max_blob_bytes,
-            force=force,
-        )

@@ -70,6 +70,21 @@ def tenant_api_keys(registry: Registry, slug: str, state: str) -> None:
     click.echo(f"API keys of tenant {slug}: {state}", err=True)
 
 
+@tenant.command("tools")
+@click.argument("slug")
+@click.argument("state", type=click.Choice(["on", "off"]))
+@pass_registry
+def tenant_tools(registry: Registry, slug: str, state: str) -> None:
+    """Offer SLUG's prompts to MCP clients as tools too (its marked prompts, and a finder and a
+    renderer of every served one), or not."""
+    patch = TenantPatch(mcp_tools=state == "on")
+    in_tenant(
+        registry, slug,
+        lambda session, found: tenants.update_tenant(session, found, patch, actor=tenants.OPERATOR),
+    )  # fmt: skip
+    click.echo(f"MCP tools of tenant {slug}: {state}", err=True)
+
+
 # --- OAuth issuers ------------------------------------------------------------------------------
 
 

@@ -47,6 +47,7 @@ class KeyForm(Form):
 class SettingsForm(Form):
     title: str = ""
     public_read: str = ""  # "yes" when ticked
+    mcp_tools: str = ""  # "yes" when ticked
     default_label: str = ""
     protected_labels: str = ""  # comma-separated
     instructions: str = ""
@@ -92,6 +93,7 @@ async def save_settings(tenant: str, request: Request) -> Response:
         patch = TenantPatch.model_validate({
             "title": fields.title or None,
             "public_read": fields.public_read == "yes",
+            "mcp_tools": fields.mcp_tools == "yes",
             "default_label": fields.default_label or None,
             "protected_labels": protected,
             "instructions": fields.instructions or None,

@@ -79,6 +79,8 @@ class Tenant(Base):
     public_read: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     # Anonymous readers (public_read) see the published (protected) labels only, unless this is set.
     public_drafts: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    # MCP clients are also offered tools (marked prompts, and a finder and renderer of any).
+    mcp_tools: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     default_label: Mapped[str] = mapped_column(Text, server_default=text("'production'"))
     protected_labels: Mapped[list[str]] = mapped_column(
         ARRAY(Text), server_default=text("ARRAY['production']::text[]")
@@ -197,6 +199,8 @@ class Prompt(Base):
     )
     name: Mapped[str] = mapped_column(Text)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'::text[]"))
+    # Offered as an MCP tool of its own where the tenant serves tools.
+    as_tool: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     # Highest version number written; bumped under the row lock, so numbers are assigned atomically.
     latest_version: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

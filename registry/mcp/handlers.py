@@ -19,7 +19,7 @@ from pydantic import Field
 
 from registry.config import Settings
 from registry.db.models import Tenant
-from registry.mcp import caching, errors, request_state, shaping, skills
+from registry.mcp import caching, errors, request_state, shaping, skills, tools
 from registry.mcp import cursor as cursors
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams, MethodNotFound
@@ -95,7 +95,7 @@ def initialize_result(
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
         "protocolVersion": revision.name,
-        "capabilities": shaping.capabilities(revision),
+        "capabilities": shaping.capabilities(revision, tenant),
         "serverInfo": shaping.server_info(revision, tenant, label, settings.public_url),
     }
     if tenant.instructions:
@@ -112,7 +112,7 @@ async def server_discover(call: Call, params: Params) -> dict[str, Any]:
     await reading.check_label(await call.tx.session(), call.tenant, call.label)
     result: dict[str, Any] = {
         "supportedVersions": list(ALL_REVISIONS),
-        "capabilities": shaping.capabilities(call.revision),
+        "capabilities": shaping.capabilities(call.revision, call.tenant),
         "ttlMs": list_ttl(call),
         "cacheScope": "private",
     }
@@ -315,6 +315,8 @@ class Method:
     name: str
     params: type[Params]
     handler: Callable[[Call, Any], Awaitable[dict[str, Any]]]
+    # Whether a tenant offers the method at all (tools: where it turned mcp_tools on).
+    offered: Callable[[Tenant], bool] = lambda tenant: True
 
 
 METHODS: dict[str, Method] = {
@@ -326,6 +328,8 @@ METHODS: dict[str, Method] = {
         Method("prompts/get", GetParams, prompts_get),
         Method("completion/complete", CompleteParams, completion_complete),
         Method("logging/setLevel", SetLevelParams, logging_set_level),
+        Method("tools/list", tools.ListParams, tools.tools_list, tools.offered),
+        Method("tools/call", tools.CallParams, tools.tools_call, tools.offered),
         Method("skills/list", skills.ListParams, skills.skills_list),
         Method("skills/get", skills.UriParams, skills.skills_get),
         Method("resources/list", skills.ListParams, skills.resources_list),
@@ -336,6 +340,12 @@ METHODS: dict[str, Method] = {
 }
 # Methods a transport answers itself (the session handshake, a stream of notifications).
 TRANSPORT_METHODS = frozenset({"initialize", "subscriptions/listen"})
+
+
+def offered(tenant: Tenant, method: str | None) -> bool:
+    """Whether ``tenant`` offers ``method`` (a method the revision has; else -32601)."""
+    row = METHODS.get(method or "")
+    return row is None or row.offered(tenant)
 
 
 def answers(revision: Revision, method: str | None) -> bool:
@@ -370,7 +380,7 @@ async def _dispatch(call: Call, message: Message) -> dict[str, Any]:
     assert message.method is not None
     row = METHODS.get(message.method)
     try:
-        if row is None or not call.revision.serves(row.name):
+        if row is None or not call.revision.serves(row.name) or not row.offered(call.tenant):
             raise MethodNotFound(f"method not found: {message.method}")
         params = row.params.model_validate(message.params)
         return result_message(message.id, await row.handler(call, params))

@@ -29,7 +29,7 @@ from registry.errors import NotFound, RegistryError, Unauthenticated
 from registry.events import streams
 from registry.events.hub import Hub, Subscription
 from registry.events.streams import KEEP_ALIVE, EventStream, StreamSlots, caller_of, frame
-from registry.mcp import core, errors, notifications, stateless
+from registry.mcp import core, errors, handlers, notifications, stateless
 from registry.mcp.asgi import (
     Request,
     cors,
@@ -46,6 +46,7 @@ from registry.mcp.errors import (
     InvalidRequest,
     McpError,
     MethodNotAllowed,
+    MethodNotFound,
     NotAcceptable,
 )
 from registry.mcp.protocol import Message, error_message
@@ -302,6 +303,8 @@ class McpEndpoint:
             error.request_id = message.id
             raise
         tenant, principal = await self._who(request)
+        if not handlers.offered(tenant, message.method):
+            raise MethodNotFound(f"method not found: {message.method}", request_id=message.id)
         served = label or tenant.default_label
         access.check_anonymous(tenant, principal, served)
         if message.method == "subscriptions/listen":
@@ -320,7 +323,7 @@ class McpEndpoint:
         label: str,
         release: Callable[[], None],
     ) -> Response:
-        request_id, granted = message.id, notifications.honored(message)  # not the message: big
+        request_id, granted = message.id, notifications.honored(message, tenant)  # not the message
         # The same bytes on every change, for each list kind the client asked about.
         changed = b"".join(
             frame(notifications.list_changed(kind, request_id))
@@ -352,14 +355,14 @@ class McpEndpoint:
         async with self._scope(request) as scope:
             session = await self._resume(request, scope, label)
             tenant_id, current = scope.tenant.id, scope.tenant.change_seq
-            principal = scope.principal
+            principal, kinds = scope.principal, notifications.served_kinds(scope.tenant)
         resume_from = streams.last_event_id(request.headers.get("last-event-id"), current)
         release = self.slots.take(tenant_id, caller_of(principal, request.client_host))
         subscription = self.hub.subscribe(
             tenant_id, session.label, seen=resume_from, owner=principal
         )
         events = self._stream(
-            session.id, session.protocol_version, subscription, current, resume_from
+            session.id, session.protocol_version, subscription, current, resume_from, kinds
         )
         return EventStream(events, subscription, release=release)
 
@@ -370,6 +373,7 @@ class McpEndpoint:
         subscription: Subscription,
         current: int,
         resume_from: int,
+        kinds: tuple[str, ...],
     ) -> AsyncGenerator[bytes]:
         with subscription:
             previous = self.streams.pop(session_id, None)
@@ -386,7 +390,7 @@ class McpEndpoint:
                     if seq is None:
                         yield KEEP_ALIVE
                     else:
-                        for kind in notifications.SERVED_KINDS:
+                        for kind in kinds:
                             yield frame(notifications.list_changed(kind), event_id=seq)
             finally:
                 if self.streams.get(session_id) is subscription:

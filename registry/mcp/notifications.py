@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from registry.db.models import Tenant
 from registry.mcp.protocol import META_SUBSCRIPTION, Message
 
 
@@ -34,6 +35,11 @@ LIST_KINDS: dict[str, ListKind] = {
 SERVED_KINDS = ("prompts", "resources")
 
 
+def served_kinds(tenant: Tenant) -> tuple[str, ...]:
+    """The lists a tenant's clients are told change: tools too where it serves tools."""
+    return (*SERVED_KINDS, "tools") if tenant.mcp_tools else SERVED_KINDS
+
+
 def list_changed(kind: str, subscription_id: str | int | None = None) -> dict[str, Any]:
     """``notifications/<kind>/list_changed``; on a listen stream it names its subscription."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": LIST_KINDS[kind].method}
@@ -42,19 +48,19 @@ def list_changed(kind: str, subscription_id: str | int | None = None) -> dict[st
     return message
 
 
-def honored(message: Message) -> dict[str, bool]:
-    """The notification types of a listen request that this server offers and the client asked
-    for (``{"promptsListChanged": True}``, ...)."""
+def honored(message: Message, tenant: Tenant) -> dict[str, bool]:
+    """The notification types of a listen request that this server offers the tenant's clients
+    and the client asked for (``{"promptsListChanged": True}``, ...)."""
     wanted = message.params.get("notifications")
     if not isinstance(wanted, dict):
         return {}
-    keys = (LIST_KINDS[name].listen_key for name in SERVED_KINDS)
+    keys = (LIST_KINDS[name].listen_key for name in served_kinds(tenant))
     return {key: True for key in keys if wanted.get(key) is True}
 
 
 def honored_kinds(honored_types: dict[str, bool]) -> list[str]:
     """The list kinds a listen stream reports, from what ``honored`` granted."""
-    return [name for name in SERVED_KINDS if honored_types.get(LIST_KINDS[name].listen_key)]
+    return [name for name, kind in LIST_KINDS.items() if honored_types.get(kind.listen_key)]
 
 
 def acknowledged(subscription_id: str | int | None, granted: dict[str, bool]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import registry
 from registry.content.kinds import kind_of
 from registry.db.models import Tenant
-from registry.mcp.notifications import SERVED_KINDS
+from registry.mcp.notifications import served_kinds
 from registry.mcp.protocol import SKILLS_EXTENSION
 from registry.prompts import listing
 from registry.prompts.listing import ServedPrompt
@@ -27,8 +27,8 @@ SERVER_ICON = {
 }
 
 
-def capabilities(revision: Revision) -> dict[str, Any]:
-    caps: dict[str, Any] = {kind: {"listChanged": True} for kind in SERVED_KINDS}
+def capabilities(revision: Revision, tenant: Tenant) -> dict[str, Any]:
+    caps: dict[str, Any] = {kind: {"listChanged": True} for kind in served_kinds(tenant)}
     if revision.extensions:
         caps["extensions"] = {SKILLS_EXTENSION: {"directoryRead": True}}
     if revision.logging:

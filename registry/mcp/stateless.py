@@ -90,7 +90,8 @@ def check_envelope(message: Message, headers: Headers) -> str:
     field = NAMED.get(message.method or "")
     if field is not None and field in message.params:
         name_header = headers.get("mcp-name")
-        if name_header is None or _decode_header(name_header) != message.params[field]:
+        # Whitespace around a field value is no part of it (RFC 9110, section 5.5).
+        if name_header is None or _decode_header(name_header.strip()) != message.params[field]:
             raise HeaderMismatch(
                 f"Header mismatch: Mcp-Name {name_header!r} does not match params.{field}"
             )

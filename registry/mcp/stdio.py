@@ -129,7 +129,7 @@ class StdioServer:
             return await self.core.call(tx, tenant, reader, label, revision, message)
 
     async def listen(self, message: Message, tenant: Tenant, label: str) -> None:
-        granted = notifications.honored(message)
+        granted = notifications.honored(message, tenant)
         kinds = notifications.honored_kinds(granted)
         try:
             with self.hub.subscribe(tenant.id, label, seen=tenant.change_seq) as subscription:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -36,6 +36,7 @@ from registry.prompts.writing import (
     check_label_name,
     find_or_create_prompt,
     move_label,
+    patch_prompt,
     write_version,
 )
 
@@ -84,6 +85,7 @@ async def _exported_prompts(
             yield BundlePrompt(
                 name=prompt.name,
                 tags=prompt.tags,
+                as_tool=prompt.as_tool,
                 archived=prompt.archived_at is not None,
                 versions=[
                     BundleVersion(
@@ -99,10 +101,15 @@ async def _exported_prompts(
 
 
 async def export_stream(
-    session: AsyncSession, tenant: Tenant, *, only_labelled: bool
+    session: AsyncSession,
+    tenant: Tenant,
+    *,
+    only_labelled: bool,
+    more: Callable[[set[bytes]], AsyncIterator[bytes]] | None = None,
 ) -> AsyncIterator[bytes]:
     """The bundle as JSON, piece by piece: one prompt, then one blob, at a time in memory (a whole
-    tenant never is)."""
+    tenant never is). ``more``: other sections of the bundle (``,"skills":[...]``), written after the
+    prompts; the blobs they name are added to the set it is given, and written with the others."""
     head = {"format": "prompt-registry/v1", "tenant": tenant.slug, "exported_at": datetime.now(UTC)}
     yield Bundle.model_validate(head).model_dump_json(include=set(head))[:-1].encode()
     yield b',"prompts":['
@@ -114,7 +121,11 @@ async def export_stream(
         ).encode()
         first = False
         session.expunge_all()  # what was read for this prompt is written: let it go
-    yield b'],"blobs":{'
+    yield b"]"
+    if more is not None:
+        async for chunk in more(shas):
+            yield chunk
+    yield b',"blobs":{'
     first = True
     for sha in sorted(shas):
         found = await repo.blob_bytes(session, tenant.id, sha)
@@ -191,19 +202,8 @@ async def import_bundle(
                 field="prompts",
             )
     for index, item in enumerate(bundle.prompts):
-        mapping = mappings[item.name]
-        for label, source_version in sorted(item.labels.items()):
-            if source_version not in mapping:
-                raise InvalidInput(
-                    f"prompts[{index}] ({item.name}): label {label!r} points at version {source_version}, "
-                    "which is not in the bundle",
-                    field="labels",
-                )
-            moved = await move_label(
-                session, tenant, prompts[index], label, mapping[source_version], caller,
-                force=force,
-            )  # fmt: skip
-            result.labels_moved += moved is not None
+        await _import_labels(session, tenant, caller, prompts[index], index, item,
+                             mappings[item.name], result, force=force)  # fmt: skip
     if result.prompts_created or result.versions_created or result.labels_moved:
         await record_audit(
             session,
@@ -214,6 +214,35 @@ async def import_bundle(
             after=result.model_dump(),
         )
     return result
+
+
+async def _import_labels(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    prompt: Prompt,
+    index: int,
+    item: BundlePrompt,
+    mapping: dict[int, int],
+    result: ImportResult,
+    *,
+    force: bool,
+) -> None:
+    """An imported prompt's labels (by the bundle's version numbers) and its tool mark."""
+    for label, source_version in sorted(item.labels.items()):
+        if source_version not in mapping:
+            raise InvalidInput(
+                f"prompts[{index}] ({item.name}): label {label!r} points at version {source_version}, "
+                "which is not in the bundle",
+                field="labels",
+            )
+        moved = await move_label(
+            session, tenant, prompt, label, mapping[source_version], caller,
+            force=force,
+        )  # fmt: skip
+        result.labels_moved += moved is not None
+    if item.as_tool != prompt.as_tool:
+        await patch_prompt(session, tenant, caller, item.name, as_tool=item.as_tool)
 
 
 def _child_name(ref: str) -> str:

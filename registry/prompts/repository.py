@@ -420,3 +420,52 @@ async def arguments_of(
     for argument in result.scalars().all():
         found[(argument.prompt_id, argument.version)].append(argument)
     return found
+
+
+# --- prompts served as tools -------------------------------------------------------------------
+
+
+async def served_marked(
+    session: AsyncSession,
+    tenant_id: uuid.UUID,
+    label: str,
+    *,
+    after: str | None,
+    limit: int,
+    name: str | None = None,
+) -> list[tuple[Prompt, PromptVersion]]:
+    """The prompts marked as tools that ``label`` serves (not archived), by name, after ``after``
+    (or the one named ``name``), with the version the label points at."""
+    query = (
+        select(Prompt, PromptVersion)
+        .join(Label, and_(Label.tenant_id == Prompt.tenant_id, Label.prompt_id == Prompt.id))
+        .join(
+            PromptVersion,
+            and_(
+                PromptVersion.tenant_id == Label.tenant_id,
+                PromptVersion.prompt_id == Label.prompt_id,
+                PromptVersion.version == Label.version,
+            ),
+        )
+        .where(
+            Label.tenant_id == tenant_id,
+            Label.label == label,
+            Prompt.as_tool.is_(True),
+            Prompt.archived_at.is_(None),
+        )
+        .order_by(Label.prompt_name)
+        .limit(limit)
+    )
+    if after is not None:
+        query = query.where(Label.prompt_name > after)
+    if name is not None:
+        query = query.where(Label.prompt_name == name)
+    return [(row[0], row[1]) for row in (await session.execute(query)).all()]
+
+
+async def marked_names(session: AsyncSession, tenant_id: uuid.UUID) -> list[str]:
+    """The names of the tenant's prompts marked as tools."""
+    result = await session.execute(
+        select(Prompt.name).where(Prompt.tenant_id == tenant_id, Prompt.as_tool.is_(True))
+    )
+    return list(result.scalars().all())

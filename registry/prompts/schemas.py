@@ -175,6 +175,9 @@ class VersionIn(StrictInput):
 class PromptCreate(VersionIn):
     name: str = Field(pattern=PROMPT_NAME_PATTERN)
     tags: list[Tag] = Field(default_factory=list, max_length=64)
+    as_tool: bool = Field(
+        default=False, description="offered as an MCP tool of its own where the tenant serves tools"
+    )
 
 
 PUSH_PLAN_MAX = 500  # prompts in one plan: each a round of statements in one transaction
@@ -202,7 +205,10 @@ class PushOutcome(BaseModel):
 
 
 class PromptPatch(StrictInput):
-    tags: list[Tag] = Field(max_length=64)
+    tags: list[Tag] | None = Field(default=None, max_length=64)
+    as_tool: bool | None = Field(
+        default=None, description="offered as an MCP tool of its own where the tenant serves tools"
+    )
 
 
 class LabelMove(StrictInput):
@@ -280,6 +286,7 @@ class PromptFields(_FromRow):
     id: uuid.UUID
     name: str
     tags: list[str]
+    as_tool: bool
     latest_version: int
     archived_at: datetime | None
     created_at: datetime
@@ -443,6 +450,7 @@ class BundleVersion(VersionIn):
 class BundlePrompt(StrictInput):
     name: str = Field(pattern=PROMPT_NAME_PATTERN)
     tags: list[Tag] = Field(default_factory=list, max_length=64)
+    as_tool: bool = False
     archived: bool = False
     versions: list[BundleVersion] = Field(min_length=1)
     labels: dict[Label, VersionNumber] = Field(default_factory=dict)

@@ -24,7 +24,7 @@ from registry.errors import Conflict, NotFound, PreconditionFailed
 from registry.labels import check_label_name as check_label_name
 from registry.naming import LATEST
 from registry.principal import Principal
-from registry.prompts import contracts, listing, policy
+from registry.prompts import contracts, listing, policy, tools
 from registry.prompts import label_repository as label_repo
 from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
@@ -241,6 +241,9 @@ async def create_prompt(
         check_label_name(label)
         _check_label_permission(tenant, caller, label)  # a new prompt's labels always move
     prompt = await create_prompt_row(session, tenant, caller, body.name, body.tags)
+    if body.as_tool:
+        await tools.check_mark(session, tenant, prompt)
+        prompt = await repo.update_prompt(session, prompt, as_tool=True)
     outcome = await write_version(
         session, tenant, caller, prompt, prepared, body.labels, if_match=None
     )
@@ -457,23 +460,34 @@ async def set_archived(
     return await prompt_out(session, prompt)
 
 
-async def set_tags(
-    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, tags: list[str]
+async def patch_prompt(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    *,
+    tags: list[str] | None = None,
+    as_tool: bool | None = None,
 ) -> PromptOut:
+    """A prompt's tags, and whether it is offered as a tool (a mark is checked: no other marked
+    prompt, and no general tool, may take its tool name)."""
     prompt = await find_prompt(session, tenant, name, lock=True)
-    before = list(prompt.tags)
-    tags = list(dict.fromkeys(tags))
-    if tags != before:
-        prompt = await repo.update_prompt(session, prompt, tags=tags)
+    before = {"tags": list(prompt.tags), "as_tool": prompt.as_tool}
+    after = dict(before)
+    if tags is not None:
+        after["tags"] = list(dict.fromkeys(tags))
+    if as_tool is not None:
+        if as_tool and not prompt.as_tool:
+            await tools.check_mark(session, tenant, prompt)
+        after["as_tool"] = as_tool
+    if after != before:
+        prompt = await repo.update_prompt(session, prompt, **after)
+        if after["as_tool"] != before["as_tool"]:  # the tools a label serves changed
+            record_change(session, tenant_id=tenant.id, kind="prompt.tool", prompt_id=prompt.id)
         await record_audit(
-            session,
-            tenant_id=tenant.id,
-            actor=caller.actor,
-            action="prompt.tags",
-            target=f"prompt:{name}",
-            before={"tags": before},
-            after={"tags": tags},
-        )
+            session, tenant_id=tenant.id, actor=caller.actor, action="prompt.update",
+            target=f"prompt:{name}", before=before, after=after,
+        )  # fmt: skip
     return await prompt_out(session, prompt)
 
 

@@ -135,3 +135,32 @@ class SkillDiff(BaseModel):
 
 class ArchiveIn(StrictInput):
     archived: bool
+
+
+# --- bundles -----------------------------------------------------------------------------------
+
+
+class BundleSkillFile(StrictInput):
+    path: str = Field(min_length=1, max_length=MAX_PATH)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="its bytes: the bundle's blobs")
+    mime_type: str = Field(pattern=MIME_PATTERN)
+
+
+class BundleSkillVersion(StrictInput):
+    version: int = Field(ge=1)
+    commit_message: str | None = Field(default=None, max_length=2000)
+    source: str = Field(description="SKILL.md as written (partial tags resolved again on import)")
+    files: list[BundleSkillFile] = Field(min_length=1, max_length=MAX_FILES)
+
+
+class BundleSkill(StrictInput):
+    name: str = Field(pattern=SKILL_NAME_PATTERN, max_length=64)
+    archived: bool = False
+    labels: dict[Label, int] = Field(default_factory=dict)
+    versions: list[BundleSkillVersion] = Field(min_length=1)
+
+
+class SkillImportResult(BaseModel):
+    skills_created: int = 0
+    skill_versions_created: int = 0
+    skill_labels_moved: int = 0

@@ -26,6 +26,7 @@ class TenantOut(BaseModel):
     title: str | None
     public_read: bool
     public_drafts: bool
+    mcp_tools: bool
     default_label: str
     protected_labels: list[str]
     page_size: int | None
@@ -71,6 +72,11 @@ class TenantPatch(StrictInput):
         default=None,
         description="anonymous readers may read every label and pin versions, not only the "
         "published (protected) labels",
+    )
+    mcp_tools: bool | None = Field(
+        default=None,
+        description="MCP clients are offered tools too: each prompt marked as_tool, and a finder "
+        "and a renderer of every served prompt (for clients that show no prompts)",
     )
     default_label: str | None = Field(default=None, pattern=LABEL_PATTERN)
     protected_labels: list[Annotated[str, Field(pattern=LABEL_PATTERN)]] | None = Field(

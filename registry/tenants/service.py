@@ -219,7 +219,14 @@ async def update_tenant(
         values["protected_labels"] = list(dict.fromkeys(values["protected_labels"] or []))
     if "api_keys" in values and actor != "operator":
         raise Forbidden("only an operator turns a tenant's API keys on or off", field="api_keys")
-    for key in ("public_read", "public_drafts", "default_label", "protected_labels", "api_keys"):
+    for key in (
+        "public_read",
+        "public_drafts",
+        "mcp_tools",
+        "default_label",
+        "protected_labels",
+        "api_keys",
+    ):
         if key in values and values[key] is None:
             raise InvalidInput(f"{key} cannot be null", field=key)
     if not values:

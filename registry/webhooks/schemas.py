@@ -18,6 +18,7 @@ EVENT_TYPES = (
     "prompt.unarchive",
     "prompt.delete",
     "tenant.update",
+    "prompt.tool",
     "skill.label.move",
     "skill.label.delete",
     "skill.archive",
@@ -25,7 +26,7 @@ EVENT_TYPES = (
 )
 EventType = Literal[
     "label.move", "label.delete", "prompt.archive", "prompt.unarchive", "prompt.delete",
-    "tenant.update", "skill.label.move", "skill.label.delete", "skill.archive", "skill.delete",
+    "tenant.update", "prompt.tool", "skill.label.move", "skill.label.delete", "skill.archive", "skill.delete",
 ]  # fmt: skip
 
 

@@ -657,6 +657,9 @@ async def test_export_then_import_is_idempotent(api: Api, superuser: asyncpg.Con
         "labels_moved": 2,
         "blobs_stored": 1,
         "unchanged_versions": 0,
+        "skills_created": 0,
+        "skill_versions_created": 0,
+        "skill_labels_moved": 0,
     }
     counts = [
         await superuser.fetchval(f"SELECT count(*) FROM {t}")
@@ -669,6 +672,9 @@ async def test_export_then_import_is_idempotent(api: Api, superuser: asyncpg.Con
         "labels_moved": 0,
         "blobs_stored": 0,
         "unchanged_versions": 3,
+        "skills_created": 0,
+        "skill_versions_created": 0,
+        "skill_labels_moved": 0,
     }
     assert counts == [
         await superuser.fetchval(f"SELECT count(*) FROM {t}")

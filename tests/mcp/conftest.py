@@ -132,6 +132,10 @@ class RawMcp:
             "prompts/get",
             "completion/complete",
             "logging/setLevel",
+            "tools/list",
+            "tools/call",
+            "resources/list",
+            "resources/read",
         ):
             check_response(self.revision, method, body)
         return body

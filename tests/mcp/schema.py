@@ -74,6 +74,8 @@ RESULT_TYPES = {
     "initialize": "InitializeResult", "ping": "EmptyResult", "prompts/list": "ListPromptsResult",
     "prompts/get": "GetPromptResult", "completion/complete": "CompleteResult",
     "logging/setLevel": "EmptyResult", "server/discover": "DiscoverResult",
+    "tools/list": "ListToolsResult", "tools/call": "CallToolResult",
+    "resources/list": "ListResourcesResult", "resources/read": "ReadResourceResult",
 }  # fmt: skip
 
 

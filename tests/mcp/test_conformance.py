@@ -64,7 +64,9 @@ async def conformance_server(pg_server: PgServer, template_db: str) -> AsyncIter
         }
     )
     try:
-        server.tenant("conformance", public_read=True, roles=(), prompts=CONFORMANCE_PROMPTS)
+        server.tenant(
+            "conformance", public_read=True, roles=(), prompts=CONFORMANCE_PROMPTS, tools=True
+        )
         for skill in CONFORMANCE_SKILLS:
             server.skill("conformance", skill)
         yield server
@@ -86,6 +88,7 @@ STATELESS_SCENARIOS = [
     "completion-complete",
     "dns-rebinding-protection",
     "caching",
+    "http-header-validation",
     "sep-2164-resource-not-found",  # reading a resource that does not exist
 ]
 # The Skills extension (SEP-2640): extension scenarios are off the spec's timeline, so the suite
@@ -100,7 +103,6 @@ NEEDS_TOOLS_OR_RESOURCES = {
     "sep-2575-missing-capability-http-400",  # the same tool
     "sep-2575-http-server-no-independent-requests-on-stream",  # needs test_streaming_elicitation
     "sep-2575-server-no-log-without-loglevel",  # needs test_logging_tool
-    "sep-2549-tools-list-caching-hints",  # tools/list
 }
 _CHECK = re.compile(r"\[([a-z0-9-]+)\s*\]\s+(SUCCESS|FAILURE|WARNING|INFO|SKIPPED)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -39,7 +39,7 @@ values = st.recursive(
 methods = st.sampled_from(
     ["prompts/get", "prompts/list", "completion/complete", "server/discover", "ping",
      "initialize", "logging/setLevel", "skills/list", "skills/get", "resources/read",
-     "resources/list", "resources/directory/read", "nope"]
+     "resources/list", "resources/directory/read", "tools/list", "tools/call", "nope"]
 ) | st.text(max_size=10)  # fmt: skip
 
 
@@ -75,6 +75,7 @@ def messages(draw: Any) -> tuple[bytes, dict[str, str]]:
 @pytest.fixture
 async def public(api: Api) -> None:
     keys = await api.tenant("acme", public_read=True)
+    await api.client.patch("/api/v1/tenants/acme", json={"mcp_tools": True}, headers=api.operator)
     await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
     for skill in CONFORMANCE_SKILLS:
         made = await api.client.post(

@@ -1,0 +1,226 @@
+"""The team's prompts as MCP tools, for clients that show no prompts (on where the tenant turned
+``mcp_tools`` on; elsewhere ``tools/*`` is "method not found", as it always was).
+
+``tools/list`` offers each prompt its author marked (``as_tool``), named after it, described by it,
+its ``inputSchema`` the JSON Schema of its typed arguments; and two general tools: ``find_prompts``
+(by name prefix, tag or text, paged) and ``render_prompt`` (any served prompt, by name). Calling a
+tool renders the prompt under the endpoint's label: the rendered messages as content, and (from
+2025-06-18) ``structuredContent`` with the messages, the version and the model config. A bad
+argument is a tool result with ``isError`` naming it, so the model can correct itself; an unknown
+tool or malformed params are JSON-RPC errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from registry.db.models import Tenant
+from registry.db.pagination import PageRequest
+from registry.errors import NotFound, RegistryError
+from registry.mcp import caching, shaping
+from registry.mcp import cursor as cursors
+from registry.mcp.call import Call, Params
+from registry.mcp.errors import InvalidParams
+from registry.naming import META_CONFIG
+from registry.prompts import reading
+from registry.prompts import tools as prompt_tools
+from registry.prompts.tools import FIND, RENDER
+from registry.templates.arguments import InvalidArgument
+from registry.tenants import access
+
+PAGE = 100  # marked tools per tools/list page
+FOUND_MAX = 50  # prompts one find_prompts call answers
+ANNOTATIONS = {
+    "readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False,
+}  # fmt: skip
+FIND_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "maxLength": 200, "description": "text in name, title or description"},
+        "tag": {"type": "string", "maxLength": 100, "description": "only prompts with this tag"},
+        "prefix": {"type": "string", "maxLength": 128, "description": "only names starting so"},
+        "cursor": {"type": "string", "description": "nextCursor of the previous answer"},
+    },
+}  # fmt: skip
+RENDER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 300, "description": "the prompt's name"},
+        "arguments": {
+            "type": "object", "additionalProperties": {"type": "string"},
+            "description": "the prompt's arguments by name (find_prompts lists them)",
+        },
+    },
+    "required": ["name"],
+}  # fmt: skip
+
+
+class ListParams(Params):
+    cursor: str | None = None
+
+
+class CallParams(Params):
+    name: str = Field(min_length=1, max_length=128)
+    arguments: dict[str, Any] | None = None
+
+
+def offered(tenant: Tenant) -> bool:
+    """Tools are offered where the tenant turned them on (elsewhere: method not found)."""
+    return tenant.mcp_tools
+
+
+def _entry(call: Call, name: str, description: str | None, schema: dict[str, Any],
+           title: str | None = None) -> dict[str, Any]:  # fmt: skip
+    entry: dict[str, Any] = {"name": name, "inputSchema": schema}
+    if description:
+        entry["description"] = description
+    if title and call.revision.titles:
+        entry["title"] = title
+    if call.revision.tool_annotations:
+        entry["annotations"] = ANNOTATIONS
+    return entry
+
+
+def _general(call: Call) -> list[dict[str, Any]]:
+    return [
+        _entry(call, FIND, "Find the team's prompts by name prefix, tag or text; each comes with "
+               "its description and arguments. Render one with render_prompt.", FIND_SCHEMA,
+               "Find prompts"),
+        _entry(call, RENDER, "Render one of the team's prompts by name with its arguments: the "
+               "messages it produces, ready to use.", RENDER_SCHEMA, "Render a prompt"),
+    ]  # fmt: skip
+
+
+async def tools_list(call: Call, params: ListParams) -> dict[str, Any]:
+    after = None
+    if params.cursor is not None:
+        after, _ = cursors.decode(
+            call.tokens, params.cursor, call.tenant.id, call.label,
+            max_age_seconds=call.settings.session_idle_seconds, kind="tools",
+        )  # fmt: skip
+    session = await call.tx.session()
+    found = await prompt_tools.served_tools(
+        session, call.tenant, call.label, after=after, limit=PAGE + 1
+    )
+    page = found[:PAGE]
+    entries = [] if after is not None else _general(call)
+    entries += [_entry(call, t.name, t.description, t.input_schema, t.title) for t in page]
+    result: dict[str, Any] = {"tools": entries}
+    if len(found) > PAGE:
+        result["nextCursor"] = cursors.encode(
+            call.tokens, call.tenant.id, call.label, page[-1].prompt, PAGE, kind="tools"
+        )
+    if call.revision.stateless:
+        result["ttlMs"] = call.tenant.list_ttl_ms or call.settings.list_ttl_ms
+        result["cacheScope"] = "private"
+    return result
+
+
+async def tools_call(call: Call, params: CallParams) -> dict[str, Any]:
+    given = dict(params.arguments or {})
+    if params.name == FIND:
+        return await _find(call, given)
+    if params.name == RENDER:
+        name = given.get("name")
+        if not isinstance(name, str) or not name:
+            return _tool_error(
+                "name: give the name of the prompt to render (find_prompts lists them)"
+            )
+        arguments = given.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            return _tool_error("arguments: an object of the prompt's arguments by name")
+        try:
+            _, version = await reading.resolve_version(
+                await call.tx.session(), call.tenant, name, version=None, label=call.label
+            )
+        except NotFound as error:
+            return _tool_error(error.message)
+        return await _render(call, name, version, arguments)
+    tool = await prompt_tools.prompt_of_tool(await call.tx.session(), call.tenant, call.label,
+                                             params.name)  # fmt: skip
+    if tool is None:
+        raise InvalidParams(f"unknown tool {params.name!r} (tools/list names the tools)")
+    return await _render(call, tool.prompt, tool.version, given)
+
+
+async def _render(call: Call, name: str, version: int, given: dict[str, Any]) -> dict[str, Any]:
+    arguments: dict[str, str] = {}
+    for key, value in given.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, int | float):
+            value = str(value)
+        if not isinstance(value, str):
+            return _tool_error(f"argument {key!r}: give a string (or a number or boolean)")
+        arguments[key] = value
+    access.check_anonymous(call.tenant, call.principal, call.label)
+    try:
+        rendered = await caching.render(
+            call.caches, call.db, call.tx, call.tenant, name, arguments, version=version,
+            label=call.label, max_value_length=call.settings.max_argument_length,
+            max_rendered_chars=call.settings.max_rendered_chars,
+        )  # fmt: skip
+    except InvalidArgument as error:  # the model reads it and can correct the call
+        return _tool_error(error.message)
+    messages = shaping.messages(call.revision, rendered.messages, call.tenant.slug)
+    result: dict[str, Any] = {"content": _content(messages)}
+    if call.revision.links:  # structuredContent from 2025-06-18
+        structured: dict[str, Any] = {"prompt": name, "version": version, "messages": messages}
+        if rendered.config:
+            structured["config"] = rendered.config
+        result["structuredContent"] = structured
+    if rendered.config:
+        result["_meta"] = {META_CONFIG: rendered.config}
+    return result
+
+
+def _content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each message's content as a tool's content block; a text block says whose it is."""
+    blocks = []
+    for message in messages:
+        block = dict(message["content"])
+        if block.get("type") == "text" and message["role"] != "user":
+            block["text"] = f"[{message['role']}] {block['text']}"
+        blocks.append(block)
+    return blocks
+
+
+async def _find(call: Call, given: dict[str, Any]) -> dict[str, Any]:
+    for key in ("query", "tag", "prefix", "cursor"):
+        if given.get(key) is not None and not isinstance(given[key], str):
+            return _tool_error(f"{key}: give a string")
+    session = await call.tx.session()
+    page = PageRequest(limit=FOUND_MAX, cursor=given.get("cursor"), tokens=call.tokens)
+    try:
+        found = await reading.list_prompts(
+            session, call.tenant, page, prefix=given.get("prefix"), tag=given.get("tag"),
+            label=call.label, text=given.get("query"), archived=False,
+        )  # fmt: skip
+    except RegistryError as error:  # a bad cursor is the model's to fix
+        return _tool_error(error.message)
+    prompts = []
+    for item in found.items:
+        declared, _ = await reading.argument_declarations(
+            session, call.tenant, item.name, version=None, label=call.label
+        )
+        prompts.append({
+            "name": item.name, "title": item.title, "description": item.description,
+            "arguments": [{"name": a.name, "required": a.required, "description": a.description}
+                          for a in declared],
+        })  # fmt: skip
+    text = (
+        "\n".join(
+            f"- {p['name']}: {p['description'] or p['title'] or ''}".rstrip(": ") for p in prompts
+        )
+        or "No prompt matches."
+    )
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+    if call.revision.links:
+        result["structuredContent"] = {"prompts": prompts, "nextCursor": found.next_cursor}
+    return result
+
+
+def _tool_error(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}

@@ -1,0 +1,96 @@
+"""Prompts as MCP tools, for clients that show no prompts: a prompt its author marks (``as_tool``)
+becomes a tool of its own, whose name comes from the prompt's under the tool-name rules and whose
+input schema is its typed arguments; two general tools reach every served prompt. This module holds
+the naming rule, the check a mark must pass, and what a label serves as tools."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.models import Prompt, Tenant
+from registry.errors import Conflict
+from registry.prompts import listing
+from registry.prompts import repository as repo
+
+FIND = "find_prompts"  # the general tools, offered with any marked ones
+RENDER = "render_prompt"
+GENERAL = (FIND, RENDER)
+MAX_NAME = 64  # what clients take safely (the protocol allows 128)
+_NOT_TOOL = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def tool_name(prompt_name: str) -> str:
+    """The tool a marked prompt is: its name with every character a tool name may not hold (``.``,
+    ``:``) as ``_``, at most 64 characters."""
+    return _NOT_TOOL.sub("_", prompt_name)[:MAX_NAME]
+
+
+async def check_mark(session: AsyncSession, tenant: Tenant, prompt: Prompt) -> None:
+    """A prompt may be marked when no other marked prompt, and no general tool, takes its tool
+    name (refused naming the one that does)."""
+    name = tool_name(prompt.name)
+    if name in GENERAL:
+        raise Conflict(
+            f"prompt {prompt.name!r} would be the tool {name!r}, the name of a general tool",
+            field="as_tool",
+        )
+    for other in await repo.marked_names(session, tenant.id):
+        if other != prompt.name and tool_name(other) == name:
+            raise Conflict(
+                f"prompt {prompt.name!r} would be the tool {name!r}, which the marked prompt "
+                f"{other!r} already is: unmark it, or rename one",
+                field="as_tool",
+            )
+
+
+@dataclass(frozen=True)
+class ServedTool:
+    """A marked prompt as a label serves it."""
+
+    name: str  # the tool's
+    prompt: str
+    version: int
+    title: str | None
+    description: str | None
+    input_schema: dict[str, Any]
+
+
+async def served_tools(
+    session: AsyncSession,
+    tenant: Tenant,
+    label: str,
+    *,
+    after: str | None = None,
+    limit: int,
+    prompt: str | None = None,
+) -> list[ServedTool]:
+    rows = await repo.served_marked(
+        session, tenant.id, label, after=after, limit=limit, name=prompt
+    )
+    arguments = await repo.arguments_of(session, tenant.id, [(p.id, v.version) for p, v in rows])
+    return [
+        ServedTool(
+            name=tool_name(p.name),
+            prompt=p.name,
+            version=v.version,
+            title=v.title,
+            description=v.description,
+            input_schema=listing.argument_schema(arguments[(p.id, v.version)]),
+        )
+        for p, v in rows
+    ]
+
+
+async def prompt_of_tool(
+    session: AsyncSession, tenant: Tenant, label: str, tool: str
+) -> ServedTool | None:
+    """The marked prompt ``label`` serves as the tool ``tool``, if any."""
+    for name in await repo.marked_names(session, tenant.id):
+        if tool_name(name) == tool:
+            found = await served_tools(session, tenant, label, limit=1, prompt=name)
+            return found[0] if found else None
+    return None
