@@ -36,10 +36,15 @@ def _matches(header: str | None, tag: str) -> bool:
 
 
 def answer(
-    request: Request, model: BaseModel, *, prefix: str = "", exclude_none: bool = False
+    request: Request,
+    model: BaseModel,
+    *,
+    prefix: str = "",
+    exclude_none: bool = False,
+    by_alias: bool = False,
 ) -> Response:
     """``model`` as JSON with its ETag, or 304 when the client already holds exactly that."""
-    body = model.model_dump_json(exclude_none=exclude_none).encode()
+    body = model.model_dump_json(exclude_none=exclude_none, by_alias=by_alias).encode()
     tag = tag_of(body, prefix)
     headers = {"ETag": tag, "Cache-Control": "private, no-cache"}
     if _matches(request.headers.get("if-none-match"), tag):

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
+from registry import receipts
 from registry.api import conditional
 from registry.api.auth import require_credential, tenant_scope
 from registry.api.paging import pages
@@ -398,7 +399,16 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
             max_value_length=_settings(request).max_argument_length,
             max_rendered_chars=_settings(request).max_rendered_chars,
         )
-    return conditional.answer(request, rendered, exclude_none=True)
+        label = None if body.version else body.label or scope.tenant.default_label
+        key_file = _settings(request).snapshot_key_file
+        receipt = receipts.make(
+            tenant=scope.tenant.slug, label=label, arguments=body.arguments or {},
+            served={"prompt": name, "version": rendered.version, "partials": list(rendered.partials)},
+            result=rendered.messages,
+            key=receipts.signing_key(key_file) if key_file is not None else None,
+        )  # fmt: skip
+    rendered = rendered.model_copy(update={"meta": {receipts.META_KEY: receipt}})
+    return conditional.answer(request, rendered, exclude_none=True, by_alias=True)
 
 
 @router.get(

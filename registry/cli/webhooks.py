@@ -1,4 +1,5 @@
-"""Webhook endpoints, signed snapshots of what a label serves, and verifying a downloaded skill."""
+"""Webhook endpoints, signed snapshots of what a label serves, and verifying a downloaded skill or
+the receipt of an answer."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import click
 import orjson
 
-from registry import outbound, signing
+from registry import outbound, receipts, signing
 from registry.cli.base import CommandError, Registry, in_tenant, main, pass_registry, table, when
 from registry.db.engine import Database, enter_tenant
 from registry.principal import OPERATOR
@@ -186,3 +187,26 @@ def _entry_of(loaded: object) -> dict[str, Any] | None:
     if isinstance(loaded, dict) and isinstance(loaded.get("skill"), dict):
         loaded = loaded["skill"]
     return loaded if isinstance(loaded, dict) else None
+
+
+@main.command("verify-receipt")
+@click.argument("answer_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--public-key", "key_file", required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The registry's public key (PEM): GET /.well-known/prompt-registry/signing-key.",
+)  # fmt: skip
+def verify_receipt(answer_file: Path, key_file: Path) -> None:
+    """Check the receipt an answer carries (prompts/get, a tool call, the REST render, a skill file
+    read; saved as JSON): signed by the registry, and naming exactly the result beside it. Exit 0
+    when it verifies, 1 when it does not."""
+    try:
+        answer = orjson.loads(answer_file.read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise CommandError(f"{answer_file} is not JSON: {error}") from None
+    try:
+        document = receipts.check_answer(answer, signing.public_key(key_file.read_bytes()))
+    except signing.SignatureRefused as refused:
+        raise CommandError(f"not verified: {refused}") from None
+    what = document.get("prompt") or f"{document.get('skill')}/{document.get('file')}"
+    click.echo(f"verified: {what} version {document.get('version')} of tenant {document['tenant']}")

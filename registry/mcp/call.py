@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from registry import receipts
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import McpSession, Tenant
@@ -33,6 +34,21 @@ class Call:
     session: McpSession | None = None
     # Declared per request in 2026-07-28 (`_meta`); never inferred from earlier requests.
     client_capabilities: dict[str, Any] = field(default_factory=dict)
+
+    def receipt(
+        self,
+        served: dict[str, Any],
+        arguments: dict[str, Any],
+        result: Any,
+        label: str | None = None,
+    ) -> dict[str, Any]:
+        """The receipt of an answer (registry.receipts), signed where the server has a key."""
+        key_file = self.settings.snapshot_key_file
+        return receipts.make(
+            tenant=self.tenant.slug, served=served, label=label or self.label,
+            arguments=arguments, result=result,
+            key=receipts.signing_key(key_file) if key_file is not None else None,
+        )  # fmt: skip
 
 
 class Params(BaseModel):

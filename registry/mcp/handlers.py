@@ -27,6 +27,7 @@ from registry.mcp.protocol import Message, error_message, result_message
 from registry.metrics import REQUESTS, tally, timings
 from registry.naming import META_CONFIG
 from registry.prompts import completion, listing, reading, rendering
+from registry.receipts import META_KEY as RECEIPT
 from registry.revisions import (
     ALL_REVISIONS,
     LATEST_SESSION_REVISION,
@@ -203,8 +204,12 @@ async def prompts_get(call: Call, parsed: GetParams) -> dict[str, Any]:
     }
     if rendered.description:
         result["description"] = rendered.description
+    meta: dict[str, Any] = {}
     if rendered.config:  # the prompt's own model settings, for agents that use them
-        result["_meta"] = {META_CONFIG: rendered.config}
+        meta[META_CONFIG] = rendered.config
+    served = {"prompt": name, "version": rendered.version, "partials": list(rendered.partials)}
+    meta[RECEIPT] = call.receipt(served, arguments, result["messages"], label=label)
+    result["_meta"] = meta
     return result
 
 

@@ -23,6 +23,7 @@ from registry.mcp import cursor as cursors
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
 from registry.mcp.protocol import SKILLS_EXTENSION as SKILLS_EXTENSION
+from registry.receipts import META_KEY as RECEIPT
 from registry.skills import provenance as provenance_rules
 from registry.skills import service as skills
 from registry.skills.folder import SKILL_MD, is_text
@@ -204,6 +205,8 @@ async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
         contents["text"] = data.decode("utf-8")
     else:
         contents["blob"] = base64.b64encode(data).decode()
+    served_file = {"skill": skill.name, "version": skill.version, "file": path}
+    receipt = call.receipt(served_file, {}, contents.get("text", contents.get("blob")))
     if call.revision.links:
         contents["_meta"] = {
             META_SKILL: {
@@ -212,7 +215,7 @@ async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
                 "digest": f"sha256:{served.sha256}",
             }
         }
-    return _cacheable(call, {"contents": [contents]})
+    return _cacheable(call, {"contents": [contents], "_meta": {RECEIPT: receipt}})
 
 
 async def directory_read(call: Call, params: DirectoryParams) -> dict[str, Any]:

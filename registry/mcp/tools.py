@@ -27,6 +27,7 @@ from registry.naming import META_CONFIG
 from registry.prompts import reading
 from registry.prompts import tools as prompt_tools
 from registry.prompts.tools import FIND, RENDER
+from registry.receipts import META_KEY as RECEIPT
 from registry.templates.arguments import InvalidArgument
 from registry.tenants import access
 
@@ -171,8 +172,12 @@ async def _render(call: Call, name: str, version: int, given: dict[str, Any]) ->
         if rendered.config:
             structured["config"] = rendered.config
         result["structuredContent"] = structured
+    meta: dict[str, Any] = {}
     if rendered.config:
-        result["_meta"] = {META_CONFIG: rendered.config}
+        meta[META_CONFIG] = rendered.config
+    served = {"prompt": name, "version": version, "partials": list(rendered.partials)}
+    meta[RECEIPT] = call.receipt(served, arguments, messages)
+    result["_meta"] = meta
     return result
 
 

@@ -62,6 +62,8 @@ class CompiledVersion:
     specs: tuple[ArgumentSpec, ...]
     messages: tuple[CompiledMessage, ...]
     blobs: tuple[bytes, ...]
+    version: int = 0
+    partials: tuple[str, ...] = ()  # every partial version locked into it, as "name@version"
 
 
 def _compile_message(
@@ -139,7 +141,12 @@ def compile_found(found: dict[str, Any]) -> tuple[uuid.UUID, int, CompiledVersio
         )
         for a in found["arguments"]
     )
-    compiled = CompiledVersion(found["description"], found.get("config"), specs, messages, blobs)
+    locked = tuple(sorted({
+        f"{lock['ref'].partition('@')[0]}@{lock['child_version']}" for lock in found.get("locks") or []
+    }))  # fmt: skip
+    compiled = CompiledVersion(
+        found["description"], found.get("config"), specs, messages, blobs, found["version"], locked
+    )
     return uuid.UUID(found["prompt"]), found["version"], compiled
 
 
@@ -169,8 +176,9 @@ def render_compiled(
             content = m.kind.with_uri(content, _rendered_uri(m.uri, values, position))
         messages.append({"role": m.role, "content": content})
     return RenderedPrompt(
-        description=compiled.description, config=compiled.config, messages=messages
-    )
+        description=compiled.description, config=compiled.config, messages=messages,
+        version=compiled.version, partials=compiled.partials,
+    )  # fmt: skip
 
 
 def _check_output(compiled: CompiledVersion, values: dict[str, str], limit: int) -> None:

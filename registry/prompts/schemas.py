@@ -352,6 +352,12 @@ class RenderedPrompt(BaseModel):
     description: str | None = None
     messages: list[dict[str, Any]]
     config: dict[str, Any] | None = Field(default=None, description="the version's model config")
+    meta: dict[str, Any] | None = Field(
+        default=None, alias="_meta", description="the receipt of exactly what was served"
+    )
+    # What a receipt names besides the result (not part of the answer itself).
+    version: int | None = Field(default=None, exclude=True)
+    partials: tuple[str, ...] = Field(default=(), exclude=True)
 
 
 class FieldChange(BaseModel):

@@ -310,7 +310,10 @@ async def test_render_rules_match_the_design(api: Api, keys: dict[str, str]) -> 
     render = f"{P}/ticket/render"
     ok = await c.post(render, json={"arguments": {"id": "AB-1"}}, headers=auth(keys["reader"]))
     assert ok.status_code == 200
-    assert ok.json() == {
+    answer = ok.json()
+    receipt = answer.pop("_meta")["dev.prompt-registry/receipt"]  # (tests/test_receipts.py)
+    assert (receipt["prompt"], receipt["version"], receipt["label"]) == ("ticket", 1, "production")
+    assert answer == {
         "description": "Summarise a ticket",
         "messages": [
             {"role": "user", "content": {"type": "text", "text": "Ticket AB-1 (formal)"}},
