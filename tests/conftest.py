@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,24 @@ class LiveServer:
             headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
         )
         assert written.status_code == 201, written.text
+
+
+@asynccontextmanager
+async def module_server(
+    pg_server: PgServer, template_db: str, **env: str
+) -> AsyncIterator[LiveServer]:
+    """A live server on a database of its own (for a module's tests to share: one start, not one
+    per test), removed afterwards."""
+    name = await _create_database(pg_server, template_db)
+    server = start_server(
+        {"REGISTRY_DATABASE_URL": pg_server.plain_url(name), "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+         **env}
+    )  # fmt: skip
+    try:
+        yield server
+    finally:
+        stop_server(server)
+        await _drop_database(pg_server, name)
 
 
 def start_server(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,32 +14,29 @@ import httpx
 import pytest
 
 from tests.conftest import (
-    OPERATOR_TOKEN,
     LiveServer,
     PgServer,
+    module_server,
     registry_command,
-    start_server,
-    stop_server,
 )
 from tests.mcp.conftest import CONFORMANCE_SKILLS
 from tests.mcp.test_stateless_live import META, REVISION
+from tests.mcp.test_tools import PLAIN, REPLY
 from tests.test_client import keypair
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def signing_server(pg_server: PgServer, db_name: str, tmp_path: Path) -> Iterator[LiveServer]:
-    private, _ = keypair(tmp_path)
-    server = start_server(
-        {
-            "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
-            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
-            "REGISTRY_SNAPSHOT_KEY_FILE": str(private),
-        }
-    )
-    yield server
-    stop_server(server)
+@pytest.fixture(scope="module")
+async def signing_server(
+    pg_server: PgServer, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LiveServer]:
+    """A server with a signing key (one for the module's tests: skills and receipts)."""
+    private, _ = keypair(tmp_path_factory.mktemp("key"))
+    async with module_server(
+        pg_server, template_db, REGISTRY_SNAPSHOT_KEY_FILE=str(private)
+    ) as server:
+        yield server
 
 
 def mcp(http: httpx.Client, tenant: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -117,3 +114,72 @@ def test_a_downloaded_skill_verifies_and_a_changed_one_does_not(
     assert changed_files.returncode == 1, changed_files.stdout
     assert "references/FORMS.md: its digest is not the manifest's" in changed_files.stderr
     assert "extra.sh: not in the skill's manifest" in changed_files.stderr
+
+
+# --- receipts: every answer that serves a prompt or a skill's file -----------------------------
+
+
+def receipted(http: httpx.Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    headers = {"MCP-Protocol-Version": REVISION, "Mcp-Method": method}
+    if method in ("prompts/get", "tools/call"):
+        headers["Mcp-Name"] = params["name"]
+    if method == "resources/read":
+        headers["Mcp-Name"] = params["uri"]
+    answer = http.post(
+        "/mcp/receipts",
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": META, **params}},
+        headers=headers,
+    )
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def verify_receipt(tmp_path: Path, name: str, answer: Any, key: Path) -> Any:
+    saved = tmp_path / f"{name}.json"
+    saved.write_text(json.dumps(answer))
+    return registry_command("verify-receipt", str(saved), "--public-key", str(key), env={})
+
+
+def test_receipts_verify_and_a_changed_byte_does_not(
+    signing_server: LiveServer, tmp_path: Path
+) -> None:
+    reader = signing_server.tenant(
+        "receipts", roles=("reader",), prompts=[REPLY, PLAIN], tools=True
+    )
+    signing_server.skill("receipts", CONFORMANCE_SKILLS[1])
+    key = tmp_path / "published.pub"
+    with httpx.Client(base_url=signing_server.url, timeout=30) as http:
+        key.write_bytes(http.get("/.well-known/prompt-registry/signing-key").content)
+        http.headers["Authorization"] = f"Bearer {reader['reader']}"
+        arguments = {"topic": "billing"}
+        got = receipted(http, "prompts/get", {"name": "support.reply", "arguments": arguments})
+        again = receipted(http, "prompts/get", {"name": "support.reply", "arguments": arguments})
+        called = receipted(http, "tools/call", {"name": "support_reply", "arguments": arguments})
+        read = receipted(http, "resources/read", {"uri": "skill://code-review/SKILL.md"})
+        rendered = http.post(
+            "/api/v1/tenants/receipts/prompts/support.reply/render", json={"arguments": arguments}
+        ).json()
+    receipt = got["result"]["_meta"]["dev.prompt-registry/receipt"]
+    assert (receipt["prompt"], receipt["version"], receipt["label"]) == (
+        "support.reply",
+        1,
+        "production",
+    )
+    assert receipt["alg"] == "Ed25519"
+    assert again["result"]["_meta"] == got["result"]["_meta"]  # kept with the cached answer
+    for name, answer in (("get", got), ("tool", called), ("skill", read), ("rest", rendered)):
+        done = verify_receipt(tmp_path, name, answer, key)
+        assert done.returncode == 0, (name, done.stderr)
+        assert "verified" in done.stdout
+
+    changed = json.loads(json.dumps(got))
+    text = changed["result"]["messages"][0]["content"]["text"]
+    changed["result"]["messages"][0]["content"]["text"] = text.replace("billing", "billinG")
+    refused = verify_receipt(tmp_path, "changed-answer", changed, key)
+    assert refused.returncode == 1 and "not the one this receipt names" in refused.stderr
+
+    forged = json.loads(json.dumps(got))
+    forged["result"]["_meta"]["dev.prompt-registry/receipt"]["version"] = 2
+    refused = verify_receipt(tmp_path, "changed-receipt", forged, key)
+    assert refused.returncode == 1 and "does not verify" in refused.stderr

@@ -10,8 +10,18 @@ from tests.mcp.transports import McpClient
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("revision", ["2024-11-05", "2025-11-25"])
-async def test_list_get_complete_and_refuse(mcp: McpClient, revision: str) -> None:
+async def test_list_get_complete_and_refuse(mcp: McpClient) -> None:
+    await scenario(mcp, "2025-11-25")
+
+
+@pytest.mark.parametrize(
+    "mcp", ["http"], indirect=True
+)  # each revision's shapes: tests/mcp/test_http
+async def test_the_oldest_revision_in_process(mcp: McpClient) -> None:
+    await scenario(mcp, "2024-11-05")
+
+
+async def scenario(mcp: McpClient, revision: str) -> None:
     initialized = await mcp.initialize(revision)
     assert initialized["protocolVersion"] == revision
     assert initialized["capabilities"]["prompts"] == {"listChanged": True}

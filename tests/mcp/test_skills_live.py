@@ -12,13 +12,14 @@ import hashlib
 import json
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from mcp import types
 
-from tests.conftest import ROOT, LiveServer
+from tests.conftest import ROOT, LiveServer, PgServer, module_server
 from tests.mcp.conftest import CONFORMANCE_SKILLS
 from tests.mcp.test_sdk import sdk_client
 from tests.mcp.test_stateless_live import META, REVISION, listen
@@ -54,8 +55,13 @@ def stateless(client: httpx.Client, method: str, params: dict[str, Any]) -> dict
     return body
 
 
-@pytest.fixture
-def served(live_server: LiveServer) -> tuple[LiveServer, str]:
+@pytest.fixture(scope="module")
+async def served(pg_server: PgServer, template_db: str) -> AsyncIterator[tuple[LiveServer, str]]:
+    async with module_server(pg_server, template_db) as live_server:
+        yield _serve(live_server)
+
+
+def _serve(live_server: LiveServer) -> tuple[LiveServer, str]:
     keys = live_server.tenant("acme", roles=("reader", "publisher"))
     for skill in [*CONFORMANCE_SKILLS, BINARY_SKILL]:
         live_server.skill("acme", skill)

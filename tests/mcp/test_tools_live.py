@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from mcp import types
 
-from tests.conftest import OPERATOR_TOKEN, LiveServer
+from tests.conftest import OPERATOR_TOKEN, LiveServer, PgServer, module_server
 from tests.mcp.test_sdk import sdk_client
 from tests.mcp.test_stateless_live import META, REVISION, listen
 from tests.mcp.test_tools import PLAIN, REPLY
@@ -22,13 +23,11 @@ pytestmark = pytest.mark.slow
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
-@pytest.fixture
-def tools_on(live_server: LiveServer) -> tuple[LiveServer, str]:
-    keys = live_server.tenant("acme", roles=("reader",), prompts=[REPLY, PLAIN])
-    on = httpx.patch(f"{live_server.url}/api/v1/tenants/acme", json={"mcp_tools": True},
-                     headers=OPERATOR)  # fmt: skip
-    assert on.status_code == 200, on.text
-    return live_server, keys["reader"]
+@pytest.fixture(scope="module")
+async def tools_on(pg_server: PgServer, template_db: str) -> AsyncIterator[tuple[LiveServer, str]]:
+    async with module_server(pg_server, template_db) as live_server:
+        keys = live_server.tenant("acme", roles=("reader",), prompts=[REPLY, PLAIN], tools=True)
+        yield live_server, keys["reader"]
 
 
 async def test_the_sdk_lists_and_calls_tools(
@@ -107,3 +106,7 @@ async def test_marking_a_prompt_reaches_an_open_stream(tools_on: tuple[LiveServe
         print(f"tools list_changed {time.monotonic() - started:.3f} s after the mark began")
         assert changed["method"] == "notifications/tools/list_changed"
         await stream.aclose()
+        unmarked = await client.patch(  # as the module's other tests found it
+            "/api/v1/tenants/acme/prompts/plain", json={"as_tool": False}, headers=OPERATOR
+        )
+        assert unmarked.status_code == 200, unmarked.text
