@@ -188,6 +188,22 @@ MUTATIONS = (
         ("tests/domain/test_skills.py",),
     ),
     Mutation(
+        "receipt-result",
+        "a receipt verifies only beside the result it names",
+        "registry/receipts.py",
+        'if result is not None and digest(result) != document.get("result"):',
+        "if False:",
+        ("tests/test_verify_skill.py::test_receipts_verify_and_a_changed_byte_does_not",),
+    ),
+    Mutation(
+        "tools-off-by-default",
+        "a tenant that did not turn tools on serves none",
+        "registry/mcp/tools.py",
+        "    return tenant.mcp_tools",
+        "    return True",
+        ("tests/mcp/test_tools.py::test_tools_off_is_as_before",),
+    ),
+    Mutation(
         "yaml-aliases",
         "YAML anchors and aliases are refused",
         "registry/inputs.py",
