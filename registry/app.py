@@ -208,8 +208,10 @@ class Worker:
             asyncio.create_task(self.dispatcher.run()),
             asyncio.create_task(self.db.replicas.monitor(self.db.reads)),
         ]
-        with contextlib.suppress(TimeoutError):  # serve anyway; /readyz says 503 until it connects
-            await asyncio.wait_for(self.feed.connected.wait(), 10)
+        # Serve once the change listener is connected, or its first try failed (/readyz says 503
+        # until it connects), and at the latest after 10 s.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.feed.tried.wait(), 10)
         # What exists at startup (modules, ORM mappings, settings) lives as long as the worker: the
         # cycle collector need not walk it again on every full collection. Collected first, so no
         # garbage is frozen with it.

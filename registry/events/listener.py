@@ -82,6 +82,9 @@ class ChangeFeed:
         self.probe_seconds = probe_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self.connected = asyncio.Event()
+        # Set once the first connection was tried, whether it was made or not (a worker starting
+        # waits for that, not for a database that is not there).
+        self.tried = asyncio.Event()
         # When the connection last proved it carries notifications (a probe answered, or a
         # notification came): what this worker keeps is trusted only for ``trust_seconds`` after,
         # so a stalled connection (up, but silent) stops that trust within seconds.
@@ -128,9 +131,11 @@ class ChangeFeed:
                 await self._resync()
                 self.heard_at = time.monotonic()
                 self.connected.set()
+                self.tried.set()
                 delay = 0.1
                 await self._watch(connection)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as error:
+                self.tried.set()
                 if not self._stopped:
                     logger.warning(
                         "listener_lost", extra={"fields": {"error": type(error).__name__}}
