@@ -15,7 +15,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from registry.signing import SignatureRefused, canonical, key_id, private_key, sign, verify
+from registry.signing import SignatureRefused, canonical, private_key, sign, verify
 
 META_KEY = "dev.prompt-registry/receipt"
 SIGNATURE_FIELDS = ("alg", "keyId", "signature")
@@ -72,10 +72,6 @@ def check(receipt: Any, key: Ed25519PublicKey, *, result: Any = None) -> dict[st
     if result is not None and digest(result) != document.get("result"):
         raise SignatureRefused("the result is not the one this receipt names (it was changed)")
     return document
-
-
-def public_key_id(key: Ed25519PublicKey) -> str:
-    return key_id(key)
 
 
 def check_answer(answer: Any, key: Ed25519PublicKey) -> dict[str, Any]:

@@ -83,8 +83,3 @@ def revision_of(name: str) -> Revision:
         extensions=is_version_at_least(name, _STATELESS),
         tool_annotations=is_version_at_least(name, _AUDIO),
     )
-
-
-def is_stateless(name: str | None) -> bool:
-    """Whether ``name`` is a revision of the stateless era (for a header not yet negotiated)."""
-    return name in STATELESS_REVISIONS

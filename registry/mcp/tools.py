@@ -205,11 +205,12 @@ async def _find(call: Call, given: dict[str, Any]) -> dict[str, Any]:
         )  # fmt: skip
     except RegistryError as error:  # a bad cursor is the model's to fix
         return _tool_error(error.message)
+    declared_by_name = await prompt_tools.declared_arguments(
+        session, call.tenant, call.label, [item.name for item in found.items]
+    )
     prompts = []
     for item in found.items:
-        declared, _ = await reading.argument_declarations(
-            session, call.tenant, item.name, version=None, label=call.label
-        )
+        declared = declared_by_name.get(item.name, [])
         prompts.append({
             "name": item.name, "title": item.title, "description": item.description,
             "arguments": [{"name": a.name, "required": a.required, "description": a.description}

@@ -469,3 +469,14 @@ async def marked_names(session: AsyncSession, tenant_id: uuid.UUID) -> list[str]
         select(Prompt.name).where(Prompt.tenant_id == tenant_id, Prompt.as_tool.is_(True))
     )
     return list(result.scalars().all())
+
+
+async def prompts_by_names(
+    session: AsyncSession, tenant_id: uuid.UUID, names: Sequence[str]
+) -> Sequence[Prompt]:
+    if not names:
+        return []
+    result = await session.execute(
+        select(Prompt).where(Prompt.tenant_id == tenant_id, Prompt.name.in_(list(names)))
+    )
+    return result.scalars().all()

@@ -6,13 +6,15 @@ the naming rule, the check a mark must pass, and what a label serves as tools.""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db.models import Prompt, Tenant
+from registry.db.models import Prompt, PromptArgument, Tenant
 from registry.errors import Conflict
+from registry.prompts import label_repository as label_repo
 from registry.prompts import listing
 from registry.prompts import repository as repo
 
@@ -94,3 +96,15 @@ async def prompt_of_tool(
             found = await served_tools(session, tenant, label, limit=1, prompt=name)
             return found[0] if found else None
     return None
+
+
+async def declared_arguments(
+    session: AsyncSession, tenant: Tenant, label: str, names: Sequence[str]
+) -> dict[str, list[PromptArgument]]:
+    """The arguments of the version ``label`` serves of each of ``names`` (a page of a search), in
+    three statements whatever the page's length."""
+    prompts = await repo.prompts_by_names(session, tenant.id, names)
+    labels = await label_repo.labels_of(session, prompts)
+    served = {p: labels[p.id][label] for p in prompts if label in labels[p.id]}
+    found = await repo.arguments_of(session, tenant.id, [(p.id, v) for p, v in served.items()])
+    return {p.name: found[(p.id, v)] for p, v in served.items()}

@@ -119,7 +119,3 @@ def _files(folder: Path) -> dict[str, Path]:
             )
         found[path.relative_to(folder).as_posix()] = path
     return found
-
-
-def public_key_id(key: Ed25519PublicKey) -> str:
-    return key_id(key)

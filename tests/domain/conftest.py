@@ -9,7 +9,7 @@ the same transaction kind the doors use, so the audit and change log see it as t
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +62,3 @@ def prompt(name: str, text: str, **fields: Any) -> PromptCreate:
         **fields,
     }
     return PromptCreate.model_validate(body)
-
-
-Make = Callable[..., PromptCreate]
