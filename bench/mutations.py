@@ -224,7 +224,7 @@ def run(mutation: Mutation, timeout: float) -> tuple[str, float]:
         path.write_text(original.replace(mutation.old, mutation.new))
         try:
             done = subprocess.run(  # noqa: S603 - this interpreter, pytest, the entry's tests
-                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider",
                  *mutation.tests],
                 cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
             )  # fmt: skip

@@ -21,8 +21,6 @@ from typing import Any
 
 import httpx
 
-from registry.tenants import oauth
-
 DEFAULT_CLIENT_ID = "prompt-registry-cli"
 SCOPE = "prompts:read prompts:write"
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -113,7 +111,9 @@ def discover(http: httpx.Client, url: str, tenant: str) -> tuple[str, dict[str, 
             f"tenant {tenant!r} trusts no OAuth issuer: use an API key (REGISTRY_API_KEY)"
         )
     issuer = str(servers[0])
-    for candidate in oauth.discovery_urls(issuer):
+    from registry.tenants.oauth import discovery_urls  # imported by the one command that signs in
+
+    for candidate in discovery_urls(issuer):
         answer = http.get(candidate)
         if answer.status_code == 200:
             metadata = _json(answer, f"the issuer's metadata at {candidate}")

@@ -18,7 +18,7 @@ def test_schema_checks_skip_without_the_schemas(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env["REGISTRY_MCP_SCHEMA_DIR"] = str(tmp_path / "nowhere")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
          "tests/mcp/test_stdio.py::test_stateless_lines", "tests/mcp/test_errors.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

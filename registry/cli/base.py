@@ -1,31 +1,44 @@
 """What every ``registry`` command shares: the settings and database a command works in
 (``Registry``), the one error path (a refusal is one line on stderr and exit status 1), the
-command group, and how tables and outcomes are printed."""
+command group, and how tables and outcomes are printed.
+
+A command imports only what it uses: the group finds each command's module in ``COMMANDS`` and
+imports it when the command runs, and the database layers are imported by the commands that open a
+database. ``registry tenant list`` then loads neither the sync client nor the OAuth code, and
+``registry push`` loads no database driver (each import costs a command tenths of a second)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import httpx
-from sqlalchemy.exc import SQLAlchemyError
 
-from registry import login, sync
 from registry.config import Settings, SettingsError, load_settings
-from registry.db import migrate as migrations
-from registry.db.attach import attached_database
-from registry.db.embedded import EmbeddedError, EmbeddedPostgres
-from registry.db.engine import Database, enter_tenant
 from registry.errors import RegistryError
-from registry.tenants import service as tenants
+
+if TYPE_CHECKING:
+    from registry.db.embedded import EmbeddedPostgres
+    from registry.db.engine import Database
 
 T = TypeVar("T")
+
+# Each command (or command group) and the module of registry.cli that defines it.
+COMMANDS = {
+    "serve": "operating", "migrate": "operating", "backup": "operating",
+    "restore": "operating", "mcp-stdio": "operating",
+    "tenant": "tenants", "issuer": "tenants", "key": "tenants",
+    "snapshot": "webhooks", "webhook": "webhooks", "verify-skill": "webhooks",
+    "verify-receipt": "webhooks",
+    "push": "files", "pull": "files", "refresh": "files", "login": "files",
+}  # fmt: skip
 
 
 class CommandError(Exception):
@@ -63,6 +76,10 @@ class Registry:
         embedded server (attached to, or started and owned with ``serve``; migrated on the way), or
         the external one (checked to be at head, or upgraded with ``migrate``)."""
         if self._url is None:
+            from registry.db import migrate as migrations
+            from registry.db.attach import attached_database
+            from registry.db.embedded import EmbeddedPostgres
+
             settings = self.settings
             if settings.embedded:
                 server = EmbeddedPostgres(settings.data_dir)
@@ -95,10 +112,14 @@ class Registry:
                 f"registry {command} works on the embedded database (REGISTRY_DATA_DIR); with "
                 "REGISTRY_DATABASE_URL set, use pg_dump or your database service's backups"
             )
+        from registry.db.embedded import EmbeddedPostgres
+
         return EmbeddedPostgres(self.settings.data_dir)
 
     def run(self, work: Callable[[Database], Awaitable[T]], url: str | None = None) -> T:
         """Run ``work`` on a small pool of the database, in an event loop of its own."""
+        from registry.db.engine import Database
+
         target = url or self.url()
 
         async def main() -> T:
@@ -117,7 +138,22 @@ class Registry:
 DEFAULT_URL = "http://127.0.0.1:8000"  # where the sync commands find the registry by default
 
 
+def _expected() -> tuple[type[BaseException], ...]:
+    """What a command expects to go wrong (imported only once something did)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from registry import login, sync
+    from registry.db.embedded import EmbeddedError
+
+    return (
+        CommandError, RegistryError, EmbeddedError, SettingsError, SQLAlchemyError, OSError,
+        httpx.TransportError, sync.FileError, login.LoginError,
+    )  # fmt: skip
+
+
 def _one_line(error: BaseException) -> str:
+    from sqlalchemy.exc import SQLAlchemyError
+
     if isinstance(error, SQLAlchemyError | OSError) and not isinstance(error, httpx.TransportError):
         # Never echo the URL: it may hold a password.
         return f"database error ({type(error).__name__}): {str(error).splitlines()[0]}"
@@ -138,16 +174,25 @@ def _one_line(error: BaseException) -> str:
 
 class RegistryGroup(click.Group):
     """Runs every command inside one Registry context and one error path: whatever a command
-    expects to go wrong ends as one line on stderr and exit status 1, with nothing written."""
+    expects to go wrong ends as one line on stderr and exit status 1, with nothing written.
+    Commands are found in ``COMMANDS`` and their module imported when one is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            importlib.import_module(f"registry.cli.{module}")  # registers its commands on main
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         ctx.obj = registry_context = Registry()
         try:
             return super().invoke(ctx)
-        except (
-            CommandError, RegistryError, EmbeddedError, SettingsError, SQLAlchemyError, OSError,
-            httpx.TransportError, sync.FileError, login.LoginError,
-        ) as error:  # fmt: skip
+        except Exception as error:
+            if not isinstance(error, _expected()):
+                raise
             fail(_one_line(error))
         finally:
             registry_context.close()
@@ -190,6 +235,9 @@ def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 def in_tenant(registry: Registry, slug: str, work: Callable[[Any, Any], Awaitable[T]]) -> T:
     """``work(session, tenant)`` in one transaction scoped to the tenant ``slug``."""
+    from registry.db.engine import enter_tenant
+    from registry.tenants import service as tenants
+
     tenants.check_slug(slug)
 
     async def run(db: Database) -> T:

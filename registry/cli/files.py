@@ -10,7 +10,6 @@ import click
 
 from registry import login, skill_sync, sync
 from registry.cli.base import DEFAULT_URL, CommandError, main, report
-from registry.tenants import service as tenants
 
 # --- push / pull ------------------------------------------------------------------------------
 
@@ -143,7 +142,9 @@ def pull(folder: Path, slug: str, url: str, key: str | None, label: str | None) 
 def login_command(slug: str, url: str, client_id: str) -> None:
     """Sign in at the tenant's identity provider (device flow) and keep the token for push, pull
     and refresh, which use it when no API key is given."""
-    tenants.check_slug(slug)
+    from registry.tenants.service import check_slug
+
+    check_slug(slug)
     credential = login.device_login(
         url, slug, client_id=client_id, tell=lambda line: click.echo(line, err=True)
     )

@@ -13,10 +13,12 @@ import base64
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from registry.revisions import Revision
 from registry.templates.mustache import Template
+
+if TYPE_CHECKING:  # the pure layer reads a revision's flags; importing it would load mcp-types
+    from registry.revisions import Revision
 
 Block = dict[str, Any]
 

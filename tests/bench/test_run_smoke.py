@@ -57,7 +57,7 @@ def test_every_workload_completes_without_errors(
 ) -> None:
     env, out = seeded(pg_server, db_name, tmp_path, tenants=3, prompts=30, big=400, seed=3)
     ran = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "1", "--connections", "4",
+        [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "0", "--connections", "4",
          "--streams", "60", "--fanout-tenants", "3", "--out", str(out)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
@@ -95,7 +95,7 @@ def test_a_chosen_workload_runs_alone_and_an_unknown_one_is_refused(
     wrk: str, pg_server: PgServer, db_name: str, tmp_path: Path
 ) -> None:
     env, out = seeded(pg_server, db_name, tmp_path, tenants=2, prompts=10, big=50, seed=4)
-    command = [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "1",
+    command = [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "0",
                "--connections", "4", "--workers", "1", "--out", str(out)]  # fmt: skip
     refused = subprocess.run(
         [*command, "--workloads", "writes,reeds"], env=env, cwd=ROOT, capture_output=True,
