@@ -22,6 +22,7 @@ import registry
 from registry import metrics
 from registry.api import (
     bundles,
+    change_requests,
     changes,
     docs,
     health,
@@ -39,6 +40,7 @@ from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
 from registry.config import Settings, get_settings
 from registry.console import admin, browse, editor, signin
+from registry.console import releases as console_releases
 from registry.console import skills as console_skills
 from registry.db.engine import Database, PoolSizes, listen_connection
 from registry.db.replicas import Replicas
@@ -48,6 +50,7 @@ from registry.mcp.caching import McpCaches
 from registry.mcp.feed import DatabaseChanges
 from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
+from registry.releases.scheduler import Scheduler
 from registry.sessions import service as sessions
 from registry.tenants.oauth import TokenVerifier
 from registry.webhooks.delivery import Dispatcher
@@ -103,8 +106,9 @@ def close_streams_on_exit(hub: Hub) -> None:
 # API description and isolation checks walk it).
 ROUTERS = (
     health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router,
-    plans.router, bundles.router, skills.router, changes.router, webhooks.router, signin.router, signin.root,
-    browse.router, console_skills.router, editor.router, admin.router,
+    plans.router, bundles.router, skills.router, change_requests.router, changes.router,
+    webhooks.router, signin.router, signin.root,
+    browse.router, console_skills.router, console_releases.router, editor.router, admin.router,
 )  # fmt: skip
 
 
@@ -156,8 +160,8 @@ def _database(settings: Settings) -> Database:
 @dataclass
 class Worker:
     """What one worker process runs besides its routes: the database, the fan-out hub, the token
-    verifier, the webhook dispatcher, the MCP endpoint with its caches, and the change feed that
-    keeps them current."""
+    verifier, the webhook dispatcher, the MCP endpoint with its caches, the change feed that keeps
+    them current, and the scheduler of change requests."""
 
     settings: Settings
     db: Database
@@ -166,6 +170,7 @@ class Worker:
     dispatcher: Dispatcher
     endpoint: McpEndpoint
     feed: ChangeFeed
+    scheduler: Scheduler
 
     @classmethod
     def build(cls, settings: Settings, db: Database) -> Worker:
@@ -194,7 +199,7 @@ class Worker:
         caches.live = feed.hearing
         db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
         db.replicas.trusted = feed.hearing  # what this worker knows is complete
-        return cls(settings, db, hub, tokens, dispatcher, endpoint, feed)
+        return cls(settings, db, hub, tokens, dispatcher, endpoint, feed, Scheduler(db))
 
     @asynccontextmanager
     async def running(self, app: FastAPI) -> AsyncIterator[None]:
@@ -207,6 +212,7 @@ class Worker:
             asyncio.create_task(flush_metrics()),
             asyncio.create_task(self.dispatcher.run()),
             asyncio.create_task(self.db.replicas.monitor(self.db.reads)),
+            asyncio.create_task(self.scheduler.run()),  # change requests applied at their time
         ]
         # Serve once the change listener is connected, or its first try failed (/readyz says 503
         # until it connects), and at the latest after 10 s.
@@ -254,6 +260,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
         app.include_router(router)
     app.mount(docs.ASSETS, docs.assets, name="docs-assets")
     app.mcp = worker.endpoint
+    app.state.scheduler = worker.scheduler
     app.state.slots = worker.endpoint.slots  # one bound on streams, MCP's and the change stream's
     app.add_middleware(
         BodyLimit,

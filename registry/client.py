@@ -35,6 +35,7 @@ import httpx
 import orjson
 
 from registry import signing
+from registry.naming import APPLIED_EVENT, serves_change
 from registry.prompts import rendering
 from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
@@ -317,12 +318,23 @@ class AsyncPromptClient:
             self._changed.notify_all()
 
     async def _apply(self, change: dict[str, Any]) -> None:
-        if str(change.get("kind", "")).startswith("skill."):
-            return  # a skill's change: nothing this client serves changed
+        kind = str(change.get("kind", ""))
+        if kind.startswith("skill.") or not serves_change(kind):
+            return  # a skill's change, or a change request reviewed: nothing served changed
+        if kind == APPLIED_EVENT:  # a release: the prompts it moved under this client's label
+            moves = (change.get("change_request") or {}).get("moves") or []
+            for move in moves:
+                if "prompt" in move and move.get("label") == self.label:
+                    await self._fetch(str(move["prompt"]))
+            return
         name = change.get("prompt")
         if name is None:  # the whole tenant, or a prompt deleted since: read everything again
             await self._reload()
             return
+        await self._fetch(str(name))
+
+    async def _fetch(self, name: str) -> None:
+        """What the label serves of one prompt, read again (gone: forgotten)."""
         response = await self._http.get(f"{self._base}/served/{name}", params={"label": self.label})
         if response.status_code == 404:
             self._entries.pop(name, None)

@@ -1,11 +1,13 @@
-"""What every kind of artifact with labels (prompts, skills) agrees on: a label's name, and who may
-move a protected label. The rest of a move's terms are the artifact's own (registry.prompts.policy
-adds the argument contract; a change request will add approvals there)."""
+"""What every kind of artifact with labels (prompts, skills) agrees on: a label's name, who may
+move a protected label, and when a move needs a change request (the tenant's ``approvals``). The
+rest of a move's terms are the artifact's own (registry.prompts.policy adds the argument contract)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from registry.db.models import Tenant
-from registry.errors import Forbidden, InvalidInput
+from registry.errors import Conflict, Forbidden, InvalidInput
 from registry.naming import LABEL_RE, LATEST
 from registry.principal import Principal
 
@@ -31,3 +33,50 @@ def role_refusal(tenant: Tenant, caller: Principal, label: str) -> Forbidden | N
             field="label",
         )
     return None
+
+
+@dataclass(frozen=True)
+class Terms:
+    """How a move was asked for: directly (the default), directly by an admin who gives a
+    ``reason`` (break-glass, for a label that needs approvals), or by change request ``release``
+    being applied (approved already)."""
+
+    reason: str | None = None
+    release: int | None = None
+
+    def break_glass(self, tenant: Tenant, label: str) -> bool:
+        return self.release is None and bool(self.reason) and approvals_needed(tenant, label) > 0
+
+
+DIRECT = Terms()
+
+
+def approvals_needed(tenant: Tenant, label: str) -> int:
+    """How many approvals a move of ``label`` needs (0: it moves directly)."""
+    return int((tenant.approvals or {}).get(label, 0))
+
+
+def approval_refusal(
+    tenant: Tenant, caller: Principal, label: str, terms: Terms
+) -> Conflict | Forbidden | None:
+    """Why ``label`` may not move on these terms: it needs approvals, so it moves through a change
+    request, or directly by an admin with a reason (break-glass); None when it may."""
+    needed = approvals_needed(tenant, label)
+    if needed == 0 or terms.release is not None:
+        return None
+    if terms.reason:
+        if caller.has("admin"):
+            return None
+        return Forbidden(
+            f"moving label {label!r} directly with a reason (break-glass) needs the admin role "
+            f"(the caller is {caller.role})",
+            field="reason",
+        )
+    route = f"/api/v1/tenants/{tenant.slug}/change-requests"
+    return Conflict(
+        f"label {label!r} moves through a change request ({needed} approval(s)): POST {route} "
+        "(registry release open); an admin may move it directly with a reason (break-glass)",
+        field="label",
+        change_requests=route,
+        approvals=needed,
+    )

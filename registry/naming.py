@@ -59,3 +59,14 @@ def ascii_number(text: str, maximum: int = MAX_VERSION) -> int | None:
 
 # Every API key starts with this (the tenant id follows), so a credential is told from a token.
 API_KEY_PREFIX = "prk_"
+
+
+# A change request's review events are in the change log (the change stream and webhooks carry
+# them) but change nothing a label serves; applying one does (migrations/sql/0023 says the same).
+REVIEW_EVENT_PREFIX = "change_request."
+APPLIED_EVENT = "change_request.applied"
+
+
+def serves_change(kind: str) -> bool:
+    """Whether a change-log row of ``kind`` changes what the tenant serves."""
+    return not kind.startswith(REVIEW_EVENT_PREFIX) or kind == APPLIED_EVENT

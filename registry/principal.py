@@ -23,10 +23,14 @@ class Principal:
     narrowed_from: str | None = None  # the role a token's rules gave before its scopes narrowed it
     # The key's last use is due to be recorded (in a transaction of its own, after the request's).
     use_due: bool = field(default=False, compare=False)
+    # Work the registry does on its own (a scheduled change request applied), named so in the audit.
+    system: str | None = None
 
     @property
     def actor(self) -> str:
         """How the audit log names this principal."""
+        if self.system is not None:
+            return self.system
         if self.operator:
             return "operator"
         if self.key_id is not None:

@@ -18,7 +18,7 @@ import hashlib
 import mimetypes
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -213,12 +213,47 @@ def referenced_blobs(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
 # --- push --------------------------------------------------------------------------------------
 
 
-def push_file(client: Client, path: Path, *, force: bool = False) -> Outcome:
+@dataclass
+class Release:
+    """``registry push --release``: the labels that need approvals (the tenant's ``approvals``)
+    are not moved by the push; their moves are gathered here, for one change request."""
+
+    gated: frozenset[str]
+    moves: list[dict[str, Any]] = field(default_factory=list)
+
+    def hold(self, body: dict[str, Any]) -> list[str]:
+        """The gated labels a file asks for, taken out of its body."""
+        labels = list(body.get("labels") or [])
+        held = [label for label in labels if label in self.gated]
+        if held:
+            body["labels"] = [label for label in labels if label not in self.gated]
+        return held
+
+    def add(self, name: str, held: list[str], version: int, current: dict[str, int]) -> None:
+        self.moves += [
+            {"prompt": name, "label": label, "version": version}
+            for label in held
+            if current.get(label) != version
+        ]
+
+    def open(self, client: Client, description: str) -> dict[str, Any] | None:
+        """The change request of the gathered moves (None: nothing to move)."""
+        if not self.moves:
+            return None
+        body = {"description": description, "moves": self.moves}
+        return dict(client.request("POST", "/change-requests", json=body).json())
+
+
+def push_file(
+    client: Client, path: Path, *, force: bool = False, release: Release | None = None
+) -> Outcome:
     """One prompt file written: its blobs uploaded, then created or given a new version (a dry
-    run of a folder is planned whole by the registry instead: see ``_plan``)."""
+    run of a folder is planned whole by the registry instead: see ``_plan``). With ``release``,
+    the labels that need approvals are not moved: their moves are added to it instead."""
     try:
         body = read_prompt_file(path)
         name = body["name"]
+        held = release.hold(body) if release is not None else []
         for sha, mime in referenced_blobs(body):
             local = path.parent / BLOB_DIR / sha
             if local.is_file():
@@ -231,19 +266,26 @@ def push_file(client: Client, path: Path, *, force: bool = False) -> Outcome:
         existing = client.get_or_none(f"/prompts/{name}")
         if existing is None:
             result = client.request("POST", "/prompts", json=body, params=params).json()
+            if release is not None:
+                release.add(name, held, result["version"], {})
             return Outcome(
                 path.name, "create", f"created prompt {name} at version {result['version']}"
             )
         tags, as_tool = body.pop("tags", None), body.pop("as_tool", None)
+        tests = body.pop("tests", None)
         body.pop("name")
         result = client.request(
             "POST", f"/prompts/{name}/versions", json=body, params=params
         ).json()
+        if release is not None:
+            release.add(name, held, result["version"], existing.get("labels") or {})
         patch: dict[str, Any] = {}
         if tags is not None and sorted(tags) != sorted(existing["tags"]):
             patch["tags"] = tags
         if as_tool is not None and as_tool != existing.get("as_tool", False):
             patch["as_tool"] = as_tool
+        if tests is not None and tests != existing.get("tests", []):
+            patch["tests"] = tests
         if patch:
             client.request("PATCH", f"/prompts/{name}", json=patch)
         moved = result.get("labels_moved") or []
@@ -312,6 +354,7 @@ def push(
     force: bool = False,
     progress: Callable[[Path], None] | None = None,
     skills: Sequence[tuple[str, dict[str, Any]]] = (),
+    release: Release | None = None,
 ) -> list[Outcome]:
     """Every prompt file of ``folder``; two files for one prompt (``greet.md`` and ``greet.yaml``)
     are an error naming both, and neither is pushed: one would silently undo the other. A dry run
@@ -328,7 +371,7 @@ def push(
         if len(twins) > 1:
             outcomes.append(_twins(path, twins))
         else:
-            outcomes.append(push_file(client, path, force=force))
+            outcomes.append(push_file(client, path, force=force, release=release))
         if progress:
             progress(path)
     return outcomes
@@ -449,6 +492,8 @@ def _file_body(
         body["tags"] = prompt["tags"]
     if prompt.get("as_tool"):
         body["as_tool"] = True
+    if prompt.get("tests"):
+        body["tests"] = prompt["tests"]
     if labels:
         body["labels"] = labels
     if version.get("icons"):

@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import httpx
@@ -169,3 +170,59 @@ async def seq_of(superuser: asyncpg.Connection, slug: str) -> int:
             slug,
         )
     )
+
+
+class Events:
+    """A change stream read in the background: (event, id, data) in arrival order."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[tuple[str, int, dict[str, Any]]] = asyncio.Queue()
+
+    async def next(self, event: str | None = None) -> tuple[str, int, dict[str, Any]]:
+        while True:
+            found = await asyncio.wait_for(self.queue.get(), WAIT)
+            if event is None or found[0] == event:
+                return found
+
+
+@asynccontextmanager
+async def follow(
+    server: LiveServer,
+    key: str,
+    headers: dict[str, str] | None = None,
+    slug: str = "acme",
+    **params: Any,
+) -> AsyncIterator[Events]:
+    """The REST change stream of tenant ``slug``, read in the background."""
+    events = Events()
+
+    async def read() -> None:
+        async with (
+            httpx.AsyncClient(timeout=httpx.Timeout(WAIT, read=None)) as client,
+            client.stream(
+                "GET",
+                f"{server.url}/api/v1/tenants/{slug}/changes",
+                params=params,
+                headers={"Authorization": f"Bearer {key}", **(headers or {})},
+            ) as response,
+        ):
+            assert response.status_code == 200, await response.aread()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            fields: dict[str, str] = {}
+            async for line in response.aiter_lines():
+                if line == "":
+                    if "event" in fields:
+                        await events.queue.put(
+                            (fields["event"], int(fields["id"]), json.loads(fields["data"]))
+                        )
+                    fields = {}
+                elif not line.startswith(":"):
+                    name, _, value = line.partition(": ")
+                    fields[name] = value
+
+    task = asyncio.create_task(read())
+    try:
+        yield events
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -48,6 +48,7 @@ BUNDLE = {"format": "prompt-registry/v1", "prompts": [], "blobs": {}}
 T = "/api/v1/tenants/{tenant}"
 P = T + "/prompts/{name}"
 S = T + "/skills/{name}"
+CR = T + "/change-requests/{request_id}"
 SKILL_FILES = {"files": [{"path": "SKILL.md", "text": "---\nname: planted\ndescription: x\n---\n"}]}
 
 REST: dict[tuple[str, str], Entry] = {
@@ -118,6 +119,22 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", S + "/versions"): Entry("tenant", SKILL_FILES),
     ("GET", S + "/versions/{version}"): Entry("tenant"),
     ("GET", S + "/versions/{version}/files/{path:path}"): Entry("tenant"),
+    ("POST", P + "/test"): Entry("tenant", {}),
+    ("GET", T + "/change-requests"): Entry("tenant"),
+    ("POST", T + "/change-requests"): Entry(
+        "tenant",
+        {
+            "description": "planted",
+            "moves": [{"prompt": "bravo-prompt", "label": "production", "version": 1}],
+        },
+    ),
+    ("GET", CR): Entry("tenant"),
+    ("PATCH", CR): Entry("tenant", {"description": "taken over"}),
+    ("POST", CR + "/approve"): Entry("tenant", {}),
+    ("POST", CR + "/reject"): Entry("tenant", {}),
+    ("POST", CR + "/comment"): Entry("tenant", {"comment": "planted"}),
+    ("POST", CR + "/withdraw"): Entry("tenant"),
+    ("POST", CR + "/apply"): Entry("tenant"),
     ("GET", T + "/served"): Entry("tenant"),
     ("GET", T + "/served/{name}"): Entry("tenant"),
     ("GET", T + "/webhooks"): Entry("tenant"),
@@ -157,6 +174,10 @@ REST: dict[tuple[str, str], Entry] = {
     ("GET", "/ui/{tenant}/prompts/{name}/versions/{version}"): Entry("console"),
     ("POST", "/ui/{tenant}/save"): Entry("console"),
     ("GET", "/ui/{tenant}/settings"): Entry("console"),
+    ("GET", "/ui/{tenant}/change-requests"): Entry("console"),
+    ("GET", "/ui/{tenant}/change-requests/{request_id}"): Entry("console"),
+    ("POST", "/ui/{tenant}/change-requests/{request_id}/approve"): Entry("console"),
+    ("POST", "/ui/{tenant}/change-requests/{request_id}/reject"): Entry("console"),
     ("GET", "/ui/{tenant}/skills"): Entry("console"),
     ("GET", "/ui/{tenant}/skills/{name}"): Entry("console"),
     ("GET", "/ui/{tenant}/skills/{name}/diff"): Entry("console"),
@@ -247,6 +268,18 @@ async def _world(api: Api, superuser: asyncpg.Connection) -> World:
         headers=auth(bravo["admin"]),
     )  # fmt: skip
     assert hook.status_code == 201, hook.text
+    second = {**prompt, "labels": [], "description": f"{SECRET} again"}
+    del second["name"]
+    made = await api.client.post(
+        "/api/v1/tenants/bravo/prompts/bravo-prompt/versions", json=second,
+        headers=auth(bravo["editor"]),
+    )  # fmt: skip
+    request = {"description": SECRET,
+               "moves": [{"prompt": "bravo-prompt", "label": "production", "version": 2}]}  # fmt: skip
+    made = await api.client.post(
+        "/api/v1/tenants/bravo/change-requests", json=request, headers=auth(bravo["editor"])
+    )
+    assert made.status_code == 201, made.text
     keys = (await api.client.get("/api/v1/tenants/bravo/keys", headers=auth(bravo["admin"]))).json()
     # alpha's revoked and expired keys, and its console session
     for name in ("revoked", "expired"):
@@ -278,7 +311,7 @@ async def _world(api: Api, superuser: asyncpg.Connection) -> World:
         "tenant": "bravo", "name": "bravo-prompt", "version": "1", "label": "staging",
         "key_id": keys[0]["id"], "sha256": blob.json()["sha256"],
         "endpoint_id": hook.json()["id"], "delivery_id": "1", "rest:path": "x",
-        "name:path": "console.css", "path:path": "SKILL.md",
+        "name:path": "console.css", "path:path": "SKILL.md", "request_id": "1",
     }  # fmt: skip
     return World(api, alpha, bravo, params, cookie)
 

@@ -17,6 +17,7 @@ from registry.config import Settings
 from registry.content.media import inline_disposition
 from registry.db.pagination import Page, PageRequest
 from registry.errors import InvalidInput, NotFound
+from registry.labels import Terms
 from registry.naming import (
     LABEL_PATTERN,
     MAX_VERSION,
@@ -31,6 +32,7 @@ from registry.prompts import (
     reading,
     rendering,
     snapshots,
+    testing,
     writing,
 )
 from registry.prompts.schemas import (
@@ -48,12 +50,14 @@ from registry.prompts.schemas import (
     RenderRequest,
     ServedOne,
     ServedPage,
+    TestRequest,
     VersionDiff,
     VersionIn,
     VersionOut,
     VersionSummary,
     WriteResult,
 )
+from registry.testcases import TestRun
 
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}", tags=["prompts"], dependencies=[Depends(require_credential)]
@@ -65,6 +69,14 @@ Force = Annotated[
     Query(
         description="move protected labels even onto a version whose argument contract breaks "
         "what callers send (the audit log records it)"
+    ),
+]
+BreakGlass = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=2000,
+        description="break-glass: an admin removes a label that needs approvals directly, saying why",
     ),
 ]
 IfMatch = Annotated[
@@ -159,13 +171,16 @@ async def get_prompt(tenant: str, name: str, request: Request) -> Response:
 
 
 @router.patch(
-    "/prompts/{name}", response_model=PromptOut, summary="Update a prompt's tags and tool mark"
+    "/prompts/{name}",
+    response_model=PromptOut,
+    summary="Update a prompt's tags, tool mark and test cases",
 )
 async def patch_prompt(tenant: str, name: str, body: PromptPatch, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
         return await writing.patch_prompt(
-            scope.session, scope.tenant, scope.principal, name, tags=body.tags, as_tool=body.as_tool
-        )
+            scope.session, scope.tenant, scope.principal, name, tags=body.tags,
+            as_tool=body.as_tool, tests=body.tests,
+        )  # fmt: skip
 
 
 @router.delete(
@@ -342,15 +357,31 @@ async def set_label(
 ) -> LabelOut:
     async with tenant_scope(request, tenant, "editor") as scope:
         return await writing.set_label(
-            scope.session, scope.tenant, scope.principal, name, label, body.version, force=force
-        )
+            scope.session, scope.tenant, scope.principal, name, label, body.version, force=force,
+            terms=Terms(reason=body.reason),
+        )  # fmt: skip
 
 
 @router.delete("/prompts/{name}/labels/{label}", status_code=204, summary="Remove a label")
-async def delete_label(tenant: str, name: str, label: str, request: Request) -> Response:
+async def delete_label(
+    tenant: str, name: str, label: str, request: Request, reason: BreakGlass = None
+) -> Response:
     async with tenant_scope(request, tenant, "editor") as scope:
-        await writing.delete_label(scope.session, scope.tenant, scope.principal, name, label)
+        await writing.delete_label(
+            scope.session, scope.tenant, scope.principal, name, label, Terms(reason=reason)
+        )
     return Response(status_code=204)
+
+
+@router.post(
+    "/prompts/{name}/test",
+    response_model=TestRun,
+    response_model_by_alias=True,
+    summary="Run a prompt's test cases on a version (or on what a label serves)",
+)
+async def test_prompt(tenant: str, name: str, body: TestRequest, request: Request) -> TestRun:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
+        return await testing.test_prompt(scope.session, scope.tenant, name, body)
 
 
 @router.get(

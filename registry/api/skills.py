@@ -19,6 +19,7 @@ from registry.api.auth import require_credential, tenant_scope
 from registry.api.bulk import bulk_slot
 from registry.db.models import Tenant
 from registry.errors import InvalidInput
+from registry.labels import Terms
 from registry.naming import LABEL_PATTERN, MAX_VERSION, ascii_number
 from registry.prompts import partials
 from registry.skills import service as skills
@@ -267,14 +268,21 @@ async def set_label(
 ) -> SkillLabelOut:
     async with tenant_scope(request, tenant, "editor") as scope:
         return await skills.set_label(
-            scope.session, scope.tenant, scope.principal, name, label, body.version
-        )
+            scope.session, scope.tenant, scope.principal, name, label, body.version,
+            Terms(reason=body.reason),
+        )  # fmt: skip
 
 
 @router.delete("/skills/{name}/labels/{label}", status_code=204, summary="Remove a label")
 async def delete_label(
-    tenant: str, name: Name, label: Annotated[str, Path(pattern=LABEL_PATTERN)], request: Request
+    tenant: str,
+    name: Name,
+    label: Annotated[str, Path(pattern=LABEL_PATTERN)],
+    request: Request,
+    reason: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
 ) -> Response:
     async with tenant_scope(request, tenant, "editor") as scope:
-        await skills.delete_label(scope.session, scope.tenant, scope.principal, name, label)
+        await skills.delete_label(
+            scope.session, scope.tenant, scope.principal, name, label, Terms(reason=reason)
+        )
     return Response(status_code=204)

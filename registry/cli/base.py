@@ -38,6 +38,7 @@ COMMANDS = {
     "snapshot": "webhooks", "webhook": "webhooks", "verify-skill": "webhooks",
     "verify-receipt": "webhooks",
     "push": "files", "pull": "files", "refresh": "files", "login": "files",
+    "test": "releases", "release": "releases",
 }  # fmt: skip
 
 

@@ -13,11 +13,11 @@ from registry.cli.base import DEFAULT_URL, CommandError, main, report
 
 # --- push / pull ------------------------------------------------------------------------------
 
-_url_option = click.option(
+url_option = click.option(
     "--url", envvar="REGISTRY_URL", default=DEFAULT_URL, show_default=True,
     help="The registry's base URL [REGISTRY_URL].",
 )  # fmt: skip
-_key_option = click.option(
+key_option = click.option(
     "--key",
     envvar="REGISTRY_API_KEY",
     default=None,
@@ -25,7 +25,7 @@ _key_option = click.option(
 )
 
 
-def _credential(url: str, slug: str, key: str | None) -> str:
+def credential(url: str, slug: str, key: str | None) -> str:
     """The API key given, else the tenant's login token (refreshed when due)."""
     if key:
         return key
@@ -41,19 +41,37 @@ def _credential(url: str, slug: str, key: str | None) -> str:
 @main.command()
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
-@_url_option
-@_key_option
+@url_option
+@key_option
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
 @click.option(
     "--force",
     is_flag=True,
     help="Move protected labels even onto versions whose arguments break their callers.",
 )
-def push(folder: Path, slug: str, url: str, key: str | None, dry_run: bool, force: bool) -> None:
+@click.option(
+    "--release",
+    "release_description",
+    default=None,
+    metavar="DESCRIPTION",
+    help="Write the versions, but open one change request (described so) for the labels that "
+    "need approvals instead of moving them.",
+)
+def push(
+    folder: Path,
+    slug: str,
+    url: str,
+    key: str | None,
+    dry_run: bool,
+    force: bool,
+    release_description: str | None,
+) -> None:
     """Push every prompt file in FOLDER (NAME.yaml, NAME.md) and every skill folder
     (FOLDER/skills/NAME/) to the tenant.
 
     Unchanged files write nothing; a bad file is reported and the others still go."""
+    if release_description is not None and dry_run:
+        raise CommandError("--release and --dry-run do not go together: a dry run opens nothing")
     files = sync.prompt_files(folder)
     skills = skill_sync.skill_folders(folder)
     if not files and not skills:
@@ -61,7 +79,7 @@ def push(folder: Path, slug: str, url: str, key: str | None, dry_run: bool, forc
             f"no prompt files (*.yaml, *.yml, *.md) and no skill folders (skills/NAME/) in {folder}"
         )
     with (
-        contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client,
+        contextlib.closing(sync.Client(url, credential(url, slug, key), slug)) as client,
         click.progressbar(length=len(files) + len(skills), label="pushing", file=sys.stderr) as bar,
     ):
         outcomes = []
@@ -73,20 +91,39 @@ def push(folder: Path, slug: str, url: str, key: str | None, dry_run: bool, forc
             ) + unread  # fmt: skip
             bar.update(len(skills))
         else:
+            release = None
+            if release_description is not None:
+                settings = client.request("GET", "").json()
+                release = sync.Release(frozenset(settings.get("approvals") or {}))
             outcomes += sync.push(
-                client, folder, dry_run=False, force=force, progress=lambda _: bar.update(1)
-            )  # prompts first: a skill's SKILL.md may include them
+                client,
+                folder,
+                dry_run=False,
+                force=force,
+                progress=lambda _: bar.update(1),
+                release=release,
+            )  # fmt: skip  (prompts first: a skill's SKILL.md may include them)
             for path in skills:
                 outcomes.append(skill_sync.push_skill(client, path))
                 bar.update(1)
+            if release is not None and release_description is not None:
+                opened = release.open(client, release_description)
+                if opened is None:
+                    click.echo("no label needing approvals moves: no change request", err=True)
+                else:
+                    click.echo(
+                        f"opened change request {opened['id']} ({len(release.moves)} move(s)): "
+                        f"registry release show {opened['id']} --tenant {slug}",
+                        err=True,
+                    )
     report(outcomes, dry_run=dry_run)
 
 
 @main.command()
 @click.argument("names", nargs=-1, required=True)
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
-@_url_option
-@_key_option
+@url_option
+@key_option
 @click.option("--label", "labels", multiple=True, help="Move this label to the new version.")
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
 @click.option(
@@ -105,7 +142,7 @@ def refresh(
 ) -> None:
     """Write new versions of the prompts NAMES whose partials are resolved anew (a prompt whose
     partials still resolve to the locked versions is left as it is)."""
-    with contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client:
+    with contextlib.closing(sync.Client(url, credential(url, slug, key), slug)) as client:
         outcomes = [
             sync.refresh_prompt(client, name, list(labels), dry_run=dry_run, force=force)
             for name in names
@@ -116,14 +153,14 @@ def refresh(
 @main.command()
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
-@_url_option
-@_key_option
+@url_option
+@key_option
 @click.option("--label", default=None, help="Pull the version under this label (default: latest).")
 def pull(folder: Path, slug: str, url: str, key: str | None, label: str | None) -> None:
     """Write the tenant's prompts into FOLDER, one NAME.yaml per prompt (blobs under FOLDER/blobs),
     and its skills, one folder each under FOLDER/skills/."""
     folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(sync.Client(url, _credential(url, slug, key), slug)) as client:
+    with contextlib.closing(sync.Client(url, credential(url, slug, key), slug)) as client:
         names = sync.list_names(client)
         with click.progressbar(names, label="pulling", file=sys.stderr) as bar:
             outcomes = [sync.pull_prompt(client, name, folder, label=label) for name in bar]
@@ -134,7 +171,7 @@ def pull(folder: Path, slug: str, url: str, key: str | None, label: str | None) 
 
 @main.command("login")
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
-@_url_option
+@url_option
 @click.option(
     "--client-id", envvar="REGISTRY_OAUTH_CLIENT_ID", default=login.DEFAULT_CLIENT_ID,
     show_default=True, help="The CLI's client at the tenant's issuer [REGISTRY_OAUTH_CLIENT_ID].",

@@ -45,15 +45,23 @@ def record_change(
     kind: str,
     prompt_id: uuid.UUID | None = None,
     label: str | None = None,
+    detail: dict[str, Any] | None = None,
 ) -> None:
-    """Queue a change-log row; the transaction appends the queue just before it commits.
+    """Queue a change-log row (``detail``: what a change request's events add to it); the
+    transaction appends the queue just before it commits.
 
     The row takes the tenant's next sequence number only as the transaction commits (a deferred
     trigger updates the tenant row, whose lock is held until the commit ends): a tenant's writers
     wait on one another for their commits' own work, never for a round trip of their clients.
     """
     session.info.setdefault(_PENDING, []).append(
-        {"tenant_id": tenant_id, "kind": kind, "prompt_id": prompt_id, "label": label}
+        {
+            "tenant_id": tenant_id,
+            "kind": kind,
+            "prompt_id": prompt_id,
+            "label": label,
+            "detail": detail,
+        }
     )
 
 

@@ -34,6 +34,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from registry.db.base import Base, now
+from registry.db.release_models import RELEASE_TABLES
 from registry.db.skill_models import SKILL_TABLES
 
 TENANT_OWNED_TABLES = (
@@ -56,6 +57,7 @@ TENANT_OWNED_TABLES = (
     "tenant_issuers",
     "console_sessions",
     *SKILL_TABLES,
+    *RELEASE_TABLES,
 )
 
 
@@ -91,6 +93,8 @@ class Tenant(Base):
     instructions: Mapped[str | None] = mapped_column(Text)
     # API keys are accepted (an operator may turn them off, leaving OAuth tokens only).
     api_keys: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    # How many approvals a move of each protected label needs ({} : moves need none).
+    approvals: Mapped[dict[str, int]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     # change_seq below is read from change_sequences (the column of that name is RETIRED).
     if TYPE_CHECKING:
         change_seq: Mapped[int]  # mapped below, once ChangeSequence exists
@@ -201,6 +205,9 @@ class Prompt(Base):
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'::text[]"))
     # Offered as an MCP tool of its own where the tenant serves tools.
     as_tool: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    # Test cases (registry.testcases), run on every version written and on the versions a change
+    # request moves labels to.
+    tests: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
     # Highest version number written; bumped under the row lock, so numbers are assigned atomically.
     latest_version: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -389,6 +396,8 @@ class ChangeLog(Base):
     prompt_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
     label: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
+    # What a change request's events add (its id and moves); None for every other change.
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
 
 class ChangePending(Base):
@@ -404,6 +413,7 @@ class ChangePending(Base):
     kind: Mapped[str] = mapped_column(Text)
     prompt_id: Mapped[uuid.UUID | None] = mapped_column(UUID)
     label: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
 
 class AuditLog(Base):

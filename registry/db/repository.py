@@ -132,8 +132,9 @@ WITH audit AS (
       FROM jsonb_array_elements(CAST($1::text AS jsonb)) WITH ORDINALITY AS a(row, n)
      ORDER BY a.n
 )
-INSERT INTO change_pending (tenant_id, kind, prompt_id, label)
-SELECT (c.row->>'tenant_id')::uuid, c.row->>'kind', (c.row->>'prompt_id')::uuid, c.row->>'label'
+INSERT INTO change_pending (tenant_id, kind, prompt_id, label, detail)
+SELECT (c.row->>'tenant_id')::uuid, c.row->>'kind', (c.row->>'prompt_id')::uuid, c.row->>'label',
+       nullif(c.row->'detail', 'null')
   FROM jsonb_array_elements(CAST($2::text AS jsonb)) WITH ORDINALITY AS c(row, n)
  ORDER BY c.n
 """
@@ -167,11 +168,12 @@ async def changes_after(
 ) -> list[dict[str, Any]]:
     """The tenant's change-log rows past ``after``, oldest first: seq, kind, the prompt's or (kinds
     ``skill.*``) the skill's name (None for changes of the whole tenant, and for one deleted since),
-    label, created_at."""
+    label, created_at, and detail (what a change request's events add; None for the others)."""
     result = await session.execute(
         text(
             """
-            SELECT c.seq, c.kind, p.name AS prompt, s.name AS skill, c.label, c.created_at
+            SELECT c.seq, c.kind, p.name AS prompt, s.name AS skill, c.label, c.created_at,
+                   c.detail
               FROM change_log c
               LEFT JOIN prompts p ON p.tenant_id = c.tenant_id AND p.id = c.prompt_id
                                  AND c.kind NOT LIKE 'skill.%'

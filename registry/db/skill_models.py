@@ -48,6 +48,8 @@ class Skill(Base):
     # Highest version number written; bumped under the row lock.
     latest_version: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Test cases of its SKILL.md (registry.testcases), as a prompt carries them.
+    tests: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 

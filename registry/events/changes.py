@@ -5,7 +5,10 @@ left off, then live, woken by the same LISTEN hub as MCP streams.
 Events (server-sent events, the sequence number as their id):
   ``ready``   the sequence the stream starts after (sent first; a client with no position starts here)
   ``change``  ``{"seq", "kind", "prompt", "skill", "label", "at"}``: a skill's changes have kinds
-              ``skill.*`` and name the skill; ``prompt`` and ``skill`` both None mean the whole
+              ``skill.*`` and name the skill; a change request's events (``change_request.opened``,
+              ``.approved``, ``.rejected``, ``.withdrawn``, ``.stale``, ``.applied``) add
+              ``change_request`` (its id, state and moves), and only ``.applied`` changes what is
+              served; ``prompt`` and ``skill`` both None mean the whole
               tenant (a setting) or a deleted one; ``label`` None means every label
   ``gap``     the log cannot replay what the client missed (it asked for a position the log does not
               hold): re-read what you cache, then carry on from this event's id
@@ -39,6 +42,7 @@ class Change:
     label: str | None
     at: datetime
     skill: str | None = None
+    detail: dict[str, Any] | None = None
 
     def concerns(self, label: str | None, prompt: str | None) -> bool:
         if prompt is not None and self.skill is not None:
@@ -48,7 +52,7 @@ class Change:
         )
 
     def data(self) -> dict[str, Any]:
-        return {
+        data = {
             "seq": self.seq,
             "kind": self.kind,
             "prompt": self.prompt,
@@ -56,6 +60,7 @@ class Change:
             "label": self.label,
             "at": self.at.isoformat(),
         }
+        return data | self.detail if self.detail else data
 
 
 def sse(event: str, seq: int, data: dict[str, Any]) -> bytes:
@@ -66,7 +71,9 @@ async def _read(db: Database, tenant_id: uuid.UUID, after: int) -> list[Change]:
     async with db.tenant_tx(tenant_id) as session:
         rows = await repo.changes_after(session, tenant_id, after, PAGE)
     return [
-        Change(r["seq"], r["kind"], r["prompt"], r["label"], r["created_at"], r["skill"])
+        Change(
+            r["seq"], r["kind"], r["prompt"], r["label"], r["created_at"], r["skill"], r["detail"]
+        )
         for r in rows
     ]
 

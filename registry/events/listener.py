@@ -28,6 +28,8 @@ from registry.metrics import LISTENER_RECONNECTS, NOTIFICATIONS_SENT
 
 logger = logging.getLogger("registry.events")
 MISSING_RANGE: Any = object()
+# What a notification that changes nothing served moved (no label is named so: labels are never empty).
+NOTHING_SERVED = ""
 CHANNEL = "registry_changes"
 
 
@@ -203,17 +205,19 @@ class ChangeFeed:
 
     def _changed(self, notice: notices.Changed) -> None:
         tenant_id, seq = notice.tenant, notice.seq
-        for cache in self.caches:  # at once: the next request of this worker reads fresh data
-            cache.invalidate(tenant_id)
+        if notice.serves:
+            for cache in self.caches:  # at once: the next request of this worker reads fresh data
+                cache.invalidate(tenant_id)
         if seq is None:
             return
         for heard in self.sequences:
             heard(tenant_id, seq)
-        if notice.label is None:
+        if notice.label is None and notice.serves:
             self.check_access(tenant_id)  # settings (public_read) may have changed
         if self.hub.watching(tenant_id):
             if notice.labelled:  # each notification says what it moved: no need to read it back
-                self._labels.setdefault(tenant_id, {})[seq] = notice.label
+                moved = notice.label if notice.serves else NOTHING_SERVED
+                self._labels.setdefault(tenant_id, {})[seq] = moved
             self.note(tenant_id, seq)
 
     def check_access(self, tenant_id: uuid.UUID) -> None:
@@ -290,6 +294,8 @@ class ChangeFeed:
                 labels = MISSING_RANGE
                 break
             label = heard[seq]
+            if label == NOTHING_SERVED:
+                continue
             if label is None:
                 labels = None
             elif labels is not None:

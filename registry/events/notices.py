@@ -44,6 +44,9 @@ class Changed:
     seq: int | None
     labelled: bool
     label: str | None
+    # False for a change that changes nothing served (a change request's review events): caches
+    # stay, and no MCP stream is told.
+    serves: bool = True
 
 
 Notice = WebhooksQueued | AccessChanged | SessionEnded | TenantDeleted | Changed
@@ -71,4 +74,5 @@ def parse(payload: str) -> Notice | None:
         seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
         "label" in event,
         label if isinstance(label, str) else None,
+        event.get("serves") is not False,
     )

@@ -1,6 +1,6 @@
 """The one label-move policy: whether a caller may move a prompt's label from one version to
 another, and on what terms. Every door (REST, the CLI through it, the console) and every workflow
-that moves labels (writes, restores, refreshes, imports; change requests next) asks this module;
+that moves labels (writes, restores, refreshes, imports, change requests applied) asks this module;
 nothing else decides who moves a protected label or when a break may be forced."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Literal
 
 from registry.db.models import Tenant
 from registry.errors import Conflict, Forbidden, RegistryError
+from registry.labels import DIRECT, Terms, approval_refusal
 from registry.labels import role_refusal as role_refusal
 from registry.principal import Principal
 from registry.prompts import contracts
@@ -20,11 +21,13 @@ from registry.prompts.schemas import ContractChange
 @dataclass(frozen=True)
 class Ruling:
     """What the policy says of one move: ``move`` (forced, when ``breaking`` is not empty: force was
-    given), ``unchanged`` (the label is there already) or ``refused`` (``error`` says why)."""
+    given; ``break_glass``: a label that needs approvals moved directly by an admin with a reason),
+    ``unchanged`` (the label is there already) or ``refused`` (``error`` says why)."""
 
     outcome: Literal["move", "unchanged", "refused"]
     breaking: tuple[ContractChange, ...] = ()
     error: RegistryError | None = None
+    break_glass: bool = False
 
     def enforce(self) -> Ruling:
         """The ruling, or its refusal raised."""
@@ -63,16 +66,22 @@ def rule(
     after: int,
     breaking: Sequence[ContractChange] = (),
     force: bool = False,
+    terms: Terms = DIRECT,
 ) -> Ruling:
     """The ruling on moving ``label`` of ``prompt_name`` from ``before`` to ``after``, given the
-    contract changes that move makes (``breaking``: see ``needs_contract_check``)."""
+    contract changes that move makes (``breaking``: see ``needs_contract_check``) and how it was
+    asked for (``terms``: directly, break-glass, or a change request applied). A change request's
+    moves were checked when it was approved (an admin's recorded override lets breaks through)."""
     if before == after:
         return Ruling("unchanged")
-    refused = role_refusal(tenant, caller, label)
+    refused: RegistryError | None = None
+    if terms.release is None:
+        refused = role_refusal(tenant, caller, label)
+    refused = refused or approval_refusal(tenant, caller, label, terms)
     if refused is not None:
         return Ruling("refused", error=refused)
     broken = tuple(contracts.breaking(breaking))
-    if broken and not force:
+    if broken and not force and terms.release is None:
         # Door-neutral words: each door says how its callers move it anyway (REST: force=true;
         # the CLI: --force; the console: its check box), told by overridable_by.
         return Ruling("refused", broken, error=Conflict(
@@ -82,4 +91,4 @@ def rule(
             breaking=[c.model_dump() for c in broken],
             overridable_by="force",
         ))  # fmt: skip
-    return Ruling("move", broken)
+    return Ruling("move", broken, break_glass=terms.break_glass(tenant, label))

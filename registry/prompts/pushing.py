@@ -58,18 +58,19 @@ async def _one(
         )
         return PushOutcome(name=body.name, action="create", version=created.version)
     version = VersionIn.model_validate(
-        body.model_dump(exclude={"name", "tags", "as_tool"}, exclude_unset=True)
+        body.model_dump(exclude={"name", "tags", "as_tool", "tests"}, exclude_unset=True)
     )
     written = await writing.create_version(
         session, tenant, caller, body.name, version, if_match=None,
         max_blob_bytes=max_blob_bytes, dry_run=True, force=force,
     )  # fmt: skip
     given = body.model_fields_set
-    if "tags" in given or "as_tool" in given:
+    if given & {"tags", "as_tool", "tests"}:
         await writing.patch_prompt(
             session, tenant, caller, body.name,
             tags=body.tags if "tags" in given else None,
             as_tool=body.as_tool if "as_tool" in given else None,
+            tests=body.tests if "tests" in given else None,
         )  # fmt: skip
     moved = "labels" if written.labels_moved else "unchanged"
     return PushOutcome(

@@ -43,6 +43,7 @@ from registry.db.models import (
     PromptVersion,
 )
 from registry.db.repository import driver as _driver
+from registry.naming import serves_change
 
 # --- prompts ----------------------------------------------------------------------------------
 
@@ -294,14 +295,15 @@ async def version_row_by_id(
 async def changed_labels(
     session: AsyncSession, tenant_id: uuid.UUID, after: int, upto: int
 ) -> tuple[set[str | None], int]:
-    """Labels named by the change log in (after, upto], and how many rows that range holds."""
+    """Labels named by the change log's changes of what is served in (after, upto], and how many
+    rows that range holds (a change request's review events count, and name no label)."""
     result = await session.execute(
-        select(ChangeLog.label).where(
+        select(ChangeLog.label, ChangeLog.kind).where(
             ChangeLog.tenant_id == tenant_id, ChangeLog.seq > after, ChangeLog.seq <= upto
         )
     )
-    labels = list(result.scalars().all())
-    return set(labels), len(labels)
+    rows = result.all()
+    return {label for label, kind in rows if serves_change(kind)}, len(rows)
 
 
 async def version_rows(

@@ -26,6 +26,7 @@ from pydantic import (
 from registry.content.schemas import SHA256_PATTERN, Content, Icon
 from registry.inputs import StrictInput, bounded_value
 from registry.naming import LABEL_PATTERN, MAX_VERSION, MIME_PATTERN, PROMPT_NAME_PATTERN
+from registry.testcases import MAX_CASES, TestCase, TestRun, unique_cases
 
 ARGUMENT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$"
@@ -33,6 +34,12 @@ TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$"
 Label = Annotated[str, Field(pattern=LABEL_PATTERN)]
 VersionNumber = Annotated[int, Field(ge=1, le=MAX_VERSION)]
 Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
+# A prompt's (or skill's) test cases: at most MAX_CASES, names unique.
+TestCases = Annotated[
+    list[TestCase],
+    Field(max_length=MAX_CASES, description="test cases run on every version written"),
+    AfterValidator(unique_cases),
+]
 
 
 class MessageIn(StrictInput):
@@ -178,6 +185,7 @@ class PromptCreate(VersionIn):
     as_tool: bool = Field(
         default=False, description="offered as an MCP tool of its own where the tenant serves tools"
     )
+    tests: TestCases = Field(default_factory=list)
 
 
 PUSH_PLAN_MAX = 500  # prompts in one plan: each a round of statements in one transaction
@@ -209,10 +217,18 @@ class PromptPatch(StrictInput):
     as_tool: bool | None = Field(
         default=None, description="offered as an MCP tool of its own where the tenant serves tools"
     )
+    tests: TestCases | None = None
 
 
 class LabelMove(StrictInput):
     version: VersionNumber
+    reason: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        description="break-glass: an admin moves a label that needs approvals directly, saying why "
+        "(audited, and sent as a label.break_glass event)",
+    )
 
 
 class RefreshRequest(StrictInput):
@@ -226,6 +242,25 @@ class RenderRequest(StrictInput):
 
     @model_validator(mode="after")
     def _one_selector(self) -> RenderRequest:
+        if self.version is not None and self.label is not None:
+            raise ValueError("give version or label, not both")
+        return self
+
+
+class TestRequest(StrictInput):
+    """Run a prompt's test cases (or the cases given) on a version, or on what a label serves
+    (neither: the latest version)."""
+
+    __test__ = False
+
+    version: VersionNumber | None = None
+    label: Label | None = None
+    tests: TestCases | None = Field(
+        default=None, description="these cases instead of the stored ones"
+    )
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> TestRequest:
         if self.version is not None and self.label is not None:
             raise ValueError("give version or label, not both")
         return self
@@ -287,6 +322,7 @@ class PromptFields(_FromRow):
     name: str
     tags: list[str]
     as_tool: bool
+    tests: list[TestCase] = Field(default_factory=list)
     latest_version: int
     archived_at: datetime | None
     created_at: datetime
@@ -318,6 +354,10 @@ class WriteResult(BaseModel):
     dry_run: bool = False
     labels_moved: list[str] = Field(
         default_factory=list, description="labels this write moved (besides latest)"
+    )
+    tests: TestRun | None = Field(
+        default=None,
+        description="the prompt's test cases run on the version (they do not block it)",
     )
     prompt: PromptOut
 
@@ -457,6 +497,7 @@ class BundlePrompt(StrictInput):
     name: str = Field(pattern=PROMPT_NAME_PATTERN)
     tags: list[Tag] = Field(default_factory=list, max_length=64)
     as_tool: bool = False
+    tests: TestCases = Field(default_factory=list)
     archived: bool = False
     versions: list[BundleVersion] = Field(min_length=1)
     labels: dict[Label, VersionNumber] = Field(default_factory=dict)

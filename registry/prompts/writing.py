@@ -21,10 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.db.audit import record_audit, record_change
 from registry.db.models import Prompt, Tenant
 from registry.errors import Conflict, NotFound, PreconditionFailed
+from registry.labels import DIRECT, Terms, approval_refusal
 from registry.labels import check_label_name as check_label_name
 from registry.naming import LATEST
 from registry.principal import Principal
-from registry.prompts import contracts, listing, policy, tools
+from registry.prompts import contracts, listing, policy, testing, tools
 from registry.prompts import label_repository as label_repo
 from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
@@ -46,6 +47,7 @@ from registry.prompts.schemas import (
     VersionOut,
     WriteResult,
 )
+from registry.testcases import TestCase
 
 
 def _check_label_permission(tenant: Tenant, caller: Principal, label: str) -> None:
@@ -63,14 +65,17 @@ async def move_label(
     caller: Principal,
     *,
     force: bool = False,
+    terms: Terms = DIRECT,
 ) -> label_repo.MovedLabel | None:
     """Point ``label`` at ``version``; history, change log and audit included. Returns the label as
     it moved, None when it was already there. ``prompt`` must be locked FOR UPDATE.
 
     A protected label needs the publisher role only when it actually moves, and moves onto a version
-    whose argument contract breaks the one it serves now only with ``force`` (recorded). The label
-    ``latest`` follows every new version with none of these checks, so it moves in one statement."""
-    broken: tuple[ContractChange, ...] = ()
+    whose argument contract breaks the one it serves now only with ``force`` (recorded); a label
+    that needs approvals moves on the ``terms`` the policy accepts (a change request applied, whose
+    one change-log row the request writes, or break-glass, sent as its own kind of change). The
+    label ``latest`` follows every new version with none of these checks, in one statement."""
+    ruling = policy.Ruling("move")
     if label != LATEST:
         before = await label_repo.label_version(session, prompt, label, lock=True)
         changes = []
@@ -79,30 +84,42 @@ async def move_label(
             changes = await _contract_changes(session, prompt, before, version)
         ruling = policy.rule(
             tenant, caller, prompt.name, label, before=before, after=version, breaking=changes,
-            force=force,
+            force=force, terms=terms,
         ).enforce()  # fmt: skip
         if ruling.outcome == "unchanged":
             return None
-        broken = ruling.breaking
     moved = await label_repo.move_label(session, prompt, label, version, caller.actor)
     if moved is None:
         return None
-    record_change(
-        session, tenant_id=prompt.tenant_id, kind="label.move", prompt_id=prompt.id, label=label
-    )
+    if terms.release is None:
+        kind = "label.break_glass" if ruling.break_glass else "label.move"
+        record_change(
+            session, tenant_id=prompt.tenant_id, kind=kind, prompt_id=prompt.id, label=label
+        )
     if label != LATEST:  # latest moves with every version; the version.create row covers it
         await record_audit(
             session,
             tenant_id=prompt.tenant_id,
             actor=caller.actor,
-            action="label.move",
+            action="label.break_glass" if ruling.break_glass else "label.move",
             target=f"prompt:{prompt.name}@{label}",
             before={"version": moved.before} if moved.before else None,
-            after={"version": version, "force": True, "breaking": [c.detail for c in broken]}
-            if broken
-            else {"version": version},
+            after=_move_record(version, ruling, terms),
         )
     return moved
+
+
+def _move_record(version: int, ruling: policy.Ruling, terms: Terms) -> dict[str, object]:
+    """What the audit log keeps of a move: the version, a forced break, the reason of a
+    break-glass move, the change request that made it."""
+    record: dict[str, object] = {"version": version}
+    if ruling.breaking:
+        record |= {"force": True, "breaking": [c.detail for c in ruling.breaking]}
+    if ruling.break_glass:
+        record["reason"] = terms.reason
+    if terms.release is not None:
+        record["change_request"] = terms.release
+    return record
 
 
 async def _contract_changes(
@@ -212,14 +229,19 @@ async def write_version(
 
 
 async def _result(
-    session: AsyncSession, prompt: Prompt, outcome: VersionWrite, dry_run: bool
+    session: AsyncSession, tenant: Tenant, prompt: Prompt, outcome: VersionWrite, dry_run: bool
 ) -> WriteResult:
+    """The answer to a version write, with the prompt's test cases run on the version (shown, never
+    blocking: a change request is where failing tests stop a label)."""
+    number = outcome.version.version
+    tests = await testing.run_tests(session, tenant, prompt, number) if prompt.tests else None
     return WriteResult(
         created=outcome.created,
-        version=outcome.version.version,
+        version=number,
         detail=outcome.said(dry_run=dry_run),
         dry_run=dry_run,
         labels_moved=list(outcome.labels_moved),
+        tests=tests,
         prompt=await prompt_out(session, prompt, latest=outcome.version, labels=outcome.labels),
     )
 
@@ -244,10 +266,12 @@ async def create_prompt(
     if body.as_tool:
         await tools.check_mark(session, tenant, prompt)
         prompt = await repo.update_prompt(session, prompt, as_tool=True)
+    if body.tests:
+        prompt = await repo.update_prompt(session, prompt, tests=_stored(body.tests))
     outcome = await write_version(
         session, tenant, caller, prompt, prepared, body.labels, if_match=None
     )
-    return await _result(session, prompt, outcome, dry_run)
+    return await _result(session, tenant, prompt, outcome, dry_run)
 
 
 async def create_prompt_row(
@@ -316,7 +340,7 @@ async def create_version(
     outcome = await write_version(
         session, tenant, caller, prompt, prepared, body.labels, if_match=if_match, force=force
     )
-    return await _result(session, prompt, outcome, dry_run)
+    return await _result(session, tenant, prompt, outcome, dry_run)
 
 
 def as_version_in(version: VersionOut, labels: Sequence[str] = ()) -> VersionIn:
@@ -392,13 +416,16 @@ async def set_label(
     version: int,
     *,
     force: bool = False,
+    terms: Terms = DIRECT,
 ) -> LabelOut:
     check_label_name(label)
     _check_label_permission(tenant, caller, label)
     prompt = await find_prompt(session, tenant, name, lock=True)
     if not 1 <= version <= prompt.latest_version:
         raise NotFound(f"prompt {name!r} has no version {version}", field="version")
-    moved = await move_label(session, tenant, prompt, label, version, caller, force=force)
+    moved = await move_label(
+        session, tenant, prompt, label, version, caller, force=force, terms=terms
+    )
     if moved is not None:
         return LabelOut.model_validate(moved)
     return LabelOut.model_validate(
@@ -407,10 +434,18 @@ async def set_label(
 
 
 async def delete_label(
-    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    label: str,
+    terms: Terms = DIRECT,
 ) -> None:
     check_label_name(label)
     _check_label_permission(tenant, caller, label)
+    refused = approval_refusal(tenant, caller, label, terms)  # removing it is a move too
+    if refused is not None:
+        raise refused
     prompt = await find_prompt(session, tenant, name, lock=True)
     current = await label_repo.label_row(session, prompt, label, lock=True)
     if current is None:
@@ -468,14 +503,17 @@ async def patch_prompt(
     *,
     tags: list[str] | None = None,
     as_tool: bool | None = None,
+    tests: Sequence[TestCase] | None = None,
 ) -> PromptOut:
-    """A prompt's tags, and whether it is offered as a tool (a mark is checked: no other marked
-    prompt, and no general tool, may take its tool name)."""
+    """A prompt's tags, whether it is offered as a tool (a mark is checked: no other marked
+    prompt, and no general tool, may take its tool name), and its test cases."""
     prompt = await find_prompt(session, tenant, name, lock=True)
-    before = {"tags": list(prompt.tags), "as_tool": prompt.as_tool}
+    before = {"tags": list(prompt.tags), "as_tool": prompt.as_tool, "tests": list(prompt.tests)}
     after = dict(before)
     if tags is not None:
         after["tags"] = list(dict.fromkeys(tags))
+    if tests is not None:
+        after["tests"] = _stored(tests)
     if as_tool is not None:
         if as_tool and not prompt.as_tool:
             await tools.check_mark(session, tenant, prompt)
@@ -486,9 +524,21 @@ async def patch_prompt(
             record_change(session, tenant_id=tenant.id, kind="prompt.tool", prompt_id=prompt.id)
         await record_audit(
             session, tenant_id=tenant.id, actor=caller.actor, action="prompt.update",
-            target=f"prompt:{name}", before=before, after=after,
+            target=f"prompt:{name}", before=_audited(before), after=_audited(after),
         )  # fmt: skip
     return await prompt_out(session, prompt)
+
+
+def _stored(tests: Sequence[TestCase]) -> list[dict[str, object]]:
+    return [case.model_dump(mode="json", by_alias=True, exclude_defaults=True) for case in tests]
+
+
+def _audited(fields: dict[str, object]) -> dict[str, object]:
+    """What the audit log keeps of a prompt's fields: its test cases by name (they may be long)."""
+    tests = fields.get("tests")
+    if not isinstance(tests, list):
+        return fields
+    return fields | {"tests": [case.get("name") for case in tests if isinstance(case, dict)]}
 
 
 async def delete_prompt(

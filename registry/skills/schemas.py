@@ -107,6 +107,12 @@ class SkillWrite(BaseModel):
 
 class SkillLabelIn(StrictInput):
     version: int = Field(ge=1, le=2**31 - 1)
+    reason: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        description="break-glass: an admin moves a label that needs approvals directly, saying why",
+    )
 
 
 class SkillLabelOut(BaseModel):

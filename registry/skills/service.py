@@ -24,7 +24,7 @@ from registry.db.audit import record_audit, record_change
 from registry.db.models import Tenant
 from registry.db.skill_models import Skill, SkillFile, SkillVersion
 from registry.errors import Conflict, InvalidInput, NotFound
-from registry.labels import check_label_name, role_refusal
+from registry.labels import DIRECT, Terms, approval_refusal, check_label_name, role_refusal
 from registry.naming import LATEST
 from registry.principal import Principal
 from registry.skills import folder
@@ -177,7 +177,7 @@ async def write_version(
     moved = [
         label
         for label in body.labels
-        if await _move_checked(session, tenant, skill, label, number, caller)
+        if await move_checked(session, tenant, skill, label, number, caller)
     ]
     said = (
         f"version {number} written" if created else f"unchanged: version {number} has this content"
@@ -201,16 +201,31 @@ def _check_role(tenant: Tenant, caller: Principal, label: str) -> None:
         raise refused
 
 
-async def _move_checked(
-    session: AsyncSession, tenant: Tenant, skill: Skill, label: str, version: int, caller: Principal
+async def move_checked(
+    session: AsyncSession,
+    tenant: Tenant,
+    skill: Skill,
+    label: str,
+    version: int,
+    caller: Principal,
+    terms: Terms = DIRECT,
 ) -> bool:
-    """Move ``label`` to ``version`` if it is not there; the role a protected label needs is
-    checked only for a move that happens. True when it moved."""
+    """Move ``label`` to ``version`` if it is not there; the role a protected label needs, and the
+    change request a label with approvals needs (registry.labels), are checked only for a move that
+    happens. True when it moved. ``skill`` must be locked."""
     current = await repo.label_row(session, skill, label, lock=True)
     if current is not None and current.version == version:
         return False
-    _check_role(tenant, caller, label)
-    await _move(session, skill, label, version, caller, before=current.version if current else None)
+    if terms.release is None:
+        _check_role(tenant, caller, label)
+    refused = approval_refusal(tenant, caller, label, terms)
+    if refused is not None:
+        raise refused
+    await _move(
+        session, skill, label, version, caller,
+        before=current.version if current else None,
+        terms=terms, break_glass=terms.break_glass(tenant, label),
+    )  # fmt: skip
     return True
 
 
@@ -222,38 +237,62 @@ async def _move(
     caller: Principal,
     *,
     before: int | None = None,
+    terms: Terms = DIRECT,
+    break_glass: bool = False,
 ) -> None:
     await repo.move_label(session, skill, label, version, caller.actor)
-    record_change(
-        session, tenant_id=skill.tenant_id, kind="skill.label.move", prompt_id=skill.id, label=label
-    )
+    kind = "skill.label.break_glass" if break_glass else "skill.label.move"
+    if terms.release is None:  # a change request writes one change-log row for all its moves
+        record_change(
+            session, tenant_id=skill.tenant_id, kind=kind, prompt_id=skill.id, label=label
+        )
     if label != LATEST:
+        after: dict[str, object] = {"version": version}
+        if break_glass:
+            after["reason"] = terms.reason
+        if terms.release is not None:
+            after["change_request"] = terms.release
         await record_audit(
-            session, tenant_id=skill.tenant_id, actor=caller.actor, action="skill.label.move",
+            session, tenant_id=skill.tenant_id, actor=caller.actor,
+            action="skill.label.break_glass" if break_glass else "skill.label.move",
             target=f"skill:{skill.name}@{label}",
-            before={"version": before} if before else None, after={"version": version},
+            before={"version": before} if before else None, after=after,
         )  # fmt: skip
 
 
 async def set_label(
-    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str, version: int
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    label: str,
+    version: int,
+    terms: Terms = DIRECT,
 ) -> SkillLabelOut:
     check_label_name(label)
     _check_role(tenant, caller, label)
     skill = await find_skill(session, tenant, name, lock=True)
     if not 1 <= version <= skill.latest_version:
         raise NotFound(f"skill {name!r} has no version {version}", field="version")
-    await _move_checked(session, tenant, skill, label, version, caller)
+    await move_checked(session, tenant, skill, label, version, caller, terms)
     row = await repo.label_row(session, skill, label)
     assert row is not None
     return SkillLabelOut.model_validate(row, from_attributes=True)
 
 
 async def delete_label(
-    session: AsyncSession, tenant: Tenant, caller: Principal, name: str, label: str
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    name: str,
+    label: str,
+    terms: Terms = DIRECT,
 ) -> None:
     check_label_name(label)
     _check_role(tenant, caller, label)
+    refused = approval_refusal(tenant, caller, label, terms)  # removing it is a move too
+    if refused is not None:
+        raise refused
     skill = await find_skill(session, tenant, name, lock=True)
     current = await repo.label_row(session, skill, label, lock=True)
     if current is None:
@@ -319,6 +358,12 @@ async def plan(
 
 
 # --- reading ----------------------------------------------------------------------------------
+
+
+async def label_version(session: AsyncSession, skill: Skill, label: str) -> int | None:
+    """The version ``label`` of ``skill`` serves (None: the skill has no such label)."""
+    row = await repo.label_row(session, skill, label)
+    return row.version if row is not None else None
 
 
 async def find_skill(

@@ -29,6 +29,7 @@ class TenantOut(BaseModel):
     mcp_tools: bool
     default_label: str
     protected_labels: list[str]
+    approvals: dict[str, int]
     page_size: int | None
     list_ttl_ms: int | None
     instructions: str | None
@@ -81,6 +82,15 @@ class TenantPatch(StrictInput):
     default_label: str | None = Field(default=None, pattern=LABEL_PATTERN)
     protected_labels: list[Annotated[str, Field(pattern=LABEL_PATTERN)]] | None = Field(
         default=None, max_length=32
+    )
+    approvals: (
+        dict[Annotated[str, Field(pattern=LABEL_PATTERN)], Annotated[int, Field(ge=1, le=10)]]
+        | None
+    ) = Field(
+        default=None,
+        max_length=32,
+        description="approvals a move of each protected label needs: such a label moves through a "
+        "change request (or directly by an admin with a reason); {} turns approvals off",
     )
     page_size: int | None = Field(default=None, ge=1, le=1000)
     list_ttl_ms: int | None = Field(default=None, ge=0, le=86_400_000)

@@ -7,6 +7,7 @@ import secrets
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -217,6 +218,7 @@ async def update_tenant(
     values = patch.model_dump(exclude_unset=True)
     if "protected_labels" in values:
         values["protected_labels"] = list(dict.fromkeys(values["protected_labels"] or []))
+    _check_approvals(tenant, values)
     if "api_keys" in values and actor != "operator":
         raise Forbidden("only an operator turns a tenant's API keys on or off", field="api_keys")
     for key in (
@@ -225,6 +227,7 @@ async def update_tenant(
         "mcp_tools",
         "default_label",
         "protected_labels",
+        "approvals",
         "api_keys",
     ):
         if key in values and values[key] is None:
@@ -244,6 +247,19 @@ async def update_tenant(
         after={k: getattr(updated, k) for k in values},
     )
     return updated
+
+
+def _check_approvals(tenant: Tenant, values: dict[str, Any]) -> None:
+    """Approvals are for protected labels only (a label anyone may move needs no review)."""
+    approvals = values.get("approvals", tenant.approvals) or {}
+    protected = values.get("protected_labels", tenant.protected_labels) or []
+    unprotected = sorted(set(approvals) - set(protected))
+    if unprotected:
+        raise InvalidInput(
+            f"approvals name label {unprotected[0]!r}, which is not protected: protect it too "
+            f"(protected_labels) or leave it out",
+            field="approvals",
+        )
 
 
 async def sequences(session: AsyncSession, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:

@@ -23,6 +23,14 @@ EVENT_TYPES = (
     "skill.label.delete",
     "skill.archive",
     "skill.delete",
+    "label.break_glass",
+    "skill.label.break_glass",
+    "change_request.opened",
+    "change_request.approved",
+    "change_request.applied",
+    "change_request.rejected",
+    "change_request.withdrawn",
+    "change_request.stale",
 )
 EventType = Literal[
     "label.move", "label.delete", "prompt.archive", "prompt.unarchive", "prompt.delete",

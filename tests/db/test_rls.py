@@ -70,10 +70,19 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
          "RETURNING skill_id) INSERT INTO skill_labels (tenant_id, skill_id, label, skill_name, version, "
          "updated_by) SELECT $1, skill_id, 'production', $2, 1, 'test' FROM f",
          (tenant_id, f"{slug}-skill", sha)),
+        ("WITH r AS (INSERT INTO change_requests (tenant_id, id, author, description) "
+         "VALUES ($1, 1, 'test', $2) RETURNING tenant_id, id), m AS (INSERT INTO "
+         "change_request_moves (tenant_id, request_id, position, kind, name, label, version) "
+         "SELECT tenant_id, id, 0, 'prompt', $2, 'production', 1 FROM r) INSERT INTO "
+         "change_request_reviews (tenant_id, request_id, actor, kind, revision) "
+         "SELECT tenant_id, id, 'test', 'comment', 1 FROM r", (tenant_id, slug)),
     ]  # fmt: skip
     has_skills = await conn.fetchval("SELECT to_regclass('public.skills') IS NOT NULL")
+    has_releases = await conn.fetchval("SELECT to_regclass('public.change_requests') IS NOT NULL")
     for sql, args in statements:
         if "skills" in sql and not has_skills:  # a schema from before 0021 (migration tests)
+            continue
+        if "change_requests" in sql and not has_releases:  # before 0023
             continue
         await conn.execute(sql, *args)
     return tenant_id

@@ -5,69 +5,14 @@ ending the stream. Every wait is bounded and waits on an event, never on time.""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import OPERATOR_TOKEN, LiveServer
-from tests.streams import WAIT, write
+from tests.streams import follow, write
 
 pytestmark = pytest.mark.slow
-
-
-class Events:
-    """A change stream read in the background: (event, id, data) in arrival order."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[tuple[str, int, dict[str, Any]]] = asyncio.Queue()
-
-    async def next(self, event: str | None = None) -> tuple[str, int, dict[str, Any]]:
-        while True:
-            found = await asyncio.wait_for(self.queue.get(), WAIT)
-            if event is None or found[0] == event:
-                return found
-
-
-@asynccontextmanager
-async def follow(
-    server: LiveServer, key: str, headers: dict[str, str] | None = None, **params: Any
-) -> AsyncIterator[Events]:
-    events = Events()
-
-    async def read() -> None:
-        async with (
-            httpx.AsyncClient(timeout=httpx.Timeout(WAIT, read=None)) as client,
-            client.stream(
-                "GET",
-                f"{server.url}/api/v1/tenants/acme/changes",
-                params=params,
-                headers={"Authorization": f"Bearer {key}", **(headers or {})},
-            ) as response,
-        ):
-            assert response.status_code == 200, await response.aread()
-            assert response.headers["content-type"].startswith("text/event-stream")
-            fields: dict[str, str] = {}
-            async for line in response.aiter_lines():
-                if line == "":
-                    if "event" in fields:
-                        await events.queue.put(
-                            (fields["event"], int(fields["id"]), json.loads(fields["data"]))
-                        )
-                    fields = {}
-                elif not line.startswith(":"):
-                    name, _, value = line.partition(": ")
-                    fields[name] = value
-
-    task = asyncio.create_task(read())
-    try:
-        yield events
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_live_changes_filters_and_replay(live_server: LiveServer) -> None:

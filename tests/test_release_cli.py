@@ -1,0 +1,87 @@
+"""`registry test` and `registry release` as a team runs them in CI and review, against a live
+server: test cases stored in a prompt file fail a CI job, `push --release` writes versions but opens
+one change request for the labels that need approvals, and `release approve` applies it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import OPERATOR_TOKEN, LiveServer, registry_command
+
+pytestmark = pytest.mark.slow
+
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
+
+def cli(server: LiveServer, key: str, *args: str):  # type: ignore[no-untyped-def]
+    return registry_command(*args, env={"REGISTRY_URL": server.url, "REGISTRY_API_KEY": key})
+
+
+def _file(folder: Path, greeting: str, expected: str) -> None:
+    (folder / "greet.yaml").write_text(
+        "labels: [production]\n"
+        "arguments:\n  - name: who\n    required: true\n"
+        f"messages:\n  - role: user\n    text: '{greeting} {{{{who}}}}!'\n"
+        "tests:\n  - name: greets-ann\n    arguments: {who: Ann}\n"
+        f"    expect: {{contains: ['{expected} Ann'], roles: [user], max_length: 40}}\n"
+    )
+
+
+def test_push_release_opens_a_request_and_test_fails_a_ci_job(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    keys = live_server.tenant("acme", roles=("editor", "publisher", "admin"))
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    _file(folder, "Hello", "Hello")
+    first = cli(live_server, keys["admin"], "push", str(folder), "--tenant", "acme")
+    assert first.returncode == 0, first.stderr
+    gated = httpx.patch(
+        f"{live_server.url}/api/v1/tenants/acme", json={"approvals": {"production": 1}},
+        headers=OPERATOR,
+    )  # fmt: skip
+    assert gated.status_code == 200, gated.text
+
+    passing = cli(live_server, keys["editor"], "test", "--tenant", "acme", "--label", "production")
+    assert passing.returncode == 0, passing.stderr
+    assert "ok    greet v1 greets-ann" in passing.stdout
+
+    _file(folder, "Goodbye", "Hello")  # v2 fails its own case
+    plain = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme")
+    assert plain.returncode == 1 and "moves through a change request" in plain.stderr  # gated
+    pushed = cli(live_server, keys["editor"], "push", str(folder), "--tenant", "acme",
+                 "--release", "say goodbye")  # fmt: skip
+    assert pushed.returncode == 0, pushed.stderr
+    assert "opened change request 1 (1 move(s))" in pushed.stderr
+    failing = cli(
+        live_server, keys["editor"], "test", "greet", "--tenant", "acme", "--version", "2"
+    )
+    assert failing.returncode == 1
+    assert "FAIL  greet v2 greets-ann" in failing.stdout
+    assert "does not contain 'Hello Ann'" in failing.stdout
+    still = cli(live_server, keys["editor"], "test", "--tenant", "acme", "--label", "production")
+    assert still.returncode == 0, still.stdout  # production still serves v1
+
+    listed = cli(live_server, keys["editor"], "release", "list", "--tenant", "acme")
+    assert listed.stdout.splitlines()[1].split()[:3] == ["1", "open", "1"]
+    shown = cli(live_server, keys["publisher"], "release", "show", "1", "--tenant", "acme")
+    assert "prompt greet @production: 1 -> 2" in shown.stdout
+    assert "tests: 0 passed, 1 failed" in shown.stdout
+    refused = cli(live_server, keys["publisher"], "release", "approve", "1", "--tenant", "acme")
+    assert refused.returncode == 1 and "override" in refused.stderr
+    approved = cli(live_server, keys["admin"], "release", "approve", "1", "--tenant", "acme",
+                   "--override", "the new greeting is wanted")  # fmt: skip
+    assert approved.returncode == 0, approved.stderr
+    assert "change request 1: applied" in approved.stderr
+    now = cli(live_server, keys["editor"], "test", "--tenant", "acme", "--label", "production")
+    assert now.returncode == 1  # production serves v2 now, which fails its case
+
+    opened = cli(live_server, keys["editor"], "release", "open", "greet@production=1",
+                 "--tenant", "acme", "-m", "back to hello")  # fmt: skip
+    assert opened.returncode == 0 and opened.stdout.strip() == "2", opened.stderr
+    bad = cli(live_server, keys["editor"], "release", "open", "greet=1", "--tenant", "acme",
+              "-m", "x")  # fmt: skip
+    assert bad.returncode == 2 and "NAME@LABEL=VERSION" in bad.stderr
