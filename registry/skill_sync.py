@@ -3,10 +3,10 @@
 
 A skill folder is pushed whole: every file under it but dotfiles, which never belong to a skill.
 ``.registry.yaml`` in the folder may say what the push does besides the files (``labels`` to move to
-the version, a ``commit_message``). Pull writes the version a label serves (or the latest), with
-``SKILL.md`` as it was written (its partial tags kept, so a push of it resolves them anew), and
-removes files the version no longer has. A dry run asks the registry what a push would do, in a
-transaction it rolls back: the same checks, nothing written.
+the version, a ``commit_message``, the skill's ``tests``). Pull writes the version a label serves
+(or the latest), with ``SKILL.md`` as it was written (its partial tags kept, so a push of it
+resolves them anew), and removes files the version no longer has. A dry run asks the registry what
+a push would do, in a transaction it rolls back: the same checks, nothing written.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def read_skill(path: Path) -> dict[str, Any]:
             given = load_yaml(settings.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as error:
             raise FileError(f"{settings}: {error}") from None
-        if not isinstance(given, dict) or set(given) - {"labels", "commit_message"}:
-            raise FileError(f"{settings}: a mapping of labels and commit_message")
+        if not isinstance(given, dict) or set(given) - {"labels", "commit_message", "tests"}:
+            raise FileError(f"{settings}: a mapping of labels, commit_message and tests")
         body.update(given)
     return body
 
@@ -85,8 +85,12 @@ def push_skill(client: Client, path: Path) -> Outcome:
     name = path.name
     try:
         body = read_skill(path)
-        exists = client.get_or_none(f"/skills/{quote(name)}") is not None
-        if exists:
+        existing = client.get_or_none(f"/skills/{quote(name)}")
+        exists = existing is not None
+        if existing is not None:
+            tests = body.pop("tests", None)
+            if tests is not None and tests != existing.get("tests", []):
+                client.request("PATCH", f"/skills/{quote(name)}", json={"tests": tests})
             result = client.request("POST", f"/skills/{quote(name)}/versions", json=body).json()
         else:
             result = client.request("POST", "/skills", json={"name": name, **body}).json()

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import jsonschema
 import jsonschema.validators
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
 from registry.errors import RegistryError
 from registry.inputs import StrictInput
+from registry.naming import LABEL_PATTERN, MAX_VERSION
 from registry.templates.arguments import compile_pattern
 
 MAX_CASES = 50  # test cases one prompt or skill carries
@@ -100,6 +101,33 @@ def unique_cases(cases: list[TestCase]) -> list[TestCase]:
             raise ValueError(f"two test cases are named {case.name!r}")
         seen.add(case.name)
     return cases
+
+
+# A prompt's (or skill's) test cases: at most MAX_CASES, names unique.
+TestCases = Annotated[
+    list[TestCase],
+    Field(max_length=MAX_CASES, description="test cases run on every version written"),
+    AfterValidator(unique_cases),
+]
+
+
+class TestRequest(StrictInput):
+    """Run the test cases of a prompt or skill (or the cases given) on a version, or on what a
+    label serves (neither: the latest version)."""
+
+    __test__ = False
+
+    version: int | None = Field(default=None, ge=1, le=MAX_VERSION)
+    label: str | None = Field(default=None, pattern=LABEL_PATTERN)
+    tests: TestCases | None = Field(
+        default=None, description="these cases instead of the stored ones"
+    )
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> TestRequest:
+        if self.version is not None and self.label is not None:
+            raise ValueError("give version or label, not both")
+        return self
 
 
 class CaseResult(BaseModel):

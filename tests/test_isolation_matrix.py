@@ -111,6 +111,8 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", T + "/skills"): Entry("tenant", {"name": "planted", **SKILL_FILES}),
     ("GET", S): Entry("tenant"),
     ("DELETE", S): Entry("tenant"),
+    ("PATCH", S): Entry("tenant", {"tests": []}),
+    ("POST", S + "/test"): Entry("tenant", {}),
     ("POST", S + "/archive"): Entry("tenant", {"archived": True}),
     ("GET", S + "/diff"): Entry("tenant", query={"from": "1", "to": "1"}),
     ("PUT", S + "/labels/{label}"): Entry("tenant", {"version": 1}),

@@ -50,14 +50,13 @@ from registry.prompts.schemas import (
     RenderRequest,
     ServedOne,
     ServedPage,
-    TestRequest,
     VersionDiff,
     VersionIn,
     VersionOut,
     VersionSummary,
     WriteResult,
 )
-from registry.testcases import TestRun
+from registry.testcases import TestRequest, TestRun
 
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}", tags=["prompts"], dependencies=[Depends(require_credential)]

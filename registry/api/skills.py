@@ -23,6 +23,7 @@ from registry.labels import Terms
 from registry.naming import LABEL_PATTERN, MAX_VERSION, ascii_number
 from registry.prompts import partials
 from registry.skills import service as skills
+from registry.skills import testing as skill_tests
 from registry.skills.folder import MAX_BYTES, MAX_FILES, SKILL_MD
 from registry.skills.schemas import (
     SKILL_NAME_PATTERN,
@@ -32,10 +33,12 @@ from registry.skills.schemas import (
     SkillLabelIn,
     SkillLabelOut,
     SkillOut,
+    SkillPatch,
     SkillVersionIn,
     SkillVersionOut,
     SkillWrite,
 )
+from registry.testcases import TestRequest, TestRun
 
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}", tags=["skills"], dependencies=[Depends(require_credential)]
@@ -154,6 +157,25 @@ async def create_skill(
 async def get_skill(tenant: str, name: Name, request: Request) -> SkillOut:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await skills.get_skill(scope.session, scope.tenant, name)
+
+
+@router.patch("/skills/{name}", response_model=SkillOut, summary="Update a skill's test cases")
+async def patch_skill(tenant: str, name: Name, body: SkillPatch, request: Request) -> SkillOut:
+    async with tenant_scope(request, tenant, "editor") as scope:
+        skill = await skills.find_skill(scope.session, scope.tenant, name, lock=True)
+        await skill_tests.set_tests(scope.session, scope.principal, skill, body.tests)
+        return await skills.skill_out(scope.session, skill)
+
+
+@router.post(
+    "/skills/{name}/test",
+    response_model=TestRun,
+    summary="Run a skill's test cases on a version's SKILL.md (or on what a label serves)",
+)
+async def test_skill(tenant: str, name: Name, body: TestRequest, request: Request) -> TestRun:
+    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
+        skill = await skills.find_skill(scope.session, scope.tenant, name)
+        return await skill_tests.test_skill(scope.session, skill, body)
 
 
 @router.delete("/skills/{name}", status_code=204, summary="Delete a skill and its versions")

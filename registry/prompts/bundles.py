@@ -86,6 +86,7 @@ async def _exported_prompts(
                 name=prompt.name,
                 tags=prompt.tags,
                 as_tool=prompt.as_tool,
+                tests=prompt.tests,
                 archived=prompt.archived_at is not None,
                 versions=[
                     BundleVersion(
@@ -243,6 +244,11 @@ async def _import_labels(
         result.labels_moved += moved is not None
     if item.as_tool != prompt.as_tool:
         await patch_prompt(session, tenant, caller, item.name, as_tool=item.as_tool)
+    stored = [
+        case.model_dump(mode="json", by_alias=True, exclude_defaults=True) for case in item.tests
+    ]
+    if stored != list(prompt.tests or []):
+        await patch_prompt(session, tenant, caller, item.name, tests=item.tests)
 
 
 def _child_name(ref: str) -> str:

@@ -26,7 +26,7 @@ from pydantic import (
 from registry.content.schemas import SHA256_PATTERN, Content, Icon
 from registry.inputs import StrictInput, bounded_value
 from registry.naming import LABEL_PATTERN, MAX_VERSION, MIME_PATTERN, PROMPT_NAME_PATTERN
-from registry.testcases import MAX_CASES, TestCase, TestRun, unique_cases
+from registry.testcases import TestCase, TestCases, TestRun
 
 ARGUMENT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$"
@@ -34,12 +34,6 @@ TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$"
 Label = Annotated[str, Field(pattern=LABEL_PATTERN)]
 VersionNumber = Annotated[int, Field(ge=1, le=MAX_VERSION)]
 Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
-# A prompt's (or skill's) test cases: at most MAX_CASES, names unique.
-TestCases = Annotated[
-    list[TestCase],
-    Field(max_length=MAX_CASES, description="test cases run on every version written"),
-    AfterValidator(unique_cases),
-]
 
 
 class MessageIn(StrictInput):
@@ -242,25 +236,6 @@ class RenderRequest(StrictInput):
 
     @model_validator(mode="after")
     def _one_selector(self) -> RenderRequest:
-        if self.version is not None and self.label is not None:
-            raise ValueError("give version or label, not both")
-        return self
-
-
-class TestRequest(StrictInput):
-    """Run a prompt's test cases (or the cases given) on a version, or on what a label serves
-    (neither: the latest version)."""
-
-    __test__ = False
-
-    version: VersionNumber | None = None
-    label: Label | None = None
-    tests: TestCases | None = Field(
-        default=None, description="these cases instead of the stored ones"
-    )
-
-    @model_validator(mode="after")
-    def _one_selector(self) -> TestRequest:
         if self.version is not None and self.label is not None:
             raise ValueError("give version or label, not both")
         return self

@@ -14,8 +14,7 @@ from registry.errors import NotFound
 from registry.prompts import label_repository as label_repo
 from registry.prompts import rendering
 from registry.prompts.reading import find_prompt
-from registry.prompts.schemas import TestRequest
-from registry.testcases import TestCase, TestRun, run
+from registry.testcases import TestCase, TestRequest, TestRun, run
 
 # The longest argument value a stored case may pass (cases are an author's own text, bounded by the
 # request that stored them; the render's output bound still applies).

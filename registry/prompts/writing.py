@@ -267,7 +267,7 @@ async def create_prompt(
         await tools.check_mark(session, tenant, prompt)
         prompt = await repo.update_prompt(session, prompt, as_tool=True)
     if body.tests:
-        prompt = await repo.update_prompt(session, prompt, tests=_stored(body.tests))
+        prompt = await repo.update_prompt(session, prompt, tests=stored_tests(body.tests))
     outcome = await write_version(
         session, tenant, caller, prompt, prepared, body.labels, if_match=None
     )
@@ -513,7 +513,7 @@ async def patch_prompt(
     if tags is not None:
         after["tags"] = list(dict.fromkeys(tags))
     if tests is not None:
-        after["tests"] = _stored(tests)
+        after["tests"] = stored_tests(tests)
     if as_tool is not None:
         if as_tool and not prompt.as_tool:
             await tools.check_mark(session, tenant, prompt)
@@ -529,7 +529,8 @@ async def patch_prompt(
     return await prompt_out(session, prompt)
 
 
-def _stored(tests: Sequence[TestCase]) -> list[dict[str, object]]:
+def stored_tests(tests: Sequence[TestCase]) -> list[dict[str, object]]:
+    """Test cases as a prompt stores (and bundles compare) them: JSON, defaults left out."""
     return [case.model_dump(mode="json", by_alias=True, exclude_defaults=True) for case in tests]
 
 

@@ -45,6 +45,7 @@ from registry.releases.schemas import (
     ReviewOut,
 )
 from registry.skills import service as skills
+from registry.skills import testing as skill_tests
 
 LIVE = ("open", "approved")  # states a request can still move from
 
@@ -407,9 +408,12 @@ async def _checks(
                 out.diff = compared.model_dump(mode="json") if detailed else None
             if artifact.tests:
                 out.tests = await testing.run_tests(session, tenant, artifact, move.version)
-        elif detailed and out.current is not None and out.current != move.version:
-            changed = await skills.diff(session, tenant, move.name, out.current, move.version)
-            out.diff = changed.model_dump(mode="json")
+        else:
+            if detailed and out.current is not None and out.current != move.version:
+                changed = await skills.diff(session, tenant, move.name, out.current, move.version)
+                out.diff = changed.model_dump(mode="json")
+            if artifact.tests:
+                out.tests = await skill_tests.run_tests(session, artifact, move.version)
         failed += out.tests.failed if out.tests else 0
         broken += len(out.breaking)
         shown.append(out)

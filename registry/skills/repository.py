@@ -192,6 +192,15 @@ async def delete_label(session: AsyncSession, skill: Skill, label: str) -> None:
     )
 
 
+async def set_tests(session: AsyncSession, skill: Skill, tests: list[dict[str, Any]]) -> None:
+    await session.execute(
+        update(Skill)
+        .where(Skill.tenant_id == skill.tenant_id, Skill.id == skill.id)
+        .values(tests=tests, updated_at=func.now())
+    )
+    skill.tests = tests
+
+
 async def set_archived(session: AsyncSession, skill: Skill, archived: bool) -> None:
     await session.execute(
         update(Skill)

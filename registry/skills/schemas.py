@@ -14,6 +14,7 @@ from registry.errors import InvalidInput
 from registry.inputs import StrictInput
 from registry.naming import LABEL_PATTERN, MIME_PATTERN
 from registry.skills.folder import MAX_FILES, MAX_PATH, File, check_path, mime_type_of
+from registry.testcases import TestCase, TestCases, TestRun
 
 Label = Annotated[str, Field(pattern=LABEL_PATTERN)]
 # The naming rule less "no two hyphens in a row" (a look-ahead the validator has not): folder.check_name
@@ -58,6 +59,11 @@ class SkillVersionIn(StrictInput):
 
 class SkillCreate(SkillVersionIn):
     name: str = Field(pattern=SKILL_NAME_PATTERN, max_length=64)
+    tests: TestCases = Field(default_factory=list)
+
+
+class SkillPatch(StrictInput):
+    tests: TestCases = Field(description="test cases of its SKILL.md (they take no arguments)")
 
 
 class SkillFileOut(BaseModel):
@@ -95,6 +101,7 @@ class SkillOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     latest: SkillVersionOut | None = None
+    tests: list[TestCase] = Field(default_factory=list)
 
 
 class SkillWrite(BaseModel):
@@ -102,6 +109,9 @@ class SkillWrite(BaseModel):
     version: int
     labels_moved: list[str]
     detail: str
+    tests: TestRun | None = Field(
+        default=None, description="the skill's test cases run on the version (they do not block it)"
+    )
     skill: SkillOut
 
 

@@ -27,7 +27,7 @@ from registry.errors import Conflict, InvalidInput, NotFound
 from registry.labels import DIRECT, Terms, approval_refusal, check_label_name, role_refusal
 from registry.naming import LATEST
 from registry.principal import Principal
-from registry.skills import folder
+from registry.skills import folder, testing
 from registry.skills import repository as repo
 from registry.skills.schemas import (
     FileChange,
@@ -86,6 +86,8 @@ async def create_skill(
         session, tenant_id=tenant.id, actor=caller.actor, action="skill.create",
         target=f"skill:{body.name}",
     )  # fmt: skip
+    if body.tests:
+        await testing.set_tests(session, caller, skill, body.tests)
     return await write_version(session, tenant, caller, skill, body, if_match=None, expand=expand)
 
 
@@ -187,6 +189,7 @@ async def write_version(
         version=number,
         labels_moved=moved,
         detail=said,
+        tests=await testing.run_tests(session, skill, number) if skill.tests else None,
         skill=await skill_out(session, skill),
     )
 
@@ -351,7 +354,10 @@ async def plan(
     async with session.begin_nested():
         if await repo.skill_by_name(session, tenant.id, body.name) is None:
             return True, await create_skill(session, tenant, caller, body, expand=expand)
-        version = SkillVersionIn.model_validate(body.model_dump(exclude={"name"}))
+        version = SkillVersionIn.model_validate(body.model_dump(exclude={"name", "tests"}))
+        if "tests" in body.model_fields_set:
+            skill = await find_skill(session, tenant, body.name, lock=True)
+            await testing.set_tests(session, caller, skill, body.tests)
         return False, await create_version(
             session, tenant, caller, body.name, version, if_match=None, expand=expand
         )
@@ -405,6 +411,7 @@ async def skill_out(session: AsyncSession, skill: Skill, *, latest: bool = True)
         created_at=skill.created_at,
         updated_at=skill.updated_at,
         latest=shown,
+        tests=testing.cases_of(skill),
     )
 
 

@@ -221,3 +221,54 @@ async def test_edits_reset_approvals_and_refusals_name_the_problem(
         T, json={"approvals": {"staging": 1}}, headers=team["admin"]
     )
     assert unprotected.status_code == 422 and "not protected" in unprotected.text
+
+
+async def test_a_skill_moves_with_its_tests_checked_and_its_label_gated(
+    api: Api, team: dict[str, dict[str, str]]
+) -> None:
+    def folder(text: str) -> list[dict[str, str]]:
+        return [{"path": "SKILL.md", "text": f"---\nname: review\ndescription: d\n---\n{text}\n"}]
+
+    made = await api.client.post(
+        f"{T}/skills",
+        json={"name": "review", "files": folder("Check the tests."),
+              "tests": [{"name": "asks-for-tests", "expect": {"contains": ["tests"]}}]},
+        headers=team["admin"],
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    assert made.json()["tests"]["passed"] == 1  # run on the version written
+    published = await api.client.put(
+        f"{T}/skills/review/labels/production", json={"version": 1, "reason": "first release"},
+        headers=team["admin"],
+    )  # fmt: skip
+    assert published.status_code == 200, published.text
+    second = await api.client.post(
+        f"{T}/skills/review/versions", json={"files": folder("Ship it.")}, headers=team["author"]
+    )
+    assert second.json()["tests"]["failed"] == 1  # shown, not blocking
+    direct = await api.client.put(
+        f"{T}/skills/review/labels/production", json={"version": 2}, headers=team["alice"]
+    )
+    assert direct.status_code == 409 and "change request" in direct.json()["detail"]
+    on_demand = await api.client.post(
+        f"{T}/skills/review/test", json={"label": "production"}, headers=team["author"]
+    )
+    assert (on_demand.json()["version"], on_demand.json()["passed"]) == (1, 1)
+    with_arguments = await api.client.patch(
+        f"{T}/skills/review",
+        json={"tests": [{"name": "x", "arguments": {"a": "b"}, "expect": {"contains": ["b"]}}]},
+        headers=team["author"],
+    )  # fmt: skip
+    assert with_arguments.status_code == 422 and "takes no arguments" in with_arguments.text
+
+    opened = await api.client.post(
+        CR, json={"description": "skill v2",
+                  "moves": [{"skill": "review", "label": "production", "version": 2}]},
+        headers=team["author"],
+    )  # fmt: skip
+    assert opened.status_code == 201, opened.text
+    shown = (await api.client.get(f"{CR}/{opened.json()['id']}", headers=team["alice"])).json()
+    move = shown["moves"][0]
+    assert (move["skill"], move["current"], move["tests"]["failed"]) == ("review", 1, 1)
+    assert any(f["path"] == "SKILL.md" and f["diff"] for f in move["diff"]["files"])
+    assert shown["checks"]["tests_failed"] == 1

@@ -616,3 +616,59 @@ def test_skills_browse_diff_and_publish(page: Page, console: Console) -> None:
     page.get_by_role("button", name="Publish").click()
     page.get_by_text("production now serves version 2").wait_for()
     assert page.get_by_text("production: v2").is_visible()
+
+
+def test_a_change_request_is_reviewed_and_approved_in_the_page(
+    page: Page, console: Console
+) -> None:
+    """A tenant of its own (its approvals would gate the other tests' moves): the author reads the
+    review page (the move's diff, its tests, no approve button for the author), a publisher
+    approves it there and the release applies."""
+    base = f"{console.server.url}/api/v1/tenants"
+    assert httpx.post(base, json={"slug": "rel"}, headers=OPERATOR).status_code == 201
+    keys = {}
+    for role in ("editor", "publisher"):
+        made = httpx.post(f"{base}/rel/keys", json={"role": role}, headers=OPERATOR)
+        keys[role] = {"Authorization": f"Bearer {made.json()['secret']}"}, made.json()["secret"]
+    first = {"name": "notice", "labels": ["production"],
+             "messages": [{"role": "user", "text": "Closed on Monday."}],
+             "tests": [{"name": "mentions-the-day", "expect": {"contains": ["day"]}}]}  # fmt: skip
+    assert httpx.post(f"{base}/rel/prompts", json=first, headers=OPERATOR).status_code == 201
+    second = {"messages": [{"role": "user", "text": "Closed on Tuesday."}]}
+    written = httpx.post(f"{base}/rel/prompts/notice/versions", json=second, headers=OPERATOR)
+    assert written.status_code == 201, written.text
+    gated = httpx.patch(f"{base}/rel", json={"approvals": {"production": 1}}, headers=OPERATOR)
+    assert gated.status_code == 200, gated.text
+    body = {"description": "<script>window.__xss = 4</script> Tuesday closing",
+            "moves": [{"prompt": "notice", "label": "production", "version": 2}]}  # fmt: skip
+    opened = httpx.post(f"{base}/rel/change-requests", json=body, headers=keys["editor"][0])
+    assert opened.status_code == 201, opened.text
+
+    def sign_in_rel(role: str) -> None:
+        page.goto(f"{console.server.url}/ui/rel/prompts")
+        page.get_by_label("API key").fill(keys[role][1])
+        page.get_by_role("button", name="Sign in with the key").click()
+        page.wait_for_url(re.compile(r"/ui/rel/prompts$"))
+
+    sign_in_rel("editor")
+    page.get_by_role("link", name="Change requests").click()
+    page.get_by_role("link", name="1", exact=True).click()
+    expect(page.locator("#state")).to_have_text("open")
+    assert "-Closed on Monday." in page.locator("pre").first.inner_text()
+    assert "+Closed on Tuesday." in page.locator("pre").first.inner_text()
+    expect(page.get_by_text("ok mentions-the-day")).to_be_visible()
+    expect(page.get_by_role("heading", name="Approvals: 0 of 1")).to_be_visible()
+    assert page.get_by_role("button", name="Approve").count() == 0  # the author's own
+    assert page.evaluate("window.__xss") is None
+    shot(page, "change-request")
+    page.context.clear_cookies()
+
+    sign_in_rel("publisher")
+    page.goto(f"{console.server.url}/ui/rel/change-requests/1")
+    page.get_by_label("Comment").fill("Tuesday it is")
+    page.get_by_role("button", name="Approve").click()
+    page.get_by_text("approved: the request is applied").wait_for()
+    expect(page.locator("#state")).to_have_text("applied")
+    expect(page.locator("#reviews")).to_contain_text("approve: Tuesday it is")
+    served = httpx.get(f"{base}/rel/prompts/notice/labels", headers=keys["editor"][0]).json()
+    assert served["production"] == 2

@@ -107,9 +107,9 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
         queued = {"tenant": str(tenant), "webhooks": True}
         received = [json.loads(await asyncio.wait_for(queue.get(), 5)) for _ in range(3)]
         assert received == [
-            {"tenant": str(tenant), "seq": first, "label": None},
+            {"tenant": str(tenant), "seq": first, "label": None, "serves": True},
             queued,
-            {"tenant": str(tenant), "seq": second, "label": None},
+            {"tenant": str(tenant), "seq": second, "label": None, "serves": True},
         ]
         # The seeded row took seq 1; a rolled-back change never took a number.
         assert (first, second) == (2, 3)
@@ -118,7 +118,10 @@ async def test_notify_once_per_committed_change_and_never_on_rollback(
             record_change(session, tenant_id=tenant, kind="three")  # appended as it commits
         third = await superuser_seq(pg_server, db_name, "three")
         received = [json.loads(await asyncio.wait_for(queue.get(), 5)) for _ in range(2)]
-        assert received == [{"tenant": str(tenant), "seq": third, "label": None}, queued]
+        assert received == [
+            {"tenant": str(tenant), "seq": third, "label": None, "serves": True},
+            queued,
+        ]
         assert queue.empty()
     finally:
         await listener.close()
