@@ -4,38 +4,21 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from registry.inputs import StrictInput
 
 # The change kinds an endpoint may ask for (an empty list: all of them).
-EVENT_TYPES = (
-    "label.move",
-    "label.delete",
-    "prompt.archive",
-    "prompt.unarchive",
-    "prompt.delete",
-    "tenant.update",
-    "prompt.tool",
-    "skill.label.move",
-    "skill.label.delete",
-    "skill.archive",
-    "skill.delete",
-    "label.break_glass",
-    "skill.label.break_glass",
-    "change_request.opened",
-    "change_request.approved",
-    "change_request.applied",
-    "change_request.rejected",
-    "change_request.withdrawn",
-    "change_request.stale",
-)
 EventType = Literal[
     "label.move", "label.delete", "prompt.archive", "prompt.unarchive", "prompt.delete",
-    "tenant.update", "prompt.tool", "skill.label.move", "skill.label.delete", "skill.archive", "skill.delete",
+    "tenant.update", "prompt.tool", "skill.label.move", "skill.label.delete", "skill.archive",
+    "skill.delete", "label.break_glass", "skill.label.break_glass", "change_request.opened",
+    "change_request.approved", "change_request.applied", "change_request.rejected",
+    "change_request.withdrawn", "change_request.stale",
 ]  # fmt: skip
+EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
 
 class EndpointIn(StrictInput):

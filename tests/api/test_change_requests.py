@@ -64,10 +64,20 @@ async def test_a_release_of_three_needs_two_other_people_then_moves_in_one_chang
     assert direct.json()["change_requests"] == CR
     assert "change request" in direct.json()["detail"]
 
+    hook = await api.client.post(
+        f"{T}/webhooks",
+        json={"url": "https://hooks.example/releases",
+              "events": ["change_request.opened", "change_request.applied"]},
+        headers=team["admin"],
+    )  # fmt: skip
+    assert hook.status_code == 201, hook.text
     opened = await api.client.post(
         CR, json={"description": "ship v2", "moves": _moves("a", "b", "c")}, headers=team["author"]
     )
     assert opened.status_code == 201, opened.text
+    editor = await _key(api, "editor", "another editor")
+    by_editor = await api.client.post(f"{CR}/1/approve", json={}, headers=editor)
+    assert by_editor.status_code == 403 and "publisher" in by_editor.json()["detail"]
     request = opened.json()
     assert (request["id"], request["state"], request["approvals_needed"]) == (1, "open", 2)
     url = f"{CR}/{request['id']}"
@@ -102,6 +112,13 @@ async def test_a_release_of_three_needs_two_other_people_then_moves_in_one_chang
 
     shown = (await api.client.get(url, headers=team["author"])).json()
     assert [r["kind"] for r in shown["reviews"]] == ["approve", "approve", "apply"]
+    sent = await superuser.fetch(
+        "SELECT event_type, payload FROM webhook_deliveries ORDER BY created_at, id"
+    )
+    assert [row["event_type"] for row in sent] == [
+        "change_request.opened", "change_request.applied"
+    ]  # fmt: skip
+    assert '"moves": [{"label": "production", "prompt": "a", "version": 2}' in sent[1]["payload"]
     listed = await api.client.get(CR, params={"state": "applied"}, headers=team["author"])
     assert [r["id"] for r in listed.json()] == [1]
 
@@ -272,3 +289,24 @@ async def test_a_skill_moves_with_its_tests_checked_and_its_label_gated(
     assert (move["skill"], move["current"], move["tests"]["failed"]) == ("review", 1, 1)
     assert any(f["path"] == "SKILL.md" and f["diff"] for f in move["diff"]["files"])
     assert shown["checks"]["tests_failed"] == 1
+
+
+async def test_a_move_that_breaks_callers_needs_an_override(
+    api: Api, team: dict[str, dict[str, str]]
+) -> None:
+    breaking = {"arguments": [{"name": "who", "required": True}, {"name": "tone", "required": True}],
+                "messages": [{"role": "user", "content": {"type": "text",
+                              "text": "Hello {{who}}, {{tone}}!"}}]}  # fmt: skip
+    written = await api.client.post(
+        f"{T}/prompts/c/versions", json=breaking, headers=team["author"]
+    )
+    assert written.json()["version"] == 3
+    opened = await api.client.post(
+        CR, json={"description": "c v3", "moves": _moves("c", version=3)}, headers=team["author"]
+    )
+    url = f"{CR}/{opened.json()['id']}"
+    shown = (await api.client.get(url, headers=team["alice"])).json()
+    assert shown["checks"]["breaking"] == 1
+    assert "tone" in shown["moves"][0]["breaking"][0]["detail"]
+    refused = await api.client.post(f"{url}/approve", json={}, headers=team["alice"])
+    assert refused.status_code == 409 and "breaking contract" in refused.json()["detail"]
