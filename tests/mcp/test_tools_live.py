@@ -6,18 +6,23 @@ notifications/tools/list_changed (the time it took is printed)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from mcp import types
 
-from tests.conftest import OPERATOR_TOKEN, LiveServer, PgServer, module_server
+from tests import agent_env
+from tests.conftest import OPERATOR_TOKEN, ROOT, LiveServer, PgServer, module_server
 from tests.mcp.test_sdk import sdk_client
 from tests.mcp.test_stateless_live import META, REVISION, listen
 from tests.mcp.test_tools import PLAIN, REPLY
+from tests.node import unavailable
 
 pytestmark = pytest.mark.slow
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -110,3 +115,35 @@ async def test_marking_a_prompt_reaches_an_open_stream(tools_on: tuple[LiveServe
             "/api/v1/tenants/acme/prompts/plain", json={"as_tool": False}, headers=OPERATOR
         )
         assert unmarked.status_code == 200, unmarked.text
+
+
+# --- agent frameworks that show no prompts ------------------------------------------------------
+
+
+def agent_python() -> Path:
+    try:
+        return agent_env.agent_python()
+    except agent_env.Unavailable as error:
+        unavailable(str(error))
+
+
+def test_agent_frameworks_list_convert_and_call_the_tools(tools_on: tuple[LiveServer, str]) -> None:
+    server, key = tools_on
+    done = subprocess.run(
+        [str(agent_python()), str(ROOT / "tests" / "mcp" / "agent_clients.py"),
+         f"{server.url}/mcp/acme", key],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    seen = json.loads(done.stdout)
+    agents, chain = seen["agents"], seen["langchain"]
+    names = ["find_prompts", "render_prompt", "support_reply"]
+    assert agents["names"] == names and chain["names"] == names
+    # The Agents SDK hands a model a strict function schema: the typed arguments survive it.
+    assert agents["strict"] is True, agents["schema"]
+    assert agents["schema"]["properties"]["topic"]["enum"] == ["billing", "shipping"]
+    assert "About shipping, calm." in agents["called"]
+    assert "About billing, calm." in agents["rendered"]
+    assert chain["args"]["topic"]["enum"] == ["billing", "shipping"]
+    assert "About shipping, calm." in chain["called"]
+    assert "topic" in chain["refused"]  # the tool error names the argument, for the model
