@@ -173,6 +173,7 @@ class LiveServer:
     url: str
     process: subprocess.Popen[str]
     log: Path  # the server's stderr: a file, since a pipe nobody reads fills and stalls the server
+    database: str | None = None  # its database's name, when a module's server has one of its own
 
     def said(self) -> str:
         """What the server wrote to stderr so far (for a failing test's message)."""
@@ -231,6 +232,7 @@ async def module_server(
         {"REGISTRY_DATABASE_URL": pg_server.plain_url(name), "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
          **env}
     )  # fmt: skip
+    server.database = name
     try:
         yield server
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
@@ -57,13 +58,20 @@ def test_the_installed_wheel_migrates_and_serves_from_any_directory(
     unpacked_wheel: Path, tmp_path: Path
 ) -> None:
     """`pip install` of the wheel (not editable) into a fresh virtual environment, then `registry
-    migrate` and `registry serve` on the embedded server, run from an empty directory."""
+    migrate` and `registry serve` on the embedded server, run from an empty directory.
+
+    The wheel alone is installed (--no-deps); its dependencies are those of the test environment,
+    reached through a .pth file (the same pinned versions; installing every dependency again costs
+    a minute, and CI's .ci/smoke-newest installs the registry with its dependencies resolved by pip).
+    The test environment's own editable registry stays out of the way: the wheel's package, in the
+    new environment's site-packages, is found first, as the first assertion checks."""
     (wheel,) = unpacked_wheel.parent.glob("prompt_registry-*.whl")
     scratch = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(scratch)], check=True, timeout=120)
+    site = next((scratch / "lib").glob("python3*/site-packages"))
+    (site / "test-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     installed = subprocess.run(
-        [str(scratch / "bin" / "pip"), "install", "--quiet", "-c", str(ROOT / "constraints.txt"),
-         str(wheel)],
+        [str(scratch / "bin" / "pip"), "install", "--quiet", "--no-deps", str(wheel)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr

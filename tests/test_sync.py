@@ -6,16 +6,24 @@ import base64
 import hashlib
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, registry_command
+from tests.conftest import LiveServer, PgServer, module_server, registry_command
 
 pytestmark = pytest.mark.slow
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"pixels" * 10
+
+
+@pytest.fixture(scope="module")
+async def live_server(pg_server: PgServer, template_db: str) -> AsyncIterator[LiveServer]:
+    """One server for the module (each test has tenants of its own)."""
+    async with module_server(pg_server, template_db) as server:
+        yield server
 
 
 def cli(server: LiveServer, key: str, *args: str):  # type: ignore[no-untyped-def]
@@ -142,28 +150,29 @@ def test_pull_round_trips_to_another_tenant(live_server: LiveServer, tmp_path: P
 def test_labels_only_pushes_twins_and_pulls_beside_a_source(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
-    keys = live_server.tenant("acme", roles=("publisher",))
+    keys = live_server.tenant("labelled", roles=("publisher",))
     folder = tmp_path / "prompts"
     folder.mkdir()
     greet = folder / "greet.md"
     greet.write_text("---\ndescription: hi\n---\nHello.\n")
     assert (
-        cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme").returncode == 0
+        cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "labelled").returncode
+        == 0
     )
     # Only the labels change: said so, not "unchanged".
     greet.write_text("---\ndescription: hi\nlabels: [production]\n---\nHello.\n")
-    moved = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme")
+    moved = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "labelled")
     assert moved.returncode == 0, moved.stderr
     assert "greet.md: labels: moved production of greet to version 1" in moved.stdout
 
     # Pulling into the source folder would put greet.yaml beside greet.md: refused.
-    pulled = cli(live_server, keys["publisher"], "pull", str(folder), "--tenant", "acme")
+    pulled = cli(live_server, keys["publisher"], "pull", str(folder), "--tenant", "labelled")
     assert pulled.returncode == 1
     assert "greet.md already holds prompt greet" in pulled.stderr
     assert not (folder / "greet.yaml").exists()
     # Two files for one prompt are refused on push, naming both.
     (folder / "greet.yaml").write_text("messages:\n  - role: user\n    text: Stale.\n")
-    twins = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "acme")
+    twins = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "labelled")
     assert twins.returncode == 1
     assert "greet.md and greet.yaml both hold prompt greet" in twins.stderr
 

@@ -1,6 +1,6 @@
 """A version as the console's editor shows it: one YAML document (the fields of a prompt file:
-title, description, arguments, messages, config, icons), and back, with every problem named at its
-place (the YAML's line and column, or the field)."""
+title, description, arguments, messages, config, icons, and the prompt's test cases), and back, with
+every problem named at its place (the YAML's line and column, or the field)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from registry.content.kinds import KINDS
 from registry.errors import InvalidInput
@@ -17,6 +17,9 @@ from registry.inputs import load_yaml
 from registry.prompts.schemas import VersionIn, VersionOut
 from registry.templates.mustache import TemplateError
 from registry.templates.mustache import parse as parse_template
+from registry.testcases import TestCase, TestCases
+
+_TESTS: TypeAdapter[list[TestCase]] = TypeAdapter(TestCases)
 
 TEMPLATE = """\
 title: A short title
@@ -48,7 +51,7 @@ def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _text)
 
 
-def dump(version: VersionOut) -> str:
+def dump(version: VersionOut, tests: list[TestCase] | None = None) -> str:
     document: dict[str, Any] = {}
     for key in ("title", "description"):
         if getattr(version, key):
@@ -72,6 +75,9 @@ def dump(version: VersionOut) -> str:
             messages.append({"role": message.role, "content": content})
     if version.partials:  # the children this version locks: kept unless the person edits them
         document["partials"] = [lock.model_dump() for lock in version.partials]
+    if tests:  # the prompt's, not the version's: saved with the prompt
+        document["tests"] = [t.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+                             for t in tests]  # fmt: skip
     document["messages"] = messages  # last, so an uploaded image's message can be appended
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
 
@@ -104,12 +110,20 @@ def problems(text: str) -> list[Problem]:
     if not isinstance(data, dict):
         return [Problem("the document must be a mapping of fields (title, arguments, messages…)")]
     found = []
+    tests = data.pop("tests", None)
     try:
         VersionIn.model_validate({**data, "commit_message": None})
     except ValidationError as error:
         for each in error.errors():
             field = _field(each.get("loc", ()))
             found.append(Problem(f"{field}: {each.get('msg', 'invalid')}", field))
+    if tests is not None:
+        try:
+            _TESTS.validate_python(tests)
+        except ValidationError as error:
+            for each in error.errors():
+                field = _field(("tests", *each.get("loc", ())))
+                found.append(Problem(f"{field}: {each.get('msg', 'invalid')}", field))
     for index, message in enumerate(data.get("messages") or []):
         for key, source in _templates(message):
             try:
@@ -195,8 +209,18 @@ def as_written(text: str, field: str, line: int | None, column: int | None) -> P
     return Problem("", f"messages[{index}].{key}", *where)
 
 
-def parse(text: str, *, commit_message: str | None) -> VersionIn:
-    """The version the editor's text describes; InvalidInput naming the first problem."""
+@dataclass(frozen=True)
+class Edited:
+    """What the editor's text describes: a version, and the prompt's test cases (None: the
+    document does not mention them, and they stay as they are)."""
+
+    version: VersionIn
+    tests: list[TestCase] | None
+
+
+def parse(text: str, *, commit_message: str | None) -> Edited:
+    """The version (and test cases) the editor's text describes; InvalidInput naming the first
+    problem."""
     try:
         data = load_yaml(text)
     except yaml.YAMLError as error:
@@ -211,11 +235,24 @@ def parse(text: str, *, commit_message: str | None) -> VersionIn:
         raise InvalidInput(
             "give the commit message below the editor; move labels on the prompt's page"
         )
+    tests = data.pop("tests", None)
+    checked = None if tests is None else _checked(_TESTS, tests, ("tests",))
+    version = _checked(VersionIn, {**data, "commit_message": commit_message}, ())
+    return Edited(version, checked)
+
+
+def _checked(model: Any, value: Any, prefix: tuple[str, ...]) -> Any:
+    """``value`` validated by ``model`` (a model or a type adapter); InvalidInput naming the first
+    problem's field."""
     try:
-        return VersionIn.model_validate({**data, "commit_message": commit_message})
+        return (
+            model.validate_python(value)
+            if isinstance(model, TypeAdapter)
+            else model.model_validate(value)
+        )
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join(str(p) for p in first.get("loc", ())) or "document"
+        field = ".".join(str(p) for p in (*prefix, *first.get("loc", ()))) or "document"
         raise InvalidInput(f"{field}: {first.get('msg', 'invalid')}", field=field) from None
 
 

@@ -32,7 +32,7 @@ from registry.errors import (
     RegistryError,
 )
 from registry.prompts import blobs, diff, policy, reading, writing
-from registry.prompts.schemas import PromptCreate, VersionIn
+from registry.prompts.schemas import PromptCreate
 
 router = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
 
@@ -53,11 +53,12 @@ async def edit_page(tenant: str, name: str, request: Request) -> Response:
     async with scope_of(request, "editor") as scope:
         prompt = await reading.get_prompt(scope.session, scope.tenant, name)
     assert prompt.latest is not None
+    text = documents.dump(prompt.latest, prompt.tests)
     return render(request, "edit.html", scope=scope, name=name, base=prompt.latest.version,
-                  text=documents.dump(prompt.latest), message="", error=None, conflict=None)  # fmt: skip
+                  text=text, message="", error=None, conflict=None)  # fmt: skip
 
 
-def _version_in(text: str, message: str) -> VersionIn:
+def _edited(text: str, message: str) -> documents.Edited:
     return documents.parse(text, commit_message=message or None)
 
 
@@ -103,7 +104,7 @@ async def check(tenant: str, request: Request) -> Response:
             pass  # the caller checked (role, CSRF) before anything is told
         return JSONResponse({"ok": False, "errors": [p.shown() for p in found]})
     try:
-        body = _version_in(text, fields.message)
+        body = _edited(text, fields.message)
         async with scope as console:
             await _write(console, name, body, base=None, request=request, dry_run=True)
             raise _DryRun  # nothing of the check is kept
@@ -126,17 +127,26 @@ async def check(tenant: str, request: Request) -> Response:
 
 
 async def _write(
-    console: ConsoleScope, name: str, body: VersionIn, *, base: int | None, request: Request,
-    dry_run: bool = False,
+    console: ConsoleScope, name: str, edited: documents.Edited, *, base: int | None,
+    request: Request, dry_run: bool = False,
 ) -> Any:  # fmt: skip
+    """The version written, with the document's test cases saved first (so the answer's test
+    results are of the cases as edited)."""
+    body = edited.version
     exists = await _exists(console, name)
     limit = settings_of(request).max_blob_bytes
     if not exists:
-        create = PromptCreate.model_validate({**body.model_dump(exclude_none=True), "name": name})
+        create = PromptCreate.model_validate(
+            {**body.model_dump(exclude_none=True), "name": name, "tests": edited.tests or []}
+        )
         return await writing.create_prompt(
             console.session, console.tenant, console.principal, create,
             max_blob_bytes=limit, dry_run=dry_run,
         )  # fmt: skip
+    if edited.tests is not None:
+        await writing.patch_prompt(
+            console.session, console.tenant, console.principal, name, tests=edited.tests
+        )
     return await writing.create_version(
         console.session, console.tenant, console.principal, name, body,
         if_match=base, max_blob_bytes=limit, dry_run=dry_run,
@@ -158,7 +168,7 @@ async def save(tenant: str, request: Request) -> Response:
     text, message = fields.text, fields.message
     base = as_number(fields.base) or 0
     try:
-        body = _version_in(text, message)
+        body = _edited(text, message)
         async with scope as console:
             result = await _write(console, name, body, base=base or None, request=request)
     except (Conflict, PreconditionFailed) as conflict:
@@ -182,6 +192,8 @@ async def save(tenant: str, request: Request) -> Response:
         return render(request, "edit.html", error.http_status, scope=console, name=name or None,
                       base=base, text=text, message=message, error=error.message, conflict=None)  # fmt: skip
     note = f"version {result.version} written" if result.created else result.detail
+    if result.tests is not None:
+        note += f"; tests: {result.tests.passed} passed, {result.tests.failed} failed"
     return RedirectResponse(
         f"/ui/{tenant}/prompts/{quote(name)}?" + urlencode({"message": note}), status_code=303
     )

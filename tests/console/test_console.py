@@ -672,3 +672,12 @@ def test_a_change_request_is_reviewed_and_approved_in_the_page(
     expect(page.locator("#reviews")).to_contain_text("approve: Tuesday it is")
     served = httpx.get(f"{base}/rel/prompts/notice/labels", headers=keys["editor"][0]).json()
     assert served["production"] == 2
+    # The prompt's test cases are part of the editor's document, and a save runs them.
+    page.goto(f"{console.server.url}/ui/rel/prompts/notice/edit")
+    editor = page.get_by_label(re.compile("^Prompt"))
+    assert "mentions-the-day" in editor.input_value()
+    editor.fill(editor.input_value().replace("Tuesday", "Wednesday"))
+    page.locator("#check").filter(has_text="✓ Valid").wait_for()
+    page.get_by_role("button", name="Save new version").click()
+    page.wait_for_url(re.compile(r"/ui/rel/prompts/notice\?message="))
+    assert "tests: 1 passed, 0 failed" in page.content()

@@ -22,8 +22,21 @@ def test_an_alias_bomb_is_refused_with_where_it_is() -> None:
 
 
 def test_a_plain_document_is_read() -> None:
-    version = parse("messages:\n  - role: user\n    text: Hello.\n", commit_message="first")
-    assert version.commit_message == "first"
+    edited = parse("messages:\n  - role: user\n    text: Hello.\n", commit_message="first")
+    assert edited.version.commit_message == "first"
+    assert edited.tests is None  # not mentioned: the prompt's cases stay as they are
+
+
+def test_test_cases_are_read_beside_the_version_and_named_at_their_place() -> None:
+    text = (
+        "tests:\n  - name: hello\n    expect: {contains: [Hello]}\n"
+        "messages:\n  - role: user\n    text: Hello.\n"
+    )
+    edited = parse(text, commit_message=None)
+    assert [case.name for case in edited.tests or []] == ["hello"]
+    with pytest.raises(InvalidInput, match=r"tests\.0\.expect\.matches") as refused:
+        parse(text.replace("{contains: [Hello]}", "{matches: '(('}"), commit_message=None)
+    assert refused.value.detail["field"] == "tests.0.expect.matches"
 
 
 def test_the_stdio_configuration_works_where_the_registry_runs(tmp_path: Path) -> None:

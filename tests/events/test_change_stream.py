@@ -5,14 +5,22 @@ ending the stream. Every wait is bounded and waits on an event, never on time.""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from tests.conftest import OPERATOR_TOKEN, LiveServer
+from tests.conftest import OPERATOR_TOKEN, LiveServer, PgServer, module_server
 from tests.streams import follow, write
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+async def live_server(pg_server: PgServer, template_db: str) -> AsyncIterator[LiveServer]:
+    """One server for the module (each test has a tenant of its own)."""
+    async with module_server(pg_server, template_db) as server:
+        yield server
 
 
 async def test_live_changes_filters_and_replay(live_server: LiveServer) -> None:
@@ -54,17 +62,17 @@ async def test_live_changes_filters_and_replay(live_server: LiveServer) -> None:
 
 
 async def test_a_position_the_log_cannot_replay_is_a_gap(live_server: LiveServer) -> None:
-    keys = live_server.tenant("acme", roles=("reader", "publisher"))
-    await asyncio.to_thread(write, live_server, "acme", keys["publisher"], "greet")
-    async with follow(live_server, keys["reader"], after=10_000) as ahead:
+    keys = live_server.tenant("gap", roles=("reader", "publisher"))
+    await asyncio.to_thread(write, live_server, "gap", keys["publisher"], "greet")
+    async with follow(live_server, keys["reader"], slug="gap", after=10_000) as ahead:
         event, seq, data = await ahead.next()
         assert event == "gap" and data["after"] == 10_000 and data["resume_after"] == seq
         assert (await ahead.next())[0] == "ready"
 
 
 def test_bad_positions_and_missing_keys_are_refused(live_server: LiveServer) -> None:
-    keys = live_server.tenant("acme", roles=("reader",))
-    url = f"{live_server.url}/api/v1/tenants/acme/changes"
+    keys = live_server.tenant("refused", roles=("reader",))
+    url = f"{live_server.url}/api/v1/tenants/refused/changes"
     bad = httpx.get(
         url, headers={"Authorization": f"Bearer {keys['reader']}", "Last-Event-ID": "x"}
     )
@@ -77,19 +85,19 @@ def test_bad_positions_and_missing_keys_are_refused(live_server: LiveServer) -> 
 
 
 async def test_a_revoked_key_ends_its_stream(live_server: LiveServer) -> None:
-    keys = live_server.tenant("acme", roles=("reader", "publisher"))
+    keys = live_server.tenant("revoked", roles=("reader", "publisher"))
     operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     listed = (
         await asyncio.to_thread(
-            httpx.get, f"{live_server.url}/api/v1/tenants/acme/keys", headers=operator
+            httpx.get, f"{live_server.url}/api/v1/tenants/revoked/keys", headers=operator
         )
     ).json()
     reader_id = next(k["id"] for k in listed if k["role"] == "reader")
-    async with follow(live_server, keys["reader"]) as stream:
+    async with follow(live_server, keys["reader"], slug="revoked") as stream:
         await stream.next("ready")
         revoked = await asyncio.to_thread(
             httpx.delete,
-            f"{live_server.url}/api/v1/tenants/acme/keys/{reader_id}",
+            f"{live_server.url}/api/v1/tenants/revoked/keys/{reader_id}",
             headers=operator,
         )
         assert revoked.status_code == 204, revoked.text

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import asyncpg
 import httpx
 import httpx2
 import mcp.client.session as sdk_session
@@ -19,7 +18,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import OPERATOR_TOKEN, LiveServer
+from tests.conftest import OPERATOR_TOKEN, LiveServer, PgServer, module_server
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, seed_prompts
 from tests.mcp.schema import check_notification
 
@@ -42,12 +41,20 @@ async def sdk_client(
         yield session
 
 
+@pytest.fixture(scope="module")
+async def live_server(pg_server: PgServer, template_db: str) -> AsyncIterator[LiveServer]:
+    """One server for the module (each test has tenants of its own)."""
+    async with module_server(pg_server, template_db) as server:
+        yield server
+
+
 @pytest.mark.parametrize("revision", REVISIONS)
 async def test_sdk_client_every_method(
     live_server: LiveServer, revision: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = live_server.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
-    async with sdk_client(f"{live_server.url}/mcp/acme", key, revision, monkeypatch) as session:
+    slug = f"acme-{revision}"
+    key = live_server.tenant(slug, prompts=CONFORMANCE_PROMPTS)["publisher"]
+    async with sdk_client(f"{live_server.url}/mcp/{slug}", key, revision, monkeypatch) as session:
         init = await session.initialize()
         assert init.protocol_version == revision
         assert init.capabilities.prompts is not None
@@ -82,10 +89,15 @@ async def test_sdk_client_every_method(
 
 
 async def test_sdk_walks_every_page_of_a_large_tenant(
-    live_server: LiveServer, superuser: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+    live_server: LiveServer, pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = live_server.tenant("big", prompts=CONFORMANCE_PROMPTS)["publisher"]
-    await seed_prompts(superuser, "big", 1200)
+    assert live_server.database is not None
+    superuser = await pg_server.connect(live_server.database)
+    try:
+        await seed_prompts(superuser, "big", 1200)
+    finally:
+        await superuser.close()
     async with sdk_client(f"{live_server.url}/mcp/big", key, "2025-11-25", monkeypatch) as session:
         await session.initialize()
         names: list[str] = []
@@ -135,11 +147,12 @@ async def _sse_events(response: httpx.Response) -> AsyncIterator[dict[str, str]]
 async def test_get_stream_is_session_bound_primed_and_resumable(
     live_server: LiveServer, revision: str, primed: bool
 ) -> None:
-    key = live_server.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
+    slug = f"stream-{revision}"
+    key = live_server.tenant(slug, prompts=CONFORMANCE_PROMPTS)["publisher"]
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
     async with httpx.AsyncClient(base_url=live_server.url, headers=headers, timeout=30) as client:
         init = await client.post(
-            "/mcp/acme",
+            f"/mcp/{slug}",
             json={
                 "jsonrpc": "2.0",
                 "id": 1,
@@ -157,17 +170,17 @@ async def test_get_stream_is_session_bound_primed_and_resumable(
         }
         stream_headers = {**session, "Accept": "text/event-stream"}
         assert (
-            await client.get("/mcp/acme", headers={**stream_headers, "Mcp-Session-Id": "nope"})
+            await client.get(f"/mcp/{slug}", headers={**stream_headers, "Mcp-Session-Id": "nope"})
         ).status_code == 404
         assert (
-            await client.get("/mcp/acme", headers={**session, "Accept": "application/json"})
+            await client.get(f"/mcp/{slug}", headers={**session, "Accept": "application/json"})
         ).status_code == 406
         # Without a session, GET belongs to no revision this endpoint serves statelessly: 405.
-        sessionless = await client.get("/mcp/acme", headers={"Accept": "text/event-stream"})
+        sessionless = await client.get(f"/mcp/{slug}", headers={"Accept": "text/event-stream"})
         assert sessionless.status_code == 405
 
         # Up to date: only the priming event (2025-11-25), whose id is the tenant's change sequence.
-        async with client.stream("GET", "/mcp/acme", headers=stream_headers) as response:
+        async with client.stream("GET", f"/mcp/{slug}", headers=stream_headers) as response:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("text/event-stream")
             events = _sse_events(response)
@@ -177,7 +190,7 @@ async def test_get_stream_is_session_bound_primed_and_resumable(
                 assert int(first["id"]) >= 4
         # Resuming from an old event id: told at once that the list changed.
         async with client.stream(
-            "GET", "/mcp/acme", headers={**stream_headers, "Last-Event-ID": "1"}
+            "GET", f"/mcp/{slug}", headers={**stream_headers, "Last-Event-ID": "1"}
         ) as response:
             events = _sse_events(response)
             event = await asyncio.wait_for(anext(events), 10)
@@ -191,7 +204,7 @@ async def test_get_stream_is_session_bound_primed_and_resumable(
 async def test_sdk_message_handler_hears_list_changed(
     live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = live_server.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
+    key = live_server.tenant("heard", prompts=CONFORMANCE_PROMPTS)["publisher"]
     heard = asyncio.Event()
 
     async def handler(message: Any) -> None:
@@ -199,7 +212,7 @@ async def test_sdk_message_handler_hears_list_changed(
             heard.set()
 
     async with sdk_client(
-        f"{live_server.url}/mcp/acme", key, "2025-11-25", monkeypatch, handler
+        f"{live_server.url}/mcp/heard", key, "2025-11-25", monkeypatch, handler
     ) as session:
         await session.initialize()
         before = {p.name for p in (await session.list_prompts()).prompts}
@@ -222,7 +235,7 @@ async def test_sdk_message_handler_hears_list_changed(
         }
         created = await asyncio.to_thread(
             httpx.post,
-            f"{live_server.url}/api/v1/tenants/acme/prompts",
+            f"{live_server.url}/api/v1/tenants/heard/prompts",
             json=body,
             headers={"Authorization": f"Bearer {key}"},
         )
