@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import PgServer, registry_command
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def env(pg_server: PgServer, db_name: str) -> dict[str, str]:

@@ -17,6 +17,8 @@ import pytest
 from bench.seed import seed
 from tests.conftest import ROOT, PgServer
 
+pytestmark = pytest.mark.slow  # the registry and its peers, served and loaded by wrk
+
 WORKLOADS = {
     ("prompts/get", "registry"),
     ("prompts/get (peer set)", "registry"),

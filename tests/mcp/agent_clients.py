@@ -33,7 +33,12 @@ async def agents_sdk(url: str, key: str) -> dict[str, Any]:
             server, render, context,
             json.dumps({"name": "support.reply", "arguments": {"topic": "billing"}}),
         )  # fmt: skip
+        refused = await server.call_tool("support_reply", {"topic": "refunds"})
         return {
+            "refused": {
+                "is_error": refused.isError,
+                "text": " ".join(getattr(c, "text", "") for c in refused.content),
+            },
             "names": sorted(t.name for t in tools),
             "strict": made.strict_json_schema,
             "schema": made.params_json_schema,

@@ -144,6 +144,7 @@ def test_agent_frameworks_list_convert_and_call_the_tools(tools_on: tuple[LiveSe
     assert agents["schema"]["properties"]["topic"]["enum"] == ["billing", "shipping"]
     assert "About shipping, calm." in agents["called"]
     assert "About billing, calm." in agents["rendered"]
+    assert agents["refused"]["is_error"] is True and "topic" in agents["refused"]["text"]
     assert chain["args"]["topic"]["enum"] == ["billing", "shipping"]
     assert "About shipping, calm." in chain["called"]
     assert "topic" in chain["refused"]  # the tool error names the argument, for the model
