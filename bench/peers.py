@@ -5,9 +5,12 @@ marks the HTTP ceiling. Each is a factory for uvicorn (`--factory`), run like th
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
-PEER_PROMPTS = 10_000
+# How many prompts the peers serve (and the workloads ask for): 10,000, or fewer for a quick run
+# (bench/run --peer-prompts sets it for the servers it starts; the registry's tenant keeps 10,000).
+PEER_PROMPTS = int(os.environ.get("BENCH_PEER_PROMPTS", "10000"))
 PEER_TENANT = "bench-peer"
 TONES = ["formal", "casual", "friendly", "terse"]
 

@@ -459,6 +459,13 @@ def main(argv: list[str] | None = None) -> None:
         "--workers", type=int, default=2, help="uvicorn workers of the registry and of every peer"
     )
     parser.add_argument(
+        "--peer-prompts",
+        type=int,
+        default=PEER_PROMPTS,
+        help="how many of the 10,000 peer prompts the peer workloads ask for (and the peers "
+        "register: their start-up grows with it)",
+    )
+    parser.add_argument(
         "--workloads",
         default=",".join(WORKLOADS),
         help="which parts to run, of: reads (the registry's, the walk, the peers and the bare ASGI "
@@ -468,6 +475,9 @@ def main(argv: list[str] | None = None) -> None:
     workloads = {w for w in args.workloads.split(",") if w}
     if not workloads or workloads - set(WORKLOADS):
         parser.error(f"--workloads: a comma-separated list of {', '.join(WORKLOADS)}")
+    if not 1 <= args.peer_prompts <= PEER_PROMPTS:
+        parser.error(f"--peer-prompts: 1 to {PEER_PROMPTS}")
+    os.environ["BENCH_PEER_PROMPTS"] = str(args.peer_prompts)  # the peers the run starts
     if shutil.which("wrk") is None:
         sys.exit("bench/run needs wrk: apt-get install wrk")
     if autogroup():
@@ -482,6 +492,7 @@ def main(argv: list[str] | None = None) -> None:
         out=args.out,
         workers=args.workers,
         workloads=workloads,
+        peer_prompts=args.peer_prompts,
     )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     (args.out / f"{stamp}.json").write_text(json.dumps(results, indent=2))
@@ -501,6 +512,7 @@ def run(
     out: Path,
     workers: int = 2,
     workloads: set[str] | None = None,
+    peer_prompts: int = PEER_PROMPTS,
 ) -> dict[str, Any]:
     """Every workload (or those of ``workloads``), one after the other on the same machine; the
     results as one JSON value."""
@@ -551,7 +563,7 @@ def run(
             )
             measure("prompts/get", "", "targets", str(targets))
             for workload, names in PEER_WORKLOADS:
-                measure(workload, f"/mcp/{PEER_TENANT}", "get", "1", str(PEER_PROMPTS), names)
+                measure(workload, f"/mcp/{PEER_TENANT}", "get", "1", str(peer_prompts), names)
             measure("prompts/list page 1", f"/mcp/{BIG_TENANT}", "list", "")
             measure(
                 "prompts/list deep page",
@@ -607,7 +619,7 @@ def run(
                 for workload, names in (
                     PEER_WORKLOADS[:1] if name == "bare ASGI" else PEER_WORKLOADS
                 ):
-                    measure(workload, "/mcp", "get", "1", str(PEER_PROMPTS), names)
+                    measure(workload, "/mcp", "get", "1", str(peer_prompts), names)
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
@@ -616,6 +628,7 @@ def run(
             "sched_autogroup": autogroup(),
         },
         "workers": workers,
+        "peer_prompts": peer_prompts,
         "dataset": tenants,
         "duration_s": duration,
         "warmup_s": warmup,

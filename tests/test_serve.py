@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,22 +22,27 @@ from tests.conftest import (
 pytestmark = pytest.mark.slow
 
 
-def metrics_folders() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("registry-metrics-*"))
-
-
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path) -> None:
+@pytest.fixture
+def own_tmp() -> Iterator[Path]:
+    """A temporary folder of the server's own (TMPDIR): what it leaves there is its, whatever the
+    other test processes run meanwhile. Short, as a Unix socket's path must be."""
+    folder = Path(tempfile.mkdtemp(prefix="rs-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tmp: Path) -> None:
     env = {"REGISTRY_DATA_DIR": str(data_dir)}
     port = free_port()
-    before = metrics_folders()
     process = serve_embedded(
-        data_dir, port, "--workers", "2", settings={"REGISTRY_HEAD_TIMEOUT_SECONDS": "1"}
-    )
+        data_dir, port, "--workers", "2",
+        settings={"REGISTRY_HEAD_TIMEOUT_SECONDS": "1", "TMPDIR": str(own_tmp)},
+    )  # fmt: skip
     try:
         assert wait_ready(process, port)["status"] == "ready"
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "ok"}
@@ -57,7 +64,7 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path) -> Non
         assert stop_serving(process) == 0
     assert not (data_dir / "pg" / "postmaster.pid").exists(), "PostgreSQL was left running"
     # The folder of the workers' metrics went with the server (they piled up in /tmp).
-    assert not [f for f in metrics_folders() if f not in before], "a metrics folder was left"
+    assert not list(own_tmp.glob("registry-metrics-*")), "a metrics folder was left"
     # Each worker got its share of the embedded server's 200 connections, and it said so.
     said = process.stderr.read() if process.stderr else ""
     assert (

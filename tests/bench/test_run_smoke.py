@@ -60,7 +60,8 @@ def test_every_workload_completes_without_errors(
     env, out = seeded(pg_server, db_name, tmp_path, tenants=3, prompts=30, big=400, seed=3)
     ran = subprocess.run(
         [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "0", "--connections", "4",
-         "--streams", "60", "--fanout-tenants", "3", "--workers", "1", "--out", str(out)],
+         "--streams", "60", "--fanout-tenants", "3", "--workers", "1", "--peer-prompts", "300",
+         "--out", str(out)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-4000:]

@@ -15,7 +15,6 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from registry.db import migrate
 from registry.db.base import Base
 from registry.db.models import (
-    DIRECTORY_TABLES_BY_TENANT,
     RETIRED_COLUMNS,
     TENANT_OWNED_TABLES,
 )
@@ -67,33 +66,6 @@ async def test_up_down_up_and_models_match(pg_server: PgServer, empty_db_name: s
         assert await migrate.current_revision(engine) == migrate.head_revision()
     finally:
         await engine.dispose()
-
-
-async def test_every_table_with_tenant_id_is_declared_tenant_owned(superuser) -> None:  # type: ignore[no-untyped-def]
-    rows = await superuser.fetch(
-        "SELECT table_name FROM information_schema.columns "
-        "WHERE table_schema = 'public' AND column_name = 'tenant_id'"
-    )
-    assert {r["table_name"] for r in rows} == set(TENANT_OWNED_TABLES) | set(
-        DIRECTORY_TABLES_BY_TENANT
-    )
-
-
-async def test_tenant_id_leads_every_key_and_index(superuser) -> None:  # type: ignore[no-untyped-def]
-    rows = await superuser.fetch(
-        """
-        SELECT c.relname AS table_name, i.relname AS index_name,
-               (SELECT attname FROM pg_attribute WHERE attrelid = c.oid AND attnum = x.indkey[0]) AS lead
-        FROM pg_index x
-        JOIN pg_class c ON c.oid = x.indrelid
-        JOIN pg_class i ON i.oid = x.indexrelid
-        WHERE c.relname = ANY($1::text[])
-        """,
-        list(TENANT_OWNED_TABLES),
-    )
-    assert rows, "no indexes found"
-    leading = {(r["table_name"], r["index_name"]): r["lead"] for r in rows}
-    assert {k: v for k, v in leading.items() if v != "tenant_id"} == {}
 
 
 async def test_upgrading_fills_the_entries_of_versions_written_before_them(
