@@ -4,6 +4,7 @@ rest of a move's terms are the artifact's own (registry.prompts.policy adds the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from registry.db.models import Tenant
@@ -80,3 +81,20 @@ def approval_refusal(
         change_requests=route,
         approvals=needed,
     )
+
+
+def archive_refusal(
+    tenant: Tenant, caller: Principal, kind: str, name: str, labels: Iterable[str]
+) -> Conflict | None:
+    """Why ``caller`` may not archive (or bring back) a prompt or skill holding a label that needs
+    approvals: that changes what the label serves without a change request, so only an admin may
+    (audited like every archive); None when it may."""
+    gated = sorted(label for label in labels if approvals_needed(tenant, label) > 0)
+    if gated and not caller.has("admin"):
+        return Conflict(
+            f"{kind} {name!r} holds label {gated[0]!r}, which moves through change requests: "
+            f"archiving it or bringing it back changes what that label serves, so it needs the "
+            f"admin role (the caller is {caller.role})",
+            field="label",
+        )
+    return None

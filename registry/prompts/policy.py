@@ -12,6 +12,7 @@ from typing import Literal
 from registry.db.models import Tenant
 from registry.errors import Conflict, Forbidden, RegistryError
 from registry.labels import DIRECT, Terms, approval_refusal
+from registry.labels import archive_refusal as gated_archive_refusal
 from registry.labels import role_refusal as role_refusal
 from registry.principal import Principal
 from registry.prompts import contracts
@@ -38,16 +39,17 @@ class Ruling:
 
 def archive_refusal(
     tenant: Tenant, caller: Principal, name: str, labels: Iterable[str]
-) -> Forbidden | None:
+) -> Forbidden | Conflict | None:
     """Why ``caller`` may not archive (or bring back) a prompt whose ``labels`` include a protected
     one (that takes it out of, or back into, what the label serves); None when it may."""
+    labels = list(labels)
     protected = sorted(set(labels) & set(tenant.protected_labels))
     if protected and not caller.has("publisher"):
         return Forbidden(
             f"prompt {name!r} holds the protected label {protected[0]!r}: archiving or restoring it "
             f"needs the publisher role (the caller is {caller.role})"
         )
-    return None
+    return gated_archive_refusal(tenant, caller, "prompt", name, labels)
 
 
 def needs_contract_check(tenant: Tenant, label: str, before: int | None) -> bool:

@@ -24,7 +24,14 @@ from registry.db.audit import record_audit, record_change
 from registry.db.models import Tenant
 from registry.db.skill_models import Skill, SkillFile, SkillVersion
 from registry.errors import Conflict, InvalidInput, NotFound
-from registry.labels import DIRECT, Terms, approval_refusal, check_label_name, role_refusal
+from registry.labels import (
+    DIRECT,
+    Terms,
+    approval_refusal,
+    archive_refusal,
+    check_label_name,
+    role_refusal,
+)
 from registry.naming import LATEST
 from registry.principal import Principal
 from registry.skills import folder, testing
@@ -323,6 +330,9 @@ async def set_archived(
     labels = (await repo.labels_of(session, tenant.id, [skill.id]))[skill.id]
     for label in labels:
         _check_role(tenant, caller, label)
+    refused = archive_refusal(tenant, caller, "skill", name, labels)
+    if refused is not None:
+        raise refused
     await repo.set_archived(session, skill, archived)
     record_change(session, tenant_id=tenant.id, kind="skill.archive", prompt_id=skill.id)
     await record_audit(

@@ -210,6 +210,9 @@ async def test_edits_reset_approvals_and_refusals_name_the_problem(
     assert (edited.json()["revision"], edited.json()["approved_by"]) == (2, [])
     other = await api.client.patch(url, json={"description": "mine"}, headers=team["alice"])
     assert other.status_code == 403
+    # Archiving a prompt production serves would change production without a request: admins only.
+    archived = await api.client.post(f"{T}/prompts/c/archive", headers=team["alice"])
+    assert archived.status_code == 409 and "admin" in archived.json()["detail"]
     withdrawn = await api.client.post(f"{url}/withdraw", headers=team["author"])
     assert withdrawn.json()["state"] == "withdrawn"
     late = await api.client.post(f"{url}/approve", json={}, headers=team["bob"])
