@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, cast
 
+import jsonschema
+import jsonschema.validators
 import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -147,3 +149,15 @@ def _refused(problem: str, event: yaml.Event) -> yaml.MarkedYAMLError:
     """A refusal read like the parser's own errors: its problem, and where (line and column)."""
     mark = cast(yaml.Mark, event.start_mark)  # libyaml's marks have the same line and column
     return yaml.composer.ComposerError(None, None, problem, mark)
+
+
+def json_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``value`` if it is a valid JSON Schema (of the draft it names); a ValueError naming the place
+    otherwise. A validator of every input field that holds one."""
+    if value is not None:
+        try:
+            jsonschema.validators.validator_for(value).check_schema(value)
+        except jsonschema.SchemaError as error:
+            where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+            raise ValueError(f"not a valid JSON Schema (at {where}): {error.message}") from None
+    return value

@@ -10,7 +10,6 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal, Protocol
 
-import jsonschema
 import orjson
 from pydantic import (
     AfterValidator,
@@ -24,7 +23,7 @@ from pydantic import (
 )
 
 from registry.content.schemas import SHA256_PATTERN, Content, Icon
-from registry.inputs import StrictInput, bounded_value
+from registry.inputs import StrictInput, bounded_value, json_schema
 from registry.naming import LABEL_PATTERN, MAX_VERSION, MIME_PATTERN, PROMPT_NAME_PATTERN
 from registry.testcases import TestCase, TestCases, TestRun
 
@@ -116,16 +115,7 @@ class ModelConfig(StrictInput):
         default=None, description="a JSON Schema the model's answer must follow"
     )
 
-    @field_validator("response_format")
-    @classmethod
-    def _a_json_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            try:
-                jsonschema.validators.validator_for(value).check_schema(value)
-            except jsonschema.SchemaError as error:
-                where = "/".join(str(p) for p in error.absolute_path) or "the top level"
-                raise ValueError(f"not a valid JSON Schema (at {where}): {error.message}") from None
-        return value
+    _response_format_valid = field_validator("response_format")(json_schema)
 
     @model_validator(mode="after")
     def _bounded(self) -> ModelConfig:
