@@ -85,6 +85,16 @@ class TestCase(StrictInput):
     expect: Expect
 
 
+def stored(cases: Sequence[TestCase]) -> list[dict[str, Any]]:
+    """Test cases as a prompt or skill stores them (and bundles compare them): JSON, defaults out."""
+    return [case.model_dump(mode="json", by_alias=True, exclude_defaults=True) for case in cases]
+
+
+def loaded(rows: Sequence[dict[str, Any]] | None) -> list[TestCase]:
+    """Test cases as stored, read back."""
+    return [TestCase.model_validate(row) for row in rows or []]
+
+
 def unique_cases(cases: list[TestCase]) -> list[TestCase]:
     """``cases`` if their names are unique (a validator of every list of cases)."""
     seen: set[str] = set()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import TypeAdapter, ValidationError
@@ -19,6 +19,8 @@ from registry.templates.mustache import TemplateError
 from registry.templates.mustache import parse as parse_template
 from registry.testcases import TestCase, TestCases
 
+T = TypeVar("T")
+_VERSION: TypeAdapter[VersionIn] = TypeAdapter(VersionIn)
 _TESTS: TypeAdapter[list[TestCase]] = TypeAdapter(TestCases)
 
 TEMPLATE = """\
@@ -111,18 +113,17 @@ def problems(text: str) -> list[Problem]:
         return [Problem("the document must be a mapping of fields (title, arguments, messages…)")]
     found = []
     tests = data.pop("tests", None)
-    try:
-        VersionIn.model_validate({**data, "commit_message": None})
-    except ValidationError as error:
-        for each in error.errors():
-            field = _field(each.get("loc", ()))
-            found.append(Problem(f"{field}: {each.get('msg', 'invalid')}", field))
+    parts: list[tuple[TypeAdapter[Any], Any, tuple[str, ...]]] = [
+        (_VERSION, {**data, "commit_message": None}, ())
+    ]
     if tests is not None:
+        parts.append((_TESTS, tests, ("tests",)))
+    for adapter, value, prefix in parts:
         try:
-            _TESTS.validate_python(tests)
+            adapter.validate_python(value)
         except ValidationError as error:
             for each in error.errors():
-                field = _field(("tests", *each.get("loc", ())))
+                field = _field((*prefix, *each.get("loc", ())))
                 found.append(Problem(f"{field}: {each.get('msg', 'invalid')}", field))
     for index, message in enumerate(data.get("messages") or []):
         for key, source in _templates(message):
@@ -237,19 +238,14 @@ def parse(text: str, *, commit_message: str | None) -> Edited:
         )
     tests = data.pop("tests", None)
     checked = None if tests is None else _checked(_TESTS, tests, ("tests",))
-    version = _checked(VersionIn, {**data, "commit_message": commit_message}, ())
+    version = _checked(_VERSION, {**data, "commit_message": commit_message}, ())
     return Edited(version, checked)
 
 
-def _checked(model: Any, value: Any, prefix: tuple[str, ...]) -> Any:
-    """``value`` validated by ``model`` (a model or a type adapter); InvalidInput naming the first
-    problem's field."""
+def _checked(adapter: TypeAdapter[T], value: Any, prefix: tuple[str, ...]) -> T:
+    """``value`` validated; InvalidInput naming the first problem's field."""
     try:
-        return (
-            model.validate_python(value)
-            if isinstance(model, TypeAdapter)
-            else model.model_validate(value)
-        )
+        return adapter.validate_python(value)
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(p) for p in (*prefix, *first.get("loc", ()))) or "document"

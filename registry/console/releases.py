@@ -33,8 +33,10 @@ async def requests_page(tenant: str, request: Request) -> Response:
 async def review_page(tenant: str, request_id: int, request: Request) -> Response:
     async with scope_of(request, "reader") as scope:
         shown = await releases.show(scope.session, scope.tenant, request_id)
+        allowed = releases.may_review(scope.tenant, scope.principal, shown)
     message = request.query_params.get("message")
-    return render(request, "change_request.html", scope=scope, cr=shown, message=message)
+    return render(request, "change_request.html", scope=scope, cr=shown, message=message,
+                  may_review=allowed)  # fmt: skip
 
 
 @router.post("/{tenant}/change-requests/{request_id}/approve")

@@ -26,9 +26,6 @@ from registry.db.base import Base, now
 
 RELEASE_TABLES = ("change_requests", "change_request_moves", "change_request_reviews")
 
-STATES = ("open", "approved", "applied", "rejected", "withdrawn", "stale")
-REVIEW_KINDS = ("approve", "reject", "comment", "withdraw", "override", "apply", "stale", "edit")
-
 
 class ChangeRequest(Base):
     __tablename__ = "change_requests"

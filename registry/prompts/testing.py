@@ -14,15 +14,11 @@ from registry.errors import NotFound
 from registry.prompts import label_repository as label_repo
 from registry.prompts import rendering
 from registry.prompts.reading import find_prompt
-from registry.testcases import TestCase, TestRequest, TestRun, run
+from registry.testcases import TestCase, TestRequest, TestRun, loaded, run
 
 # The longest argument value a stored case may pass (cases are an author's own text, bounded by the
 # request that stored them; the render's output bound still applies).
 MAX_VALUE_LENGTH = 100_000
-
-
-def cases_of(prompt: Prompt) -> list[TestCase]:
-    return [TestCase.model_validate(case) for case in prompt.tests or []]
 
 
 async def run_tests(
@@ -34,7 +30,7 @@ async def run_tests(
 ) -> TestRun:
     """``cases`` (else the prompt's own) run on ``version`` of ``prompt``: compiled once, each case
     rendered with its arguments and checked."""
-    chosen = list(cases) if cases is not None else cases_of(prompt)
+    chosen = list(cases) if cases is not None else loaded(prompt.tests)
     if not chosen:
         return TestRun(version=version, passed=0, failed=0, cases=[])
     _, _, compiled = await rendering.served_version(

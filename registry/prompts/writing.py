@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry import testcases
 from registry.db.audit import record_audit, record_change
 from registry.db.models import Prompt, Tenant
 from registry.errors import Conflict, NotFound, PreconditionFailed
@@ -81,7 +82,7 @@ async def move_label(
         changes = []
         checked = before != version and policy.role_refusal(tenant, caller, label) is None
         if checked and before is not None and policy.needs_contract_check(tenant, label, before):
-            changes = await _contract_changes(session, prompt, before, version)
+            changes = await contract_changes(session, prompt, before, version)
         ruling = policy.rule(
             tenant, caller, prompt.name, label, before=before, after=version, breaking=changes,
             force=force, terms=terms,
@@ -122,11 +123,12 @@ def _move_record(version: int, ruling: policy.Ruling, terms: Terms) -> dict[str,
     return record
 
 
-async def _contract_changes(
+async def contract_changes(
     session: AsyncSession, prompt: Prompt, before: int, after: int
 ) -> list[ContractChange]:
     """How the argument contract changes from version ``before`` to ``after`` (the policy says
-    which changes refuse a move)."""
+    which changes refuse a move): the arguments alone, read in one statement (the full diff of
+    registry.prompts.diff compares the messages too)."""
     declared = await repo.arguments_of(
         session, prompt.tenant_id, [(prompt.id, before), (prompt.id, after)]
     )
@@ -267,7 +269,7 @@ async def create_prompt(
         await tools.check_mark(session, tenant, prompt)
         prompt = await repo.update_prompt(session, prompt, as_tool=True)
     if body.tests:
-        prompt = await repo.update_prompt(session, prompt, tests=stored_tests(body.tests))
+        prompt = await repo.update_prompt(session, prompt, tests=testcases.stored(body.tests))
     outcome = await write_version(
         session, tenant, caller, prompt, prepared, body.labels, if_match=None
     )
@@ -513,7 +515,7 @@ async def patch_prompt(
     if tags is not None:
         after["tags"] = list(dict.fromkeys(tags))
     if tests is not None:
-        after["tests"] = stored_tests(tests)
+        after["tests"] = testcases.stored(tests)
     if as_tool is not None:
         if as_tool and not prompt.as_tool:
             await tools.check_mark(session, tenant, prompt)
@@ -527,11 +529,6 @@ async def patch_prompt(
             target=f"prompt:{name}", before=_audited(before), after=_audited(after),
         )  # fmt: skip
     return await prompt_out(session, prompt)
-
-
-def stored_tests(tests: Sequence[TestCase]) -> list[dict[str, object]]:
-    """Test cases as a prompt stores (and bundles compare) them: JSON, defaults left out."""
-    return [case.model_dump(mode="json", by_alias=True, exclude_defaults=True) for case in tests]
 
 
 def _audited(fields: dict[str, object]) -> dict[str, object]:

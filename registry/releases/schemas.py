@@ -11,9 +11,9 @@ from pydantic import AwareDatetime, BaseModel, Field, field_validator, model_val
 from registry.inputs import StrictInput
 from registry.naming import LABEL_PATTERN, MAX_VERSION, PROMPT_NAME_PATTERN
 from registry.prompts.schemas import ContractChange
+from registry.skills.schemas import SKILL_NAME_PATTERN
 from registry.testcases import TestRun
 
-SKILL_NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 MAX_MOVES = 100  # moves of one request
 State = Literal["open", "approved", "applied", "rejected", "withdrawn", "stale"]
 

@@ -32,6 +32,7 @@ from registry.principal import Principal
 from registry.prompts import contracts, diff, policy, testing, writing
 from registry.prompts import label_repository as prompt_labels
 from registry.prompts.reading import find_prompt
+from registry.prompts.schemas import ContractChange
 from registry.releases import repository as repo
 from registry.releases.schemas import (
     ApproveIn,
@@ -151,8 +152,9 @@ async def approve(
     approvers = _approvers(request, reviews)
     if caller.actor in approvers:
         raise Conflict(f"{caller.actor} approved revision {request.revision} already")
-    if (stale := await _refresh(session, tenant, request, moves)) is not None:
-        return stale
+    request = await _refresh(session, tenant, request, moves)
+    if request.state == "stale":  # the route answers 409 once this is committed
+        return await _out(session, tenant, request, moves)
     checks, _ = await _checks(session, tenant, request, moves, detailed=False)
     if checks.blocking:
         request = await _override(session, request, caller, checks, body.override)
@@ -323,8 +325,7 @@ async def show(session: AsyncSession, tenant: Tenant, request_id: int) -> Change
     test results, approvals and reviews (a live request found stale is marked so first)."""
     request = await _locked(session, tenant, request_id)
     moves = await repo.moves_of(session, request)
-    await _refresh(session, tenant, request, moves)
-    request = await _locked(session, tenant, request_id)
+    request = await _refresh(session, tenant, request, moves)
     return await _out(session, tenant, request, moves, detailed=True)
 
 
@@ -399,15 +400,7 @@ async def _checks(
         artifact = await _artifact(session, tenant, move.kind, move.name)
         out.current = await _served(session, move.kind, artifact, move.label)
         if isinstance(artifact, Prompt):
-            if out.current is not None and out.current != move.version:
-                compared = await diff.diff_versions(
-                    session, tenant, move.name, out.current, move.version
-                )
-                if policy.needs_contract_check(tenant, move.label, out.current):
-                    out.breaking = list(contracts.breaking(compared.contract))
-                out.diff = compared.model_dump(mode="json") if detailed else None
-            if artifact.tests:
-                out.tests = await testing.run_tests(session, tenant, artifact, move.version)
+            await _prompt_checks(session, tenant, out, artifact, detailed=detailed)
         else:
             if detailed and out.current is not None and out.current != move.version:
                 changed = await skills.diff(session, tenant, move.name, out.current, move.version)
@@ -426,6 +419,28 @@ async def _checks(
     return checks, shown
 
 
+async def _prompt_checks(
+    session: AsyncSession, tenant: Tenant, out: MoveOut, prompt: Prompt, *, detailed: bool
+) -> None:
+    """A prompt move's tests, and the contract changes of a protected label's move; the whole diff
+    only when it is shown (reviewing needs the arguments alone)."""
+    moving = out.current is not None and out.current != out.version
+    checked = moving and policy.needs_contract_check(tenant, out.label, out.current)
+    changes: list[ContractChange] = []
+    if moving and detailed:
+        assert out.current is not None
+        compared = await diff.diff_versions(session, tenant, prompt.name, out.current, out.version)
+        out.diff = compared.model_dump(mode="json")
+        changes = compared.contract
+    elif checked:
+        assert out.current is not None
+        changes = await writing.contract_changes(session, prompt, out.current, out.version)
+    if checked:
+        out.breaking = list(contracts.breaking(changes))
+    if prompt.tests:
+        out.tests = await testing.run_tests(session, tenant, prompt, out.version)
+
+
 def _move_out(move: ChangeRequestMove) -> MoveOut:
     named = {"prompt": move.name} if move.kind == "prompt" else {"skill": move.name}
     return MoveOut(**named, label=move.label, version=move.version, before=move.before)
@@ -436,15 +451,12 @@ def _move_out(move: ChangeRequestMove) -> MoveOut:
 
 async def _refresh(
     session: AsyncSession, tenant: Tenant, request: ChangeRequest, moves: list[ChangeRequestMove]
-) -> ChangeRequestOut | None:
-    """A live request that no longer applies, marked stale (returned); None when it still does."""
+) -> ChangeRequest:
+    """The request, marked stale first if it is live and no longer applies."""
     if request.state not in LIVE:
-        return None
+        return request
     reason = await _stale_reason(session, tenant, moves, {})
-    if reason is None:
-        return None
-    request = await _go_stale(session, request, moves, reason)
-    return await _out(session, tenant, request, moves)
+    return request if reason is None else await _go_stale(session, request, moves, reason)
 
 
 async def _stale_reason(
@@ -552,6 +564,17 @@ def _check_reviewer(
                 f"to {what} a change request that moves {move.label!r}: {refused.message}",
                 field="label",
             )
+
+
+def may_review(tenant: Tenant, caller: Principal, shown: ChangeRequestOut) -> bool:
+    """Whether ``caller`` may approve or reject ``shown`` (an open request, not its author's, with
+    the role its labels need): what the console offers, by the rules the service enforces."""
+    return (
+        shown.state == "open"
+        and caller.has("editor")
+        and caller.actor != shown.author
+        and all(role_refusal(tenant, caller, move.label) is None for move in shown.moves)
+    )
 
 
 def _event(

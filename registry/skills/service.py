@@ -48,6 +48,7 @@ from registry.skills.schemas import (
     SkillVersionOut,
     SkillWrite,
 )
+from registry.testcases import loaded
 
 # The prompts domain's partial resolver, handed in by the door: SKILL.md's text with its partial
 # tags resolved, and what each resolved to ({ref, prompt, version}).
@@ -421,7 +422,7 @@ async def skill_out(session: AsyncSession, skill: Skill, *, latest: bool = True)
         created_at=skill.created_at,
         updated_at=skill.updated_at,
         latest=shown,
-        tests=testing.cases_of(skill),
+        tests=loaded(skill.tests),
     )
 
 

@@ -6,7 +6,6 @@ request moves labels to."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -16,27 +15,22 @@ from registry.errors import InvalidInput, NotFound
 from registry.principal import Principal
 from registry.skills import folder
 from registry.skills import repository as repo
-from registry.testcases import TestCase, TestRequest, TestRun, run
+from registry.testcases import TestCase, TestRequest, TestRun, loaded, run, stored
 
 
-def cases_of(skill: Skill) -> list[TestCase]:
-    return [TestCase.model_validate(case) for case in skill.tests or []]
-
-
-def stored(tests: Sequence[TestCase]) -> list[dict[str, Any]]:
-    """Test cases as a skill stores them: JSON, defaults left out."""
-    return [case.model_dump(mode="json", by_alias=True, exclude_defaults=True) for case in tests]
+def _no_arguments(cases: Sequence[TestCase]) -> None:
+    for case in cases:
+        if case.arguments:
+            raise InvalidInput(
+                f"test case {case.name!r}: a skill's SKILL.md takes no arguments", field="tests"
+            )
 
 
 async def run_tests(
     session: AsyncSession, skill: Skill, version: int, cases: Sequence[TestCase] | None = None
 ) -> TestRun:
-    chosen = list(cases) if cases is not None else cases_of(skill)
-    for case in chosen:
-        if case.arguments:
-            raise InvalidInput(
-                f"test case {case.name!r}: a skill's SKILL.md takes no arguments", field="tests"
-            )
+    chosen = list(cases) if cases is not None else loaded(skill.tests)
+    _no_arguments(chosen)
     if not chosen:
         return TestRun(version=version, passed=0, failed=0, cases=[])
     found = await repo.file_bytes(session, skill.tenant_id, skill.id, version, folder.SKILL_MD)
@@ -51,11 +45,7 @@ async def set_tests(
     session: AsyncSession, caller: Principal, skill: Skill, tests: Sequence[TestCase]
 ) -> None:
     """A skill's test cases replaced (``skill`` locked)."""
-    for case in tests:
-        if case.arguments:
-            raise InvalidInput(
-                f"test case {case.name!r}: a skill's SKILL.md takes no arguments", field="tests"
-            )
+    _no_arguments(tests)
     before = [case.get("name") for case in skill.tests or []]
     await repo.set_tests(session, skill, stored(tests))
     await record_audit(
