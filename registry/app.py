@@ -211,7 +211,7 @@ class Worker:
             asyncio.create_task(purge_sessions(self.db, self.settings)),
             asyncio.create_task(flush_metrics()),
             asyncio.create_task(self.dispatcher.run()),
-            asyncio.create_task(self.db.replicas.monitor(self.db.reads)),
+            asyncio.create_task(self.db.watch()),  # primary, pools, replicas
             asyncio.create_task(self.scheduler.run()),  # change requests applied at their time
         ]
         # Serve once the change listener is connected, or its first try failed (/readyz says 503

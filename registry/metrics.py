@@ -29,6 +29,53 @@ LISTENER_RECONNECTS = Counter(
 CACHE_HITS = Counter("registry_cache_hits_total", "Cache hits", ["cache"])
 CACHE_MISSES = Counter("registry_cache_misses_total", "Cache misses", ["cache"])
 REQUESTS = Counter("registry_requests_total", "Requests handled", ["kind", "name", "outcome"])
+# Operating signals (what an operator watches during a failover, a restore or an upgrade).
+# Each worker samples its own; the multiprocess modes say how the workers' values combine.
+PRIMARY = Gauge(
+    "registry_primary",
+    "1 for the PostgreSQL server (address:port) the workers write to, 0 for one they left",
+    ["server"],
+    multiprocess_mode="livemax",
+)
+LISTENERS_CONNECTED = Gauge(
+    "registry_listeners_connected",
+    "Workers whose LISTEN connection is up (fewer than the workers: changes are not heard)",
+    multiprocess_mode="livesum",
+)
+REPLICA_LAG = Gauge(
+    "registry_replica_lag_seconds",
+    "How far a read replica's replay is behind the primary (the worst worker's view)",
+    ["replica"],
+    multiprocess_mode="livemax",
+)
+REPLICA_USABLE = Gauge(
+    "registry_replica_usable",
+    "1 while every worker reads from the replica, 0 while any skips it",
+    ["replica"],
+    multiprocess_mode="livemin",
+)
+POOL_IN_USE = Gauge(
+    "registry_pool_connections_in_use",
+    "Connections in use, per pool (orm: writes and admin reads; reads: the MCP hot path)",
+    ["pool"],
+    multiprocess_mode="livesum",
+)
+POOL_CAPACITY = Gauge(
+    "registry_pool_connections_max",
+    "The most connections each pool may open, all workers together",
+    ["pool"],
+    multiprocess_mode="livesum",
+)
+POOL_WAIT = Histogram(
+    "registry_pool_wait_seconds",
+    "Time a transaction waited for a connection from the worker's ORM pool",
+    buckets=(0.0001, 0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10),
+)
+WEBHOOK_ATTEMPTS = Counter(
+    "registry_webhook_attempts_total",
+    "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up after retries)",
+    ["outcome"],
+)
 LATENCY = Histogram(
     "registry_request_seconds",
     "Time to answer, per MCP method or REST route",
@@ -116,6 +163,9 @@ def timings(*labels: str) -> Timings:
     if found is None:
         found = _timings[labels] = Timings(LATENCY.labels(*labels))
     return found
+
+
+POOL_WAITS = Timings(POOL_WAIT)  # counted in memory like the request latencies
 
 
 def flush() -> None:

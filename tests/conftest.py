@@ -249,9 +249,15 @@ async def module_server(
 
 
 def start_server(
-    env: dict[str, str], *, workers: int = 1, timeout: float = 60, port: int | None = None
+    env: dict[str, str],
+    *,
+    workers: int = 1,
+    timeout: float = 60,
+    port: int | None = None,
+    cwd: Path = ROOT,
 ) -> LiveServer:
-    """uvicorn serving the registry app in a child process, ready when /readyz answers 200."""
+    """uvicorn serving the registry app in a child process, ready when /readyz answers 200 (from
+    ``cwd``: another release's tree, put first on PYTHONPATH, is imported from any other folder)."""
     import time
 
     import httpx
@@ -262,7 +268,7 @@ def start_server(
         process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "registry.app:create_app", "--factory",
              "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
-            env={**os.environ, **env}, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True,
+            env={**os.environ, **env}, cwd=cwd, stdout=subprocess.DEVNULL, stderr=log, text=True,
         )  # fmt: skip
     server = LiveServer(f"http://127.0.0.1:{port}", process, Path(name))
     deadline = time.monotonic() + timeout

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -219,6 +220,12 @@ def test_retries_in_order_with_a_log_and_redelivery(server: LiveServer, receiver
     again = httpx.post(f"{base}/{oldest['id']}/redeliver", headers=headers)
     assert again.status_code == 202, again.text
     assert receiver.wait_for(5)[4][0]["webhook-id"] == first  # the same message, again
+    # What an operator sees: the failed attempts, and the pools the deliveries used.
+    scraped = httpx.get(f"{server.url}/metrics", headers=auth(f"Bearer {OPERATOR_TOKEN}")).text
+    assert 'registry_webhook_attempts_total{outcome="retrying"} 2.0' in scraped
+    assert 'registry_pool_connections_max{pool="orm"}' in scraped
+    waits = re.search(r"^registry_pool_wait_seconds_count (\S+)$", scraped, re.M)
+    assert waits and float(waits[1]) > 0, scraped
 
 
 def test_sigkill_loses_nothing_committed_and_sends_nothing_rolled_back(

@@ -25,7 +25,7 @@ async def readyz(request: Request) -> JSONResponse:
     db: Database = request.app.state.db
     try:
         await ping(db.engine)
-        await check_at_head(db.engine)
+        schema = await check_at_head(db.engine)
     except SchemaNotAtHead as error:
         return JSONResponse({"status": "unavailable", "reason": error.message}, status_code=503)
     except (SQLAlchemyError, OSError) as error:
@@ -34,7 +34,9 @@ async def readyz(request: Request) -> JSONResponse:
     if not request.app.state.feed.connected.is_set():
         reason = "the change listener (LISTEN connection) is not connected yet"
         return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
-    ready: dict[str, object] = {"status": "ready", "schema": head_revision()}
+    ready: dict[str, object] = {"status": "ready", "schema": schema}
+    if schema != head_revision():  # a later release migrated: this one serves until replaced
+        ready["code_schema"] = head_revision()
     if db.replicas.any:  # reported, never a reason to be unready: the primary reads too
         ready["replicas"] = db.replicas.status()
     return JSONResponse(ready)

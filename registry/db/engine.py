@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -22,7 +23,9 @@ from sqlalchemy.ext.asyncio import (
     AsyncSession,
     async_sessionmaker,
 )
+from sqlalchemy.pool import QueuePool
 
+from registry import metrics
 from registry.db import repository as repo
 from registry.db.audit import append_pending
 from registry.db.connect import (
@@ -150,6 +153,40 @@ class Database:
                 self._tokens = TokenCodec(await repo.read_secret(session, "mac"))
         return self._tokens
 
+    async def watch(self) -> None:
+        """For as long as the worker runs, each ``check_seconds`` of the replicas (1 s): which
+        server the primary is (logged when it changes, as after a failover), how full the pools
+        are, and how far each replica is behind."""
+        primary: str | None = None
+        while True:
+            sample: tuple[str, int] | None = None
+            try:
+                sample = await repo.primary_sample(await self.reads())
+            except (asyncpg.PostgresError, *OUTAGES):
+                pass  # no primary now: the last verdicts stand until one answers
+            if sample is not None and sample[0] != primary:
+                if primary is not None:
+                    metrics.PRIMARY.labels(primary).set(0)
+                    logger.warning(
+                        "primary_changed", extra={"fields": {"was": primary, "now": sample[0]}}
+                    )
+                primary = sample[0]
+                metrics.PRIMARY.labels(primary).set(1)
+            self._sample_pools()
+            if self.replicas.any:
+                await self.replicas.check(time.monotonic(), sample and sample[1])
+            await asyncio.sleep(self.replicas.check_seconds)
+
+    def _sample_pools(self) -> None:
+        pool = self.engine.pool
+        if isinstance(pool, QueuePool):
+            metrics.POOL_IN_USE.labels("orm").set(pool.checkedout())
+            metrics.POOL_CAPACITY.labels("orm").set(pool.size() + max(pool._max_overflow, 0))
+        if self._reads is not None:
+            reads = self._reads
+            metrics.POOL_IN_USE.labels("reads").set(reads.get_size() - reads.get_idle_size())
+            metrics.POOL_CAPACITY.labels("reads").set(reads.get_max_size())
+
     async def dispose(self) -> None:
         await self.replicas.dispose()
         if self._reads is not None:
@@ -162,6 +199,9 @@ class Database:
         async with self.sessions() as session:
             try:
                 async with session.begin():
+                    waited = time.perf_counter()
+                    await session.connection()  # from the pool; BEGIN goes with the first statement
+                    metrics.POOL_WAITS.observe(time.perf_counter() - waited)
                     yield session
                     changed = await append_pending(session)  # last: see record_change
                 for tenant_id in changed:

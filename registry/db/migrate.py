@@ -53,13 +53,24 @@ async def ping(engine: AsyncEngine) -> None:
         await repo.ping(conn)
 
 
-async def check_at_head(engine: AsyncEngine) -> None:
+@lru_cache(maxsize=1)
+def known_revisions() -> frozenset[str]:
+    """Every revision this release's migrations know (head and all before it)."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return frozenset(revision.revision for revision in script.walk_revisions())
+
+
+async def check_at_head(engine: AsyncEngine) -> str:
+    """The schema's revision, when this code can serve it: its own head, or a later release's
+    (one this code does not know: migrations only expand, so the previous release keeps serving
+    while an upgrade rolls, see docs/architecture.md). An older schema, or none, is refused."""
     current = await current_revision(engine)
     head = head_revision()
-    if current != head:
-        raise SchemaNotAtHead(
-            f"database schema is at {current or 'nothing (empty database)'}, the code needs {head}; "
-            "run `registry migrate`",
-            current=current,
-            head=head,
-        )
+    if current == head or (current is not None and current not in known_revisions()):
+        return current
+    raise SchemaNotAtHead(
+        f"database schema is at {current or 'nothing (empty database)'}, the code needs {head}; "
+        "run `registry migrate`",
+        current=current,
+        head=head,
+    )

@@ -3,8 +3,10 @@
 Two rules decide. Per tenant, a worker knows the newest change sequence committed that it has heard
 of (a NOTIFY, or a write it made itself): ``Watermarks``. A replica answers a read of a tenant only
 when it has replayed that sequence (checked in the read's own transaction, on the replica), else the
-primary answers. And every replica is watched (``Replicas.monitor``): one that cannot be reached, or
-whose replay is behind the primary by more than the lag bound, is skipped until it catches up; while
+primary answers. And every replica is watched (``Replicas.check``, each second from
+``Database.watch``): one that cannot be reached, or that is not in recovery (promoted: its
+connections are closed, to find a standby again), or whose replay is behind the primary by more than
+the lag bound, is skipped until it is fine again; while
 this worker's change listener is down, nothing it knows of sequences is trusted and the primary
 answers every read.
 
@@ -17,10 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -31,8 +32,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from registry.db import repository as repo
 from registry.db.connect import APP_ROLE, make_engine, make_read_pool
 from registry.db.errors import OUTAGES
+from registry.metrics import REPLICA_LAG, REPLICA_USABLE
 
 logger = logging.getLogger("registry.db")
+PROMOTED = "not in recovery (promoted, or a primary): connecting again to find a standby"
 
 
 class Watermarks:
@@ -68,8 +71,10 @@ class Replica:
     def name(self) -> str:
         """Where it is, never with its password (for /readyz and logs)."""
         parsed = make_url(self.url)
-        host = parsed.query.get("host") or parsed.host or "localhost"
-        return f"{host}:{parsed.port or 5432}/{parsed.database}"
+        hosts = parsed.query.get("host") or parsed.host or "localhost"
+        if isinstance(hosts, tuple):  # several hosts, each host:port already
+            return f"{','.join(hosts)}/{parsed.database}"
+        return f"{hosts}:{parsed.port or 5432}/{parsed.database}"
 
     async def reads(self) -> asyncpg.Pool:
         if self._reads is None:
@@ -89,10 +94,21 @@ class Replica:
         self.usable = False
         self.problem = f"unreachable: {type(error).__name__}"
 
+    async def promoted(self) -> None:
+        """The server this replica's connections reach is not in recovery: it was promoted (a
+        failover), or the URL names a primary. Its connections are closed, so the next check
+        connects again: a URL naming several hosts with target_session_attrs=standby then finds
+        the cluster's standby (an old primary that rejoined, say)."""
+        if self.usable or self.problem != PROMOTED:
+            logger.warning("replica_promoted", extra={"fields": {"replica": self.name}})
+        self.usable = False
+        self.problem = PROMOTED
+        await self.dispose()
+
     async def dispose(self) -> None:
         if self._reads is not None:
-            await self._reads.close()
-            self._reads = None
+            reads, self._reads = self._reads, None
+            await reads.close()
         await self.engine.dispose()
 
 
@@ -175,24 +191,20 @@ class Replicas:
 
     # --- watching ------------------------------------------------------------------------------
 
-    async def monitor(self, primary: Callable[[], Awaitable[asyncpg.Pool]]) -> None:
-        """Check every replica each ``check_seconds`` for as long as the worker runs."""
-        while self.replicas:
-            await self.check(primary)
-            await asyncio.sleep(self.check_seconds)
-
-    async def check(self, primary: Callable[[], Awaitable[asyncpg.Pool]]) -> None:
-        now = time.monotonic()
-        try:
-            pool = await primary()
-            self._samples.append((now, await repo.wal_position(pool)))
-        except (asyncpg.PostgresError, *OUTAGES):
-            return  # no primary to compare with: keep the last verdicts
+    async def check(self, now: float, primary_position: int | None) -> None:
+        """Judge every replica against the primary's WAL position sampled at ``now`` (None: the
+        primary could not be reached, and the last verdicts stand)."""
+        if primary_position is None:
+            return
+        self._samples.append((now, primary_position))
         for replica in self.replicas:
             try:
-                replayed = await repo.wal_position(await replica.reads(), replayed=True)
+                replayed = await repo.replayed_position(await replica.reads())
             except (asyncpg.PostgresError, *OUTAGES) as error:
                 replica.down(error)
+                continue
+            if replayed is None:
+                await replica.promoted()
                 continue
             replica.lag_seconds = self._lag(now, replayed)
             fresh = replica.lag_seconds <= self.max_lag_seconds
@@ -203,6 +215,9 @@ class Replicas:
                 )
             replica.usable = fresh
             replica.problem = None if fresh else f"lagging {replica.lag_seconds:.1f} s"
+            REPLICA_LAG.labels(replica.name).set(replica.lag_seconds)
+        for replica in self.replicas:
+            REPLICA_USABLE.labels(replica.name).set(1 if replica.usable else 0)
 
     def _lag(self, now: float, replayed: int) -> float:
         caught_up = None

@@ -79,16 +79,25 @@ async def replayed_sequence(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> int | N
     return None if found is None else int(found)
 
 
-async def wal_position(pool: asyncpg.Pool, *, replayed: bool = False) -> int:
-    """The server's WAL position in bytes: written (a primary), or replayed (a replica)."""
-    if replayed:
-        sql = (
-            "SELECT pg_wal_lsn_diff(COALESCE(pg_last_wal_replay_lsn(), pg_current_wal_lsn()),"
-            " '0/0')::bigint"
-        )
-    else:
-        sql = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
-    return int(await pool.fetchval(sql))
+async def primary_sample(pool: asyncpg.Pool) -> tuple[str, int]:
+    """Which server the primary's connections reach (its address, or its socket directory, and
+    port) and its WAL write position in bytes."""
+    row = await pool.fetchrow(
+        "SELECT coalesce(host(inet_server_addr()), current_setting('unix_socket_directories'))"
+        " || ':' || current_setting('port'),"
+        " pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
+    )
+    return str(row[0]), int(row[1])
+
+
+async def replayed_position(pool: asyncpg.Pool) -> int | None:
+    """How far a standby has replayed the WAL, in bytes; None when the server is not in recovery
+    (it was promoted, or it never was a standby)."""
+    found = await pool.fetchval(
+        "SELECT CASE WHEN pg_is_in_recovery()"
+        " THEN coalesce(pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0')::bigint, 0) END"
+    )
+    return None if found is None else int(found)
 
 
 async def ping(conn: AsyncConnection) -> None:

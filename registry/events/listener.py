@@ -24,7 +24,7 @@ from registry.db.repository import probe
 from registry.errors import RegistryError
 from registry.events import notices
 from registry.events.hub import Hub
-from registry.metrics import LISTENER_RECONNECTS, NOTIFICATIONS_SENT
+from registry.metrics import LISTENER_RECONNECTS, LISTENERS_CONNECTED, NOTIFICATIONS_SENT
 
 logger = logging.getLogger("registry.events")
 MISSING_RANGE: Any = object()
@@ -133,6 +133,7 @@ class ChangeFeed:
                 await self._resync()
                 self.heard_at = time.monotonic()
                 self.connected.set()
+                LISTENERS_CONNECTED.set(1)
                 self.tried.set()
                 delay = 0.1
                 await self._watch(connection)
@@ -144,6 +145,7 @@ class ChangeFeed:
                     )
             finally:
                 self.connected.clear()
+                LISTENERS_CONNECTED.set(0)
                 self.connection = None
                 if connection is not None:
                     connection.terminate()

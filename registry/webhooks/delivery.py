@@ -31,6 +31,7 @@ from registry import outbound
 from registry.config import Settings
 from registry.db.audit import record_audit
 from registry.db.engine import Database
+from registry.metrics import WEBHOOK_ATTEMPTS
 from registry.webhooks import repository as repo
 from registry.webhooks.service import ALLOWED_BY
 
@@ -153,6 +154,18 @@ class Dispatcher:
         )  # fmt: skip
         if not settled:
             return  # the lease ran out and another worker took the delivery over
+        WEBHOOK_ATTEMPTS.labels(
+            "delivered" if outcome.ok else "retrying" if next_at else "failed"
+        ).inc()
+        if not outcome.ok:
+            logger.warning(
+                "webhook_attempt_failed",
+                extra={"fields": {
+                    "tenant_id": str(tenant_id), "endpoint_id": str(endpoint_id),
+                    "delivery_id": str(row["id"]), "attempt": attempt, "status": status,
+                    "status_code": outcome.status_code, "error": outcome.error,
+                }},
+            )  # fmt: skip
         await repo.record_attempt(
             session, tenant_id=tenant_id, delivery_id=row["id"], attempt=attempt,
             status_code=outcome.status_code, error=outcome.error, latency_ms=outcome.latency_ms,

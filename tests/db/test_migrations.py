@@ -18,6 +18,7 @@ from registry.db.models import (
     RETIRED_COLUMNS,
     TENANT_OWNED_TABLES,
 )
+from registry.errors import SchemaNotAtHead
 from registry.prompts.listing import served_prompt, stored_entry
 from tests.conftest import PgServer
 from tests.db.test_rls import seed_tenant
@@ -152,3 +153,28 @@ async def test_upgrading_moves_each_tenants_change_sequence_to_its_own_row(
         assert await conn.fetchval(change, tenant) == before + 3
     finally:
         await conn.close()
+
+
+async def test_the_code_serves_its_own_schema_and_a_later_one_never_an_older(
+    pg_server: PgServer, empty_db_name: str
+) -> None:
+    """While an upgrade rolls, the previous release's workers serve the next release's schema
+    (migrations only expand); an older schema, or none, is refused with the command to run."""
+    url = pg_server.url(empty_db_name)
+    engine = create_async_engine(url)
+    try:
+        with pytest.raises(SchemaNotAtHead, match=r"nothing \(empty database\).*registry migrate"):
+            await migrate.check_at_head(engine)
+        await asyncio.to_thread(migrate.upgrade, url, "0022")
+        with pytest.raises(SchemaNotAtHead, match="at 0022, the code needs"):
+            await migrate.check_at_head(engine)
+        await asyncio.to_thread(migrate.upgrade, url)
+        assert await migrate.check_at_head(engine) == migrate.head_revision()
+        connection = await pg_server.connect(empty_db_name)
+        try:  # a later release's `registry migrate` ran: a revision this code does not know
+            await connection.execute("UPDATE alembic_version SET version_num = '9999_later'")
+        finally:
+            await connection.close()
+        assert await migrate.check_at_head(engine) == "9999_later"
+    finally:
+        await engine.dispose()
