@@ -24,12 +24,13 @@ import asyncio
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -188,6 +189,49 @@ def database_cpu_seconds(postmaster: int | None) -> float:
     return 0.0
 
 
+GC_BUCKET = re.compile(
+    r'^registry_gc_pause_seconds_bucket\{generation="(\d)",le="([^"]+)"\} (\S+)$', re.M
+)
+GC_SUM = re.compile(r'^registry_gc_pause_seconds_sum\{generation="(\d)"\} (\S+)$', re.M)
+
+
+def collector_pauses(metrics_text: str) -> dict[str, float]:
+    """The registry's collector-pause histogram from a /metrics scrape, every worker together:
+    cumulative counts by generation and bucket bound, and the seconds paused by generation."""
+    found = {f"{gen}/{le}": float(count) for gen, le, count in GC_BUCKET.findall(metrics_text)}
+    found |= {f"{gen}/sum": float(total) for gen, total in GC_SUM.findall(metrics_text)}
+    return found
+
+
+def pauses_between(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """What the collectors did between two scrapes: full collections, the seconds paused in all,
+    and the longest pause's bucket (its upper bound: the longest pause was at most this)."""
+    delta = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in after}
+    longest = 0.0
+    for gen in "012":
+        total = delta.get(f"{gen}/+Inf", 0.0)
+        if total <= 0:
+            continue
+        bounds = sorted(
+            (float(le), key)
+            for key in delta
+            if key.startswith(f"{gen}/") and (le := key.split("/")[1]) not in ("sum", "+Inf")
+        )
+        bound = next((b for b, key in bounds if delta[key] >= total), float("inf"))
+        longest = max(longest, bound)
+    return {
+        "gc_full_collections": int(delta.get("2/+Inf", 0.0)),
+        "gc_paused_s": sum(delta.get(f"{gen}/sum", 0.0) for gen in "012"),
+        "gc_longest_pause_ms_at_most": 1000 * longest,
+    }
+
+
+def scrape(url: str, token: str) -> str:
+    answer = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    answer.raise_for_status()
+    return answer.text
+
+
 def wrk(
     url: str,
     connections: int,
@@ -196,6 +240,7 @@ def wrk(
     *args: str,
     server_pids: list[int] | None = None,
     postmaster: int | None = None,
+    metrics: Callable[[], str] | None = None,
 ) -> dict[str, Any]:
     """One wrk run (after a warm-up run of ``warmup`` seconds, none at 0); requests/s and
     latencies in ms.
@@ -212,8 +257,11 @@ def wrk(
         subprocess.run(warm_up, capture_output=True, check=True)  # noqa: S603 - wrk, built here
     measured = [*base[:3], f"-d{seconds}s", *base[3:]]
     database = postmaster if server_pids is not None else None
+    paused = collector_pauses(metrics()) if metrics else {}
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
     out = subprocess.run(measured, capture_output=True, text=True, check=True).stdout  # noqa: S603
+    if metrics:
+        paused = pauses_between(paused, collector_pauses(metrics()))
     spent = (
         cpu_seconds(server_pids or []) - started[0],
         database_cpu_seconds(database) - started[1],
@@ -229,7 +277,7 @@ def wrk(
     if server_pids is not None and figures["requests"]:
         result["server_cpu_ms"] = 1000 * spent[0] / figures["requests"]
         result["postgres_cpu_ms"] = 1000 * spent[1] / figures["requests"]
-    return result
+    return result | paused
 
 
 async def db_ceiling(url: str, seconds: float, concurrency: int) -> dict[str, Any]:
@@ -324,19 +372,25 @@ def autogroup() -> bool | None:
 def table(results: dict[str, Any]) -> str:
     lines = [
         "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors "
-        "| server CPU ms/request | PostgreSQL CPU ms/request |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| server CPU ms/request | PostgreSQL CPU ms/request | full collections "
+        "| longest pause ms (at most) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["wrk"]:
+        pauses = (
+            f"{row['gc_full_collections']} | {row['gc_longest_pause_ms_at_most']:g}"
+            if "gc_full_collections" in row
+            else " | "
+        )
         lines.append(
             f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
             f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['max_ms']:.1f} | {row['errors']} | "
-            f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} |"
+            f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} |"
         )
     db = results["db_ceiling"]
     lines.append(
         f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} "
-        "| | | | 0 | | |"
+        "| | | | 0 | | | | |"
     )
     if results["machine"].get("sched_autogroup"):
         lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
@@ -559,7 +613,7 @@ def run(
             print(f"walk: {walk_result}", file=sys.stderr)
         for c in connections if "reads" in workloads else []:
             measure = _measure(
-                rows, registry.url, c, duration, warmup, "registry", pids, postmaster
+                rows, registry.url, c, duration, warmup, "registry", pids, postmaster, token
             )
             measure("prompts/get", "", "targets", str(targets))
             for workload, names in PEER_WORKLOADS:
@@ -576,7 +630,7 @@ def run(
             asyncio.run(prepare_writes(registry.url, token))
         for c in connections if "writes" in workloads else []:
             measure = _measure(
-                rows, registry.url, c, duration, warmup, "registry", pids, postmaster
+                rows, registry.url, c, duration, warmup, "registry", pids, postmaster, token
             )
             measure("admin: new version", "", "write", WRITE_TENANT, str(WRITE_PROMPTS), token)
         fanout_tenant_slugs = [f"fanout-{i:03d}" for i in range(fanout_tenants)]
@@ -650,7 +704,10 @@ def _measure(
     target: str,
     pids: list[int],
     postmaster: int | None,
+    token: str | None = None,
 ) -> Any:
+    """``token``: the registry's operator token, to read its collector pauses from /metrics."""
+
     def measure(workload: str, path: str, *script_args: str) -> None:
         result = wrk(
             url + path,
@@ -660,6 +717,7 @@ def _measure(
             *script_args,
             server_pids=pids,
             postmaster=postmaster,
+            metrics=(lambda: scrape(url, token)) if token else None,
         )
         rows.append({"workload": workload, "target": target, "connections": connections, **result})
         print(rows[-1], file=sys.stderr)

@@ -223,6 +223,7 @@ class Worker:
         # garbage is frozen with it.
         gc.collect()
         gc.freeze()
+        metrics.time_collections()
         try:
             yield
         finally:

@@ -85,3 +85,44 @@ async def test_metrics_need_the_operator_token_unless_public(api: Api) -> None:
 @pytest.mark.parametrize("settings_overrides", [{"metrics_public": True}])
 async def test_public_metrics_answer_anyone(api: Api) -> None:
     assert (await api.client.get("/metrics")).status_code == 200
+
+
+def test_collector_pauses_are_timed_by_generation() -> None:
+    import gc
+
+    def count(generation: str) -> tuple[float, float]:
+        return metrics.GC_PAUSE.labels(generation)._sum.get(), sum(
+            bucket.get() for bucket in metrics.GC_PAUSE.labels(generation)._buckets
+        )
+
+    metrics.flush()
+    before = count("2")[1]
+    metrics.time_collections()
+    metrics.time_collections()  # once per process, however often asked
+    try:
+        gc.collect()
+        metrics.flush()
+        total, collections = count("2")
+        assert collections == before + 1
+        assert total > 0
+    finally:
+        gc.callbacks[:] = [c for c in gc.callbacks if type(c).__name__ != "_CollectorPauses"]
+
+
+def test_the_bench_reads_the_longest_pause_between_two_scrapes() -> None:
+    from bench.run import collector_pauses, pauses_between
+
+    def scrape(counts: dict[str, int], total: float) -> str:
+        lines = [
+            f'registry_gc_pause_seconds_bucket{{generation="2",le="{le}"}} {float(n)}'
+            for le, n in counts.items()
+        ]
+        return "\n".join([*lines, f'registry_gc_pause_seconds_sum{{generation="2"}} {total}'])
+
+    before = scrape({"0.01": 1, "0.02": 1, "0.05": 1, "+Inf": 1}, 0.005)
+    # Two more full collections, one between 20 and 50 ms: the longest is at most 50 ms.
+    after = scrape({"0.01": 2, "0.02": 2, "0.05": 3, "+Inf": 3}, 0.045)
+    found = pauses_between(collector_pauses(before), collector_pauses(after))
+    assert found["gc_full_collections"] == 2
+    assert found["gc_longest_pause_ms_at_most"] == 50.0
+    assert abs(found["gc_paused_s"] - 0.04) < 1e-9

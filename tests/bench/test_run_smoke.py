@@ -75,6 +75,9 @@ def test_every_workload_completes_without_errors(
         if row["workload"] == "admin: new version":  # writes reach the database being measured
             assert row["postgres_cpu_ms"] > 0, row
         assert row["rps"] > 0, row
+        if row["target"] == "registry":  # its collector pauses, read from /metrics around the run
+            assert row["gc_full_collections"] >= 0 and row["gc_paused_s"] >= 0, row
+            assert row["gc_longest_pause_ms_at_most"] >= 0, row
     assert results["db_ceiling"]["rps"] > 0
     walk = results["walk"]
     assert walk["prompts"] == 400

@@ -148,7 +148,9 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
         await until(lambda: metric(server, "registry_primary") == {
             f'{{server="{old.address}"}}': 0, f'{{server="{new.address}"}}': 1},
             "the new leader reported as the primary")  # fmt: skip
-        assert metric(server, "registry_listeners_connected") == {"": 2}
+        await until(  # each worker's listener back (each on its own backoff)
+            lambda: metric(server, "registry_listeners_connected") == {"": 2}, "two listeners"
+        )
 
         # The old leader rejoins as the new leader's replica, and the registry reads from it.
         rejoin_started = time.monotonic()
