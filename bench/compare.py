@@ -25,7 +25,15 @@ from typing import Any
 
 # The registry's own rows of bench/run (the peers are the same code on both sides); CPU per request
 # where bench/run recorded it (since it does), 0 where it did not.
-FIGURES = ("rps", "p50_ms", "p99_ms", "server_cpu_ms", "postgres_cpu_ms")
+FIGURES = (
+    "rps",
+    "p50_ms",
+    "p99_ms",
+    "server_cpu_ms",
+    "postgres_cpu_ms",
+    "gc_full_collections",
+    "gc_longest_pause_ms_at_most",
+)
 
 
 def measure(
@@ -78,8 +86,9 @@ def table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
     lines = [
         "| workload | connections | requests/s before | after | after/before "
         "| p50 ms before | after | p99 ms before | after "
-        "| server CPU ms/request before | after | PostgreSQL CPU ms/request before | after |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| server CPU ms/request before | after | PostgreSQL CPU ms/request before | after "
+        "| longest collector pause ms (at most) before | after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, was in old.items():
         now = new.get(key)
@@ -89,7 +98,7 @@ def table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
         if workload.endswith("(s)"):  # a time, not a rate
             lines.append(
                 f"| {workload} | 1 | {was['rps']:.2f} s | {now['rps']:.2f} s | "
-                f"{now['rps'] / was['rps']:.2f} | | | | | | | | |"
+                f"{now['rps'] / was['rps']:.2f} | | | | | | | | | | |"
             )
             continue
         lines.append(
@@ -97,7 +106,8 @@ def table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
             f"{now['rps'] / was['rps']:.2f} | {was['p50_ms']:.2f} | {now['p50_ms']:.2f} | "
             f"{was['p99_ms']:.2f} | {now['p99_ms']:.2f} | "
             f"{was['server_cpu_ms']:.3f} | {now['server_cpu_ms']:.3f} | "
-            f"{was['postgres_cpu_ms']:.3f} | {now['postgres_cpu_ms']:.3f} |"
+            f"{was['postgres_cpu_ms']:.3f} | {now['postgres_cpu_ms']:.3f} | "
+            f"{was['gc_longest_pause_ms_at_most']:g} | {now['gc_longest_pause_ms_at_most']:g} |"
         )
     return "\n".join(lines) + "\n"
 
