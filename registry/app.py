@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 
 import registry
-from registry import metrics
+from registry import collector, metrics
 from registry.api import (
     bundles,
     change_requests,
@@ -223,7 +223,7 @@ class Worker:
         # garbage is frozen with it.
         gc.collect()
         gc.freeze()
-        metrics.time_collections()
+        collector.install()  # pauses timed; survivors of full collections frozen
         try:
             yield
         finally:

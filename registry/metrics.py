@@ -4,9 +4,7 @@ makes /metrics add up every worker's numbers, whichever worker answers the scrap
 from __future__ import annotations
 
 import bisect
-import gc
 import os
-import time
 from typing import Any
 
 from prometheus_client import (
@@ -174,27 +172,6 @@ def timings(*labels: str) -> Timings:
 
 
 POOL_WAITS = Timings(POOL_WAIT)  # counted in memory like the request latencies
-
-
-class _CollectorPauses:
-    """Times every cycle collection (``gc.callbacks``) into the in-memory histograms: a pause stops
-    every request of the worker, so its length is a latency tail's first suspect."""
-
-    def __init__(self) -> None:
-        self.by_generation = [Timings(GC_PAUSE.labels(str(generation))) for generation in range(3)]
-        self.started = 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self.started = time.perf_counter()
-        else:
-            self.by_generation[info["generation"]].observe(time.perf_counter() - self.started)
-
-
-def time_collections() -> None:
-    """Record this process's collector pauses (a serving worker calls it once)."""
-    if not any(isinstance(callback, _CollectorPauses) for callback in gc.callbacks):
-        gc.callbacks.append(_CollectorPauses())
 
 
 def flush() -> None:

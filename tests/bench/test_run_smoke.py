@@ -119,3 +119,22 @@ def test_a_chosen_workload_runs_alone_and_an_unknown_one_is_refused(
     assert results["wrk"][0]["errors"] == 0 and results["wrk"][0]["rps"] > 0
     assert results["walk"] == {} and results["fanout"] == []
     assert len(results["memory_kib"]["idle"]) == 2  # both workers were found and read
+
+
+def test_the_collector_comparison_runs_both_sides(
+    pg_server: PgServer, db_name: str, tmp_path: Path
+) -> None:
+    """bench/collector on a small dataset: both sides warm their caches and time their collections."""
+    from bench.run import make_targets
+
+    env, _ = seeded(pg_server, db_name, tmp_path, tenants=2, prompts=20, big=0, seed=5)
+    targets = tmp_path / "targets.tsv"
+    assert asyncio.run(make_targets(pg_server.url(db_name), targets, count=40)) > 0
+    ran = subprocess.run(
+        [sys.executable, "-m", "bench.collector", str(targets), "--prompts", "40", "--rounds", "3",
+         "--turns", "1"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    rows = [line for line in ran.stdout.splitlines() if line.startswith(("| plain", "| policy"))]
+    assert len(rows) == 2, ran.stdout
