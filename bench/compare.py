@@ -56,7 +56,20 @@ def rows_of(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, float]]:
         for row in result["wrk"]
         if row["target"] == "registry"
     }
+    for fan in result.get("fanout", []):  # times, in the rows' first column
+        streams = fan["streams"]
+        for name, value in (
+            ("p50 ms", fan["p50_ms"]),
+            ("p99 ms", fan["p99_ms"]),
+            ("p99 ms from the write's request", fan["from_send"]["p99_ms"]),
+        ):
+            found[(f"fan-out to {streams:,} streams, {name} (ms)", 1)] = {
+                **dict.fromkeys(FIGURES, 0.0),
+                "rps": value,
+            }
     walk = result["walk"]
+    if not walk:  # the reads were not run
+        return found
     found[("full walk of bench-big (s)", 1)] = {
         **dict.fromkeys(FIGURES, 0.0),
         "rps": walk["seconds"],
@@ -95,9 +108,10 @@ def table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
         if now is None:
             continue
         workload, connections = key
-        if workload.endswith("(s)"):  # a time, not a rate
+        if workload.endswith(("(s)", "(ms)")):  # a time, not a rate
+            unit = workload.rsplit("(", 1)[1].rstrip(")")
             lines.append(
-                f"| {workload} | 1 | {was['rps']:.2f} s | {now['rps']:.2f} s | "
+                f"| {workload} | 1 | {was['rps']:.2f} {unit} | {now['rps']:.2f} {unit} | "
                 f"{now['rps'] / was['rps']:.2f} | | | | | | | | | | |"
             )
             continue
