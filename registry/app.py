@@ -221,9 +221,10 @@ class Worker:
         # What exists at startup (modules, ORM mappings, settings) lives as long as the worker: the
         # cycle collector need not walk it again on every full collection. Collected first, so no
         # garbage is frozen with it.
-        gc.collect()
-        gc.freeze()
-        collector.install()  # pauses timed; survivors of full collections frozen
+        policy = collector.install(freeze=self.settings.gc_freeze)
+        if self.settings.gc_freeze:
+            gc.collect()
+            gc.freeze()
         try:
             yield
         finally:
@@ -234,6 +235,7 @@ class Worker:
             await self.feed.stop()
             tasks[0].cancel()
             await self.db.dispose()
+            collector.uninstall(policy)
             worker_exited(os.getpid())
             logger.info("worker_stopped")
 

@@ -29,10 +29,11 @@ UNFREEZE_EVERY = 20  # full collections between two complete ones
 class Policy:
     """The ``gc.callbacks`` entry of a serving worker."""
 
-    def __init__(self, unfreeze_every: int = UNFREEZE_EVERY) -> None:
+    def __init__(self, *, freeze: bool = True, unfreeze_every: int = UNFREEZE_EVERY) -> None:
         self.pauses = [
             metrics.Timings(metrics.GC_PAUSE.labels(str(generation))) for generation in range(3)
         ]
+        self.freeze = freeze
         self.unfreeze_every = unfreeze_every
         self.full = 0
         self.started = 0.0
@@ -41,21 +42,31 @@ class Policy:
         generation = info["generation"]
         if phase == "start":
             self.started = time.perf_counter()
-            if generation == 2:
+            if generation == 2 and self.freeze:
                 self.full += 1
                 if self.full % self.unfreeze_every == 0:  # this one walks everything
                     gc.unfreeze()
             return
         self.pauses[generation].observe(time.perf_counter() - self.started)
-        if generation == 2:
+        if generation == 2 and self.freeze:
             gc.freeze()  # the survivors: all reachable, none garbage
 
 
-def install() -> Policy:
-    """Run this process's collector by ``Policy`` (once; a worker calls it when it starts serving)."""
+def install(*, freeze: bool = True) -> Policy:
+    """Run this process's collector by a ``Policy`` (a worker calls it when it starts serving;
+    ``freeze`` False: pauses are timed, nothing is frozen)."""
     for callback in gc.callbacks:
         if isinstance(callback, Policy):
+            callback.freeze = freeze
             return callback
-    policy = Policy()
+    policy = Policy(freeze=freeze)
     gc.callbacks.append(policy)
     return policy
+
+
+def uninstall(policy: Policy) -> None:
+    """The worker stops serving: the interpreter's own collector again, nothing frozen."""
+    if policy in gc.callbacks:
+        gc.callbacks.remove(policy)
+    if policy.freeze:
+        gc.unfreeze()

@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     operator_token: SecretStr | None = None
     # /metrics answers anyone when set; otherwise only the operator token.
     metrics_public: bool = False
+    # Whether a worker freezes what its start-up and each full collection leave (registry/collector.py:
+    # short collector pauses with warm caches). Off for the app embedded in a process of another
+    # program's, whose objects it would freeze too (the in-process tests).
+    gc_freeze: bool = True
 
     # The Ed25519 private key (PEM) that signs prompt snapshots (`registry snapshot`).
     snapshot_key_file: Path | None = None

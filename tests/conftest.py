@@ -395,7 +395,10 @@ async def api(
     pg_server: PgServer, db_name: str, settings_overrides: dict[str, object]
 ) -> AsyncIterator[Api]:
     settings = load_settings(
-        database_url=pg_server.url(db_name), operator_token=OPERATOR_TOKEN, **settings_overrides
+        database_url=pg_server.url(db_name),
+        operator_token=OPERATOR_TOKEN,
+        gc_freeze=False,  # the app in the test process: its objects are not the app's to freeze
+        **settings_overrides,
     )
     app = create_app(settings)
     async with app.router.lifespan_context(app):

@@ -15,7 +15,7 @@ from tests.conftest import PgServer
 
 @asynccontextmanager
 async def client_for(url: str) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(load_settings(database_url=url))
+    app = create_app(load_settings(database_url=url, gc_freeze=False))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:

@@ -472,7 +472,7 @@ async def test_concurrent_sessions_and_workers_share_nothing_in_memory(
 
     client = mcp(api, tenant)
     await client.initialize()
-    other_app = create_app(load_settings(database_url=pg_server.url(db_name)))
+    other_app = create_app(load_settings(database_url=pg_server.url(db_name), gc_freeze=False))
     async with other_app.router.lifespan_context(other_app):
         transport = httpx.ASGITransport(app=other_app)
         async with httpx.AsyncClient(transport=transport, base_url="http://other") as other:
