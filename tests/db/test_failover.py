@@ -10,7 +10,6 @@ import asyncio
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from registry.db.embedded import PORT, SUPERUSER, EmbeddedPostgres, binary
 from tests.conftest import OPERATOR_TOKEN, start_server, stop_server
 from tests.replica import make_standby
 from tests.streams import streams
+from tests.writes import Writer, tenant_with_prompt
 
 pytestmark = pytest.mark.slow
 WAIT = 60  # seconds: a bound on every wait, never a sleep of its own
@@ -93,43 +93,13 @@ async def test_failover_loses_no_acknowledged_write(
         }
     )
     try:
-        key = (await asyncio.to_thread(server.tenant, "acme"))["publisher"]
-        auth = {"Authorization": f"Bearer {key}"}
-        prompts = f"{server.url}/api/v1/tenants/acme/prompts"
-        body = {
-            "name": "p",
-            "messages": [{"role": "user", "content": {"type": "text", "text": "0"}}],
-        }
-        created = await asyncio.to_thread(httpx.post, prompts, json=body, headers=auth)
-        assert created.status_code == 201, created.text
-
-        acknowledged: list[int] = []
-        statuses: list[int] = []
-        stop = threading.Event()
-
-        def keep_writing() -> None:
-            with httpx.Client(timeout=60) as client:
-                count = 0
-                while not stop.is_set():
-                    count += 1
-                    text = {
-                        "messages": [
-                            {"role": "user", "content": {"type": "text", "text": str(count)}}
-                        ]
-                    }
-                    reply = client.post(f"{prompts}/p/versions", json=text, headers=auth)
-                    statuses.append(reply.status_code)
-                    if reply.status_code == 201:
-                        acknowledged.append(int(reply.json()["version"]))
+        key = await tenant_with_prompt(server, "acme", "p")
 
         # The stream of the label each new version moves (latest).
         async with streams(server, "acme", key, 1, label="latest") as (stream,):
-            writer = threading.Thread(target=keep_writing)
-            writer.start()
-            try:
-                while len(acknowledged) < 20:  # writing, and streams hearing it
+            async with Writer(server.url, "acme", "p", key) as writer:
+                while len(writer.acknowledged) < 20:  # writing, and streams hearing it
                     await asyncio.wait_for(stream.next(), WAIT)
-                before = len(acknowledged)
                 stopped_at = time.monotonic()
                 await asyncio.to_thread(
                     primary.run,
@@ -143,44 +113,19 @@ async def test_failover_loses_no_acknowledged_write(
                 await asyncio.to_thread(
                     standby.run, binary("pg_ctl"), "-D", str(standby.pgdata), "-w", "promote"
                 )
-                deadline = time.monotonic() + WAIT
-                while len(acknowledged) < before + 5:
-                    assert time.monotonic() < deadline, f"writes never resumed: {statuses[-5:]}"
-                    await asyncio.sleep(0.05)
+                await writer.resumed(5)
                 recovered = time.monotonic() - stopped_at
-            finally:
-                stop.set()
-                await asyncio.to_thread(writer.join)
             # The stream is told of the changes made after the switch (the listener moved too):
             # its last event is the tenant's sequence on the new primary.
             connection = await asyncpg.connect(
                 host=str(standby.socket_dir), port=PORT, user=SUPERUSER, database="registry"
             )
             try:
-                final = await connection.fetchval(
-                    "SELECT s.seq FROM change_sequences s JOIN tenants t ON t.id = s.tenant_id "
-                    "WHERE t.slug = 'acme'"
-                )
+                await writer.lost_nothing(connection, stream)
             finally:
                 await connection.close()
-            while await asyncio.wait_for(stream.next(), WAIT) < final:
-                pass
 
-        assert set(statuses) <= {201, 503}, sorted(set(statuses))
-        failed = statuses.count(503)
-        connection = await asyncpg.connect(
-            host=str(standby.socket_dir), port=PORT, user=SUPERUSER, database="registry"
-        )
-        try:
-            kept = set(
-                await connection.fetchval(
-                    "SELECT array_agg(v.version) FROM prompt_versions v "
-                    "JOIN prompts p ON p.id = v.prompt_id WHERE p.name = 'p'"
-                )
-            )
-        finally:
-            await connection.close()
-        assert set(acknowledged) <= kept, sorted(set(acknowledged) - kept)
+        failed = writer.statuses.count(503)
         ready = (await asyncio.to_thread(httpx.get, f"{server.url}/readyz")).json()
         assert ready["status"] == "ready"
         print(

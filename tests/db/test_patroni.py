@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 
@@ -25,6 +24,7 @@ from registry.db import migrate
 from tests.conftest import OPERATOR_TOKEN, LiveServer, start_server, stop_server
 from tests.patroni import WAIT, Cluster, patroni_cluster  # noqa: F401 - the fixture
 from tests.streams import streams
+from tests.writes import Writer, tenant_with_prompt
 
 pytestmark = pytest.mark.slow
 
@@ -71,79 +71,30 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
         # Both workers know the leader before it fails (each samples it every second).
         await until(lambda: metric(server, "registry_primary").get(f'{{server="{old.address}"}}') == 1,
                     "the leader reported as the primary")  # fmt: skip
-        key = (await asyncio.to_thread(server.tenant, "acme"))["publisher"]
-        auth = {"Authorization": f"Bearer {key}"}
-        prompts = f"{server.url}/api/v1/tenants/acme/prompts"
-        body = {
-            "name": "p",
-            "messages": [{"role": "user", "content": {"type": "text", "text": "0"}}],
-        }
-        created = await asyncio.to_thread(httpx.post, prompts, json=body, headers=auth)
-        assert created.status_code == 201, created.text
-
-        acknowledged: list[int] = []
-        statuses: list[int] = []
-        stop = threading.Event()
-
-        def keep_writing() -> None:
-            with httpx.Client(timeout=60) as client:
-                count = 0
-                while not stop.is_set():
-                    count += 1
-                    text = {
-                        "messages": [
-                            {"role": "user", "content": {"type": "text", "text": str(count)}}
-                        ]
-                    }
-                    reply = client.post(f"{prompts}/p/versions", json=text, headers=auth)
-                    statuses.append(reply.status_code)
-                    if reply.status_code == 201:
-                        acknowledged.append(int(reply.json()["version"]))
+        key = await tenant_with_prompt(server, "acme", "p")
 
         def ready() -> bool:
             return httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200
 
         async with streams(server, "acme", key, 1, label="latest") as (stream,):
-            writer = threading.Thread(target=keep_writing)
-            writer.start()
-            try:
-                while len(acknowledged) < 20:  # writing, and the stream hearing it
+            async with Writer(server.url, "acme", "p", key) as writer:
+                while len(writer.acknowledged) < 20:  # writing, and the stream hearing it
                     await asyncio.wait_for(stream.next(), WAIT)
-                before = len(acknowledged)
                 killed_at = time.monotonic()
                 old.kill_postmaster()
                 await cluster.wait_for({new.name: "leader"})
                 promoted = time.monotonic() - killed_at
-                deadline = time.monotonic() + WAIT
-                while len(acknowledged) < before + 5:
-                    assert time.monotonic() < deadline, f"writes never resumed: {statuses[-5:]}"
-                    await asyncio.sleep(0.05)
+                await writer.resumed(5)
                 writing = time.monotonic() - killed_at
                 await until(ready, "ready again")
                 readied = time.monotonic() - killed_at
-            finally:
-                stop.set()
-                await asyncio.to_thread(writer.join)
             # The stream is told of what was written after the switch: the listener moved too.
             connection = await new.connect("registry")
             try:
-                final = await connection.fetchval(
-                    "SELECT s.seq FROM change_sequences s JOIN tenants t ON t.id = s.tenant_id "
-                    "WHERE t.slug = 'acme'"
-                )
-                kept = set(
-                    await connection.fetchval(
-                        "SELECT array_agg(v.version) FROM prompt_versions v "
-                        "JOIN prompts p ON p.id = v.prompt_id WHERE p.name = 'p'"
-                    )
-                )
+                await writer.lost_nothing(connection, stream)
             finally:
                 await connection.close()
-            while await asyncio.wait_for(stream.next(), WAIT) < final:
-                pass
 
-        assert set(statuses) <= {201, 503}, sorted(set(statuses))
-        assert set(acknowledged) <= kept, sorted(set(acknowledged) - kept)
         # Both workers write to the new leader, and say so; both listeners are up.
         await until(lambda: metric(server, "registry_primary") == {
             f'{{server="{old.address}"}}': 0, f'{{server="{new.address}"}}': 1},
@@ -184,7 +135,7 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
         rewound = "running pg_rewind" in old.said(last=10**7)
         print(
             f"patroni failover: promoted {promoted:.2f} s, writes again {writing:.2f} s, ready "
-            f"{readied:.2f} s after the leader's postmaster was killed; {statuses.count(503)} "
+            f"{readied:.2f} s after the leader's postmaster was killed; {writer.statuses.count(503)} "
             f"answered 503; old leader reading as a replica {rejoined:.2f} s later"
             f"{' (pg_rewind ran)' if rewound else ''}"
         )

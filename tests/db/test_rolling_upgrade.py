@@ -34,6 +34,7 @@ from tests.conftest import (
     stop_server,
 )
 from tests.streams import streams
+from tests.writes import tenant_sequence, versions_kept
 
 pytestmark = pytest.mark.slow
 WAIT = 60  # seconds: a bound on every wait, never a sleep of its own
@@ -138,9 +139,7 @@ class Traffic:
 async def final_seq(pg_server: PgServer, database: str) -> int:
     connection = await pg_server.connect(database)
     try:
-        return int(await connection.fetchval(
-            "SELECT s.seq FROM change_sequences s JOIN tenants t ON t.id = s.tenant_id WHERE t.slug = 'acme'"
-        ))  # fmt: skip
+        return await tenant_sequence(connection, "acme")
     finally:
         await connection.close()
 
@@ -218,10 +217,7 @@ async def test_rolling_upgrade_from_the_previous_release(
         assert all(by.values()), by  # both releases served
         connection = await pg_server.connect(empty_db_name)
         try:
-            kept = set(await connection.fetchval(
-                "SELECT array_agg(v.version) FROM prompt_versions v JOIN prompts p ON p.id = v.prompt_id"
-                " WHERE p.name = 'p'"
-            ))  # fmt: skip
+            kept = await versions_kept(connection, "p")
         finally:
             await connection.close()
         assert set(traffic.acknowledged) <= kept, sorted(set(traffic.acknowledged) - kept)
