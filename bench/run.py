@@ -241,6 +241,7 @@ def wrk(
     server_pids: list[int] | None = None,
     postmaster: int | None = None,
     metrics: Callable[[], str] | None = None,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """One wrk run (after a warm-up run of ``warmup`` seconds, none at 0); requests/s and
     latencies in ms.
@@ -250,16 +251,21 @@ def wrk(
     request costs, beside how fast requests went (on a shared two-core machine both move between
     runs; the cost tells where the time goes)."""
     # A request slower than 10 s counts as an error (a socket timeout); wrk's own default is 2 s.
-    base = ["wrk", "-t2", f"-c{connections}", "--timeout", "10s", "-s", str(LUA), url]
+    # With ``rate``: requests/s offered on a schedule, one connection per wrk thread (prompts.lua).
+    threads = connections if rate else 2
+    base = ["wrk", f"-t{threads}", f"-c{connections}", "--timeout", "10s", "-s", str(LUA), url]
     base += ["--", *args]
+    env = {**os.environ, "BENCH_RATE_PER_CONNECTION": str(rate / connections)} if rate else None
     if warmup > 0:  # 0: no warm-up run (the test suite's smoke run)
         warm_up = [*base[:3], f"-d{warmup}s", *base[3:]]
-        subprocess.run(warm_up, capture_output=True, check=True)  # noqa: S603 - wrk, built here
+        subprocess.run(warm_up, capture_output=True, check=True, env=env)  # noqa: S603 - wrk
     measured = [*base[:3], f"-d{seconds}s", *base[3:]]
     database = postmaster if server_pids is not None else None
     paused = collector_pauses(metrics()) if metrics else {}
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
-    out = subprocess.run(measured, capture_output=True, text=True, check=True).stdout  # noqa: S603
+    out = subprocess.run(  # noqa: S603 - wrk, built here
+        measured, capture_output=True, text=True, check=True, env=env
+    ).stdout
     if metrics:
         paused = pauses_between(paused, collector_pauses(metrics()))
     spent = (
@@ -274,6 +280,14 @@ def wrk(
         "max_ms": figures["max_us"] / 1000,
         "errors": figures["jsonrpc_errors"] + figures["non_2xx"] + figures["socket_errors"],
     }
+    if rate:  # latencies from each request's scheduled moment
+        result |= {
+            "offered_rps": rate,
+            **{
+                f"paced_{p}_ms": figures[f"paced_{p}_us"] / 1000
+                for p in ("p50", "p99", "p999", "max")
+            },
+        }
     if server_pids is not None and figures["requests"]:
         result["server_cpu_ms"] = 1000 * spent[0] / figures["requests"]
         result["postgres_cpu_ms"] = 1000 * spent[1] / figures["requests"]
@@ -382,9 +396,14 @@ def table(results: dict[str, Any]) -> str:
             if "gc_full_collections" in row
             else " | "
         )
+        p50, p99, most = (  # under an offered load: from each request's scheduled moment
+            (row["paced_p50_ms"], row["paced_p99_ms"], row["paced_max_ms"])
+            if "paced_p99_ms" in row
+            else (row["p50_ms"], row["p99_ms"], row["max_ms"])
+        )
         lines.append(
             f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
-            f"{row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['max_ms']:.1f} | {row['errors']} | "
+            f"{p50:.2f} | {p99:.2f} | {most:.1f} | {row['errors']} | "
             f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} |"
         )
     db = results["db_ceiling"]
@@ -625,6 +644,9 @@ def run(
                 "list",
                 walk_result["deep_cursor"] or "",
             )
+        if "reads" in workloads and connections:
+            paced(rows, registry.url, duration, warmup, pids, postmaster, token, connections[0],
+                  targets, peer_prompts)  # fmt: skip
         memory["after reads"] = {str(pid): rss_kib(pid) for pid in pids}
         if "writes" in workloads:
             asyncio.run(prepare_writes(registry.url, token))
@@ -708,7 +730,7 @@ def _measure(
 ) -> Any:
     """``token``: the registry's operator token, to read its collector pauses from /metrics."""
 
-    def measure(workload: str, path: str, *script_args: str) -> None:
+    def measure(workload: str, path: str, *script_args: str, rate: float | None = None) -> None:
         result = wrk(
             url + path,
             connections,
@@ -718,11 +740,48 @@ def _measure(
             server_pids=pids,
             postmaster=postmaster,
             metrics=(lambda: scrape(url, token)) if token else None,
+            rate=rate,
         )
         rows.append({"workload": workload, "target": target, "connections": connections, **result})
         print(rows[-1], file=sys.stderr)
 
     return measure
+
+
+PACED_CONNECTIONS = 32  # requests in flight at most, under an offered load
+LOADS = (0.5, 0.8)  # of the closed-loop rate measured in the same run
+
+
+def paced(
+    rows: list[dict[str, Any]],
+    url: str,
+    duration: int,
+    warmup: int,
+    pids: list[int],
+    postmaster: int | None,
+    token: str,
+    capacity_at: int,
+    targets: Path,
+    peer_prompts: int,
+) -> None:
+    """Latency at a fixed offered load: each of LOADS of the rate the closed loop reached in this
+    run (at ``capacity_at`` connections), sent on a schedule; cached answers (the peer set) and
+    misses (random targets)."""
+    measure = _measure(
+        rows, url, PACED_CONNECTIONS, duration, warmup, "registry", pids, postmaster, token
+    )
+    for workload, path, script in (
+        ("prompts/get (peer set)", f"/mcp/{PEER_TENANT}", ("get", "1", str(peer_prompts), "peer")),
+        ("prompts/get", "", ("targets", str(targets))),
+    ):
+        capacity = next(
+            row["rps"]
+            for row in rows
+            if (row["workload"], row["target"], row["connections"])
+            == (workload, "registry", capacity_at)
+        )
+        for share in LOADS:
+            measure(f"{workload} at {share:.0%} load", path, *script, rate=share * capacity)
 
 
 WORKLOADS = ("reads", "writes", "fanout")

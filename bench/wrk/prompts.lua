@@ -6,6 +6,25 @@
 --   list CURSOR     prompts/list from CURSOR ("" for the first page)
 --   write T N TOKEN admin API: a new version of a random prompt w-000 .. N-1 of tenant T (201)
 -- JSON-RPC errors arrive with HTTP 200, so bodies are checked and counted as errors too.
+--
+-- Paced (an offered load, not a closed loop) when BENCH_RATE_PER_CONNECTION is set, with one
+-- connection per thread (-t N -c N): each connection sends on a fixed schedule at that rate, and a
+-- request's latency is counted from the moment it was scheduled, not from when it could be sent, so
+-- time spent queued behind a slow answer counts (what a caller on a schedule would see). Sends are at
+-- most 1 ms late (wrk's delay() is in whole milliseconds), which the latencies include.
+
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+int clock_gettime(int clock, bench_timespec *now);
+]]
+local clock = ffi.new("bench_timespec")
+local function now_us()
+  ffi.C.clock_gettime(1, clock)  -- CLOCK_MONOTONIC
+  return tonumber(clock.tv_sec) * 1000000 + tonumber(clock.tv_nsec) / 1000
+end
+local interval_us, next_at, scheduled
+paced = {}  -- a global: done() reads each thread's latencies (µs from the schedule) with thread:get
 
 local mode, tenants, prompts, names, cursor, targets, tenant, token
 local written = 0
@@ -35,6 +54,18 @@ function init(args)
     cursor = args[2] or ""
   end
   math.randomseed(os.time() + (tonumber(tostring({}):match("0x(%x+)") or "0", 16) % 100000))
+  local rate = tonumber(os.getenv("BENCH_RATE_PER_CONNECTION") or "")
+  if rate and rate > 0 then interval_us = 1000000 / rate end
+end
+
+function delay()
+  if not interval_us then return 0 end
+  local now = now_us()
+  if not next_at then next_at = now + math.random() * interval_us end  -- connections spread out
+  scheduled = next_at
+  next_at = next_at + interval_us
+  if scheduled <= now then return 0 end
+  return math.ceil((scheduled - now) / 1000)
 end
 
 function request()
@@ -88,6 +119,10 @@ function request()
 end
 
 function response(status, headers, body)
+  if interval_us then
+    local now = now_us()
+    if scheduled then table.insert(paced, now - scheduled) end
+  end
   if mode == "write" then
     if status ~= 201 then errors = errors + 1 end
     return
@@ -100,11 +135,22 @@ end
 -- One JSON line with every figure bench/run reads (times in microseconds); nothing else is parsed.
 function done(summary, latency, requests)
   local total = 0
-  for _, thread in ipairs(threads) do total = total + (thread:get("errors") or 0) end
+  local all = {}
+  for _, thread in ipairs(threads) do
+    total = total + (thread:get("errors") or 0)
+    for _, value in ipairs(thread:get("paced") or {}) do table.insert(all, value) end
+  end
+  table.sort(all)
+  local function at(fraction)
+    if #all == 0 then return 0 end
+    return all[math.max(1, math.ceil(fraction * #all))]
+  end
   local e = summary.errors
   io.write(string.format(
     '{"bench":1,"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"max_us":%d,'
-      .. '"jsonrpc_errors":%d,"non_2xx":%d,"socket_errors":%d}\n',
+      .. '"jsonrpc_errors":%d,"non_2xx":%d,"socket_errors":%d,'
+      .. '"paced":%d,"paced_p50_us":%d,"paced_p99_us":%d,"paced_p999_us":%d,"paced_max_us":%d}\n',
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    latency.max, total, e.status, e.connect + e.read + e.write + e.timeout))
+    latency.max, total, e.status, e.connect + e.read + e.write + e.timeout,
+    #all, at(0.5), at(0.99), at(0.999), at(1)))
 end

@@ -24,6 +24,10 @@ WORKLOADS = {
     ("prompts/get (peer set)", "registry"),
     ("prompts/get (peer set, new arguments)", "registry"),
     ("prompts/list page 1", "registry"),
+    ("prompts/get (peer set) at 50% load", "registry"),
+    ("prompts/get (peer set) at 80% load", "registry"),
+    ("prompts/get at 50% load", "registry"),
+    ("prompts/get at 80% load", "registry"),
     ("prompts/list deep page", "registry"),
     ("admin: new version", "registry"),
     ("prompts/get (peer set)", "low-level SDK"),
@@ -75,6 +79,9 @@ def test_every_workload_completes_without_errors(
         if row["workload"] == "admin: new version":  # writes reach the database being measured
             assert row["postgres_cpu_ms"] > 0, row
         assert row["rps"] > 0, row
+        if "load" in row["workload"]:  # an offered load: latencies from each scheduled moment
+            assert row["offered_rps"] > 0 and row["paced_p99_ms"] > 0, row
+            assert row["paced_max_ms"] >= row["paced_p99_ms"] >= row["paced_p50_ms"], row
         if row["target"] == "registry":  # its collector pauses, read from /metrics around the run
             assert row["gc_full_collections"] >= 0 and row["gc_paused_s"] >= 0, row
             assert row["gc_longest_pause_ms_at_most"] >= 0, row
