@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 import httpx
@@ -153,6 +153,14 @@ async def superuser(pg_server: PgServer, db_name: str) -> AsyncIterator[asyncpg.
     conn = await pg_server.connect(db_name)
     yield conn
     await conn.close()
+
+
+def unavailable(reason: str) -> NoReturn:
+    """A test needs something this machine lacks (a Debian package, the schemas, git history):
+    skipped with the reason, except under CI, where it fails."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 def free_port() -> int:

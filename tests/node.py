@@ -6,19 +6,11 @@ tests skip with the reason, except under CI, where they fail."""
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import NoReturn
 
-import pytest
-
-
-def unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+from tests.conftest import unavailable
 
 
 def node() -> str:

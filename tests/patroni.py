@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from registry.db.embedded import SUPERUSER, binary, chown_tree, system_user
-from tests.conftest import free_port
+from tests.conftest import free_port, unavailable
 
 WAIT = 60  # seconds: a bound on every wait, never a sleep of its own
 BINARIES = ("patroni", "etcd")
@@ -35,10 +35,7 @@ BINARIES = ("patroni", "etcd")
 def require_binaries() -> None:
     missing = [name for name in BINARIES if shutil.which(name) is None]
     if missing:
-        message = f"{' and '.join(missing)} not installed (apt-get install patroni etcd-server)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"{' and '.join(missing)} not installed (apt-get install patroni etcd-server)")
 
 
 @dataclass

@@ -5,7 +5,6 @@ except under CI, where they fail."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
 import tempfile
@@ -18,7 +17,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from registry.db.embedded import system_user
-from tests.conftest import PgServer, free_port
+from tests.conftest import PgServer, free_port, unavailable
 
 BINARY = "pgbouncer"
 WAIT = 60  # seconds: a bound on waiting for the pooler to accept connections
@@ -39,10 +38,7 @@ def _binary() -> str:
         f"/usr/sbin/{BINARY}" if Path(f"/usr/sbin/{BINARY}").exists() else None
     )
     if found is None:
-        message = f"{BINARY} is not installed (apt-get install {BINARY})"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"{BINARY} is not installed (apt-get install {BINARY})")
     return found
 
 

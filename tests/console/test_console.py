@@ -23,6 +23,7 @@ from tests.conftest import (
     free_port,
     start_server,
     stop_server,
+    unavailable,
 )
 from tests.oauth.idp import Provider
 
@@ -60,12 +61,6 @@ HOSTILE = {
     "title": "<script>window.__xss = 1</script>",
     "messages": [{"role": "user", "text": '<img src=x onerror="window.__xss = 2">'}],
 }
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @dataclass
@@ -153,11 +148,11 @@ def browser(console: Console) -> Iterator[object]:
     tests' loop) comes first, and is torn down after the browser."""
     del console
     if not Path(CHROMIUM).is_file():
-        _unavailable("Debian's chromium is not installed (apt-get install chromium)")
+        unavailable("Debian's chromium is not installed (apt-get install chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _unavailable("playwright is not installed (pip install -e '.[test]')")
+        unavailable("playwright is not installed (pip install -e '.[test]')")
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
             executable_path=CHROMIUM,

@@ -32,6 +32,7 @@ from tests.conftest import (
     registry_command,
     start_server,
     stop_server,
+    unavailable,
 )
 from tests.streams import streams
 from tests.writes import tenant_sequence, versions_kept
@@ -53,12 +54,6 @@ def previous_release() -> re.Match[str]:
     found = RELEASE.search((ROOT / "CHANGELOG.md").read_text())
     assert found, "CHANGELOG.md names no release as '## X.Y.Z: <commit> (schema NNNN)'"
     return found
-
-
-def unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,10 @@ import pytest
 from mcp import types
 
 from tests import agent_env
-from tests.conftest import OPERATOR_TOKEN, ROOT, LiveServer, PgServer, module_server
+from tests.conftest import OPERATOR_TOKEN, ROOT, LiveServer, PgServer, module_server, unavailable
 from tests.mcp.test_sdk import sdk_client
 from tests.mcp.test_stateless_live import META, REVISION, listen
 from tests.mcp.test_tools import PLAIN, REPLY
-from tests.node import unavailable
 
 pytestmark = pytest.mark.slow
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
