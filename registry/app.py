@@ -190,7 +190,7 @@ class Worker:
             hub,
             DatabaseChanges(db),
             caches=[caches],
-            auth_caches=[caches.directory.principals],
+            auth_caches=[caches.directory.principals, caches.replays],
             access_checks=[endpoint.revalidate],  # streams end with their key or the public access
             session_ends=[endpoint.session_ended],
             sequences=[db.saw],

@@ -35,6 +35,11 @@ class Lru(Generic[V]):
         self._hits.inc()
         return found[0]
 
+    def peek(self, key: Hashable) -> V:
+        """The value (or MISSING) without counting a hit or a miss or refreshing its place."""
+        found = self._items.get(key)
+        return MISSING if found is None else found[0]
+
     def put(self, key: Hashable, value: V) -> V:
         weight = int(self.weigh(value))
         if weight > self.capacity:
@@ -87,6 +92,9 @@ class TenantScoped(Generic[V]):
     def get(self, tenant_id: uuid.UUID, key: Hashable) -> V:
         return self._lru.get((tenant_id.int, key))
 
+    def peek(self, tenant_id: uuid.UUID, key: Hashable) -> V:
+        return self._lru.peek((tenant_id.int, key))
+
     def put(self, tenant_id: uuid.UUID, key: Hashable, value: V, generation: tuple[int, int]) -> V:
         if generation != self.generation(tenant_id):
             return value
@@ -108,3 +116,27 @@ class TenantScoped(Generic[V]):
         self._generations.clear()
         self._lru.clear()
         self._keys.clear()
+
+
+class Grouped(Generic[V]):
+    """A bounded LRU whose keys do not name their tenant (a slug, a credential's digest, a
+    request's digest), with each tenant's keys remembered so that its notification drops them."""
+
+    def __init__(self, name: str, capacity: int, weigh: Any = None) -> None:
+        self.lru: Lru[V] = Lru(name, capacity, weigh)
+        self.keys: dict[uuid.UUID, set[Hashable]] = {}
+
+    def keep(self, tenant_id: uuid.UUID, key: Hashable, value: V) -> None:
+        keys = self.keys.setdefault(tenant_id, set())
+        keys.add(key)
+        if len(keys) > 2 * len(self.lru) + 64:  # forget keys the LRU already evicted
+            keys.intersection_update(k for k in list(keys) if k in self.lru)
+        self.lru.put(key, value)
+
+    def invalidate(self, tenant_id: uuid.UUID) -> None:
+        for key in self.keys.pop(tenant_id, ()):
+            self.lru.pop(key)
+
+    def clear(self) -> None:
+        self.lru.clear()
+        self.keys.clear()

@@ -123,16 +123,40 @@ class Headers:
 class Request:
     """What the transport reads of a request, and nothing more: Starlette's Request (with its
     Headers, then a dictionary of them) cost a cached prompts/get about 2 µs of the endpoint's
-    work (``bench/inproc``); its URL is built only for a refusal that needs it."""
+    work (``bench/inproc``); its headers are looked up only when read (an answer sent again from the
+    request's bytes reads none), its URL only for a refusal that needs it. ``body`` holds the body
+    once read (or the error reading it raised); ``digest`` and ``served`` are what an answer sent
+    again from the request's bytes needs (registry.mcp.replay)."""
 
-    __slots__ = ("headers", "method", "path_params", "receive", "scope")
+    __slots__ = (
+        "_headers", "body", "digest", "method", "path_params", "receive", "scope", "served",
+    )  # fmt: skip
 
     def __init__(self, scope: Any, receive: Receive) -> None:
         self.scope = scope
         self.receive = receive
         self.method: str = scope["method"]
-        self.headers = Headers(scope["headers"])
         self.path_params: dict[str, str] = scope["path_params"]
+        self._headers: Headers | None = None
+        self.body: bytes | Exception | None = None
+        self.digest: Any = None  # the request as registry.mcp.replay identifies it
+        self.served: Any = None
+
+    @property
+    def headers(self) -> Headers:
+        if self._headers is None:
+            self._headers = Headers(self.scope["headers"])
+        return self._headers
+
+    def header(self, name: str) -> str:
+        """One header's value ("" when absent) without building the dictionary of them all."""
+        if self._headers is not None:
+            return self._headers.get(name, "")
+        wanted = name.encode("latin-1")
+        for key, value in self.scope["headers"]:
+            if key == wanted:
+                return value.decode("latin-1")  # type: ignore[no-any-return]
+        return ""
 
     @property
     def client_host(self) -> str | None:

@@ -23,7 +23,7 @@ import orjson
 from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
 from registry.errors import NotFound
-from registry.events.cache import MISSING, Lru, TenantScoped
+from registry.events.cache import MISSING, Grouped, Lru, TenantScoped
 from registry.mcp import shaping
 from registry.mcp.protocol import Message
 from registry.principal import Principal
@@ -58,7 +58,11 @@ class Directory:
             self.tenants.keep(tenant.id, tenant.slug, tenant)
 
     def principal(self, tenant_id: uuid.UUID, credential: str) -> Principal | None:
-        found = self.principals.lru.get(_credential_key(tenant_id, credential))
+        return self.principal_at(credential_key(tenant_id, credential))
+
+    def principal_at(self, key: CredentialKey) -> Principal | None:
+        """The principal remembered under a credential's key, while it needs no new check."""
+        found = self.principals.lru.get(key)
         if found is MISSING:
             return None
         principal, fresh_until = found
@@ -71,37 +75,32 @@ class Directory:
     def put_principal(self, credential: str, principal: Principal, generation: int) -> None:
         if generation == self.changes and principal.tenant_id is not None:
             fresh_until = time.monotonic() + TOUCH_EVERY.total_seconds()
-            key = _credential_key(principal.tenant_id, credential)
+            key = credential_key(principal.tenant_id, credential)
             self.principals.keep(principal.tenant_id, key, (principal, fresh_until))
 
 
-class _DirectoryPart:
-    """One half of the directory, invalidated on its own kind of notification."""
+class _DirectoryPart(Grouped[Any]):
+    """One half of the directory, invalidated on its own kind of notification (each invalidation
+    outdates every generation taken before it)."""
 
     def __init__(self, directory: Directory, name: str, capacity: int) -> None:
+        super().__init__(name, capacity)
         self.directory = directory
-        self.lru: Lru[Any] = Lru(name, capacity)
-        self.keys: dict[uuid.UUID, set[Any]] = {}
-
-    def keep(self, tenant_id: uuid.UUID, key: Any, value: Any) -> None:
-        keys = self.keys.setdefault(tenant_id, set())
-        keys.add(key)
-        if len(keys) > self.lru.capacity:  # forget keys the LRU already evicted
-            keys.intersection_update(k for k in list(keys) if k in self.lru)
-        self.lru.put(key, value)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         self.directory.changes += 1
-        for key in self.keys.pop(tenant_id, ()):
-            self.lru.pop(key)
+        super().invalidate(tenant_id)
 
     def clear(self) -> None:
         self.directory.changes += 1
-        self.lru.clear()
-        self.keys.clear()
+        super().clear()
 
 
-def _credential_key(tenant_id: uuid.UUID, credential: str) -> tuple[int, bytes]:
+CredentialKey = tuple[int, bytes]
+
+
+def credential_key(tenant_id: uuid.UUID, credential: str) -> CredentialKey:
+    """Where a checked credential is remembered: its tenant and its digest, never the secret."""
     return tenant_id.int, hashlib.sha256(credential.encode()).digest()  # no secret kept in memory
 
 
@@ -129,6 +128,10 @@ def _weigh_answer(answer: Answer) -> int:
     return answer.size
 
 
+def _weigh_replay(replay: Any) -> int:
+    return int(replay.size)
+
+
 @dataclass
 class McpCaches:
     versions: Lru[CompiledVersion] = field(default_factory=lambda: Lru("versions", 20_000))
@@ -140,6 +143,11 @@ class McpCaches:
     )
     answers: TenantScoped[Answer] = field(
         default_factory=lambda: TenantScoped("answers", 32 * 1024 * 1024, weigh=_weigh_answer)
+    )
+    # Requests answered again from their bytes (registry.mcp.replay): each entry holds its answer,
+    # so the bound counts the answers too.
+    replays: Grouped[Any] = field(
+        default_factory=lambda: Grouped("replays", 32 * 1024 * 1024, weigh=_weigh_replay)
     )
     # Hashes of answer keys seen once: an answer is kept the second time it is asked for, so that
     # requests that never repeat (new arguments each time) cost no encoding and no eviction.
@@ -153,8 +161,11 @@ class McpCaches:
     def enabled(self) -> bool:
         return self.live()
 
-    def tenant_scoped(self) -> list[TenantScoped[Any] | _DirectoryPart]:
-        return [self.resolved, self.counts, self.listings, self.answers, self.directory.tenants]
+    def tenant_scoped(self) -> list[TenantScoped[Any] | Grouped[Any]]:
+        return [
+            self.resolved, self.counts, self.listings, self.answers, self.replays,
+            self.directory.tenants,
+        ]  # fmt: skip
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         for cache in self.tenant_scoped():

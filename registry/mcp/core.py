@@ -117,6 +117,23 @@ class Core:
         """Answer one message (None for notifications and responses) in ``revision`` (a name the
         transport negotiated or checked). A prompts/get answered before, and not changed since, is
         sent as it was (``caching.answer_key``)."""
+        answer, _ = await self.answer(
+            tx, tenant, principal, label, revision, message, session=session
+        )
+        return answer
+
+    async def answer(
+        self,
+        tx: LazyTx,
+        tenant: Tenant,
+        principal: Principal,
+        label: str,
+        revision: str,
+        message: Message,
+        *,
+        session: McpSession | None = None,
+    ) -> tuple[dict[str, Any] | None, bytes | None]:
+        """``call``'s answer, and the key it is kept under in the answer cache when it may be."""
         started = time.perf_counter()
         spoken = revision_of(revision)
         key = caching.answer_key(self.caches, label, spoken, principal, message)
@@ -124,7 +141,7 @@ class Core:
             remembered = self.caches.answers.get(tenant.id, key)
             if remembered is not MISSING:
                 handlers.count(message, started, "ok")
-                return result_message(message.id, remembered.result)
+                return result_message(message.id, remembered.result), key
             generation = self.caches.answers.generation(tenant.id)
         call = Call(
             db=self.db,
@@ -148,4 +165,4 @@ class Core:
             )
         if key is not None and answer is not None:
             caching.remember_answer(self.caches, tenant.id, key, answer, generation)
-        return answer
+        return answer, key

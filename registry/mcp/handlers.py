@@ -376,7 +376,11 @@ def count(message: Message, started: float, outcome: Literal["ok", "error"]) -> 
     """Count one answered request: its time since ``started`` and its outcome, under its method's
     name (``other`` for a method the server does not have)."""
     assert message.method is not None
-    name = message.method if message.method in METHODS else "other"
+    count_method(message.method, started, outcome)
+
+
+def count_method(method: str, started: float, outcome: Literal["ok", "error"]) -> None:
+    name = method if method in METHODS else "other"
     timings("mcp", name).observe(time.perf_counter() - started)
     tally(REQUESTS, "mcp", name, outcome).inc()
 

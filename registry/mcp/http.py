@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from datetime import timedelta
 from typing import Any
 
@@ -50,6 +50,7 @@ from registry.mcp.errors import (
     NotAcceptable,
 )
 from registry.mcp.protocol import Message, error_message
+from registry.mcp.replay import Replays, Served
 from registry.metrics import REQUESTS, tally
 from registry.naming import LABEL_RE
 from registry.principal import Principal
@@ -82,6 +83,7 @@ class McpEndpoint:
         self.caches = caches
         self.tokens = tokens
         self.core = Core(settings, db, caches)
+        self.replays = Replays(caches)
         self.bodies = BodyReader(settings.body_timeout_seconds)
         self.slots = StreamSlots(settings.streams_per_caller, settings.streams_per_tenant)
         self.session_bounds = sessions.Bounds(
@@ -102,6 +104,11 @@ class McpEndpoint:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """A plain ASGI app (the registry app routes MCP paths here before its middleware)."""
         request = Request(scope, receive)
+        if request.method == "POST" and self.caches.enabled:
+            with suppress(McpError):  # refused on the full path
+                request.digest = self.replays.identify(scope, await self._body(request))
+            if request.digest is not None and await self.replays.answer(request.digest, send):
+                return
         origin = request.headers.get("origin")
         allowed = origin is not None and origin_allowed(origin, self.settings.allowed_origins)
         if request.method == "OPTIONS":
@@ -122,16 +129,35 @@ class McpEndpoint:
             )
         else:
             response = await self.handle(request)
-        del request  # an open stream keeps its own state only, not the request it came from
         if allowed and origin is not None:  # a browser client of an allowed origin may read it
             response.headers.update(cors(origin))
+        if (
+            request.served is not None
+            and request.digest is not None
+            and response.status_code == 200
+        ):
+            self.replays.keep(
+                request.digest, request.path_params["tenant"], request.served, response.raw_headers
+            )
+        del request  # an open stream keeps its own state only, not the request it came from
         await response(scope, receive, send)
 
     async def _body(self, request: Request) -> bytes:
+        """The request body, read once (the answer or the error kept on the request)."""
+        if request.body is None:
+            try:
+                request.body = await self._read_body(request)
+            except McpError as error:
+                request.body = error
+        if isinstance(request.body, Exception):
+            raise request.body
+        return request.body
+
+    async def _read_body(self, request: Request) -> bytes:
         """The request body, refused (413) past ``max_request_bytes``, declared or actual, and
         (408) when it does not arrive within the body timeout."""
         limit = self.settings.max_request_bytes
-        declared = request.headers.get("content-length", "")
+        declared = request.header("content-length")
         if declared.isdigit() and int(declared) > limit:
             raise BodyTooLarge(f"request body is larger than the limit of {limit} bytes")
         try:
@@ -311,8 +337,11 @@ class McpEndpoint:
             release = self.slots.take(tenant.id, caller_of(principal, request.client_host))
             return self._listen(message, tenant, principal, served, release)
         async with LazyTx(self.db, tenant.id, reads_on_replica=True) as tx:
-            answer = await self.core.call(tx, tenant, principal, served, revision, message)
+            answer, key = await self.core.answer(tx, tenant, principal, served, revision, message)
         assert answer is not None
+        if key is not None and "result" in answer:  # perhaps kept: the bytes may be answered again
+            credential = access.parse_bearer(request.headers.get("authorization"))
+            request.served = Served(tenant, principal, credential, key)
         return json_answer(answer)
 
     def _listen(

@@ -42,7 +42,7 @@ def classify(obj: Any) -> Message:
     if not isinstance(obj, dict) or obj.get("jsonrpc") != "2.0":
         raise InvalidRequest("not a JSON-RPC 2.0 message", request_id=request_id)
     has_id = "id" in obj
-    if has_id and not _valid_id(obj["id"]):
+    if has_id and not valid_id(obj["id"]):
         raise InvalidRequest(
             f"id must be a string of at most {MAX_ID_LENGTH} characters or an integer within 64 bits"
         )
@@ -64,7 +64,7 @@ def classify(obj: Any) -> Message:
 MAX_ID_LENGTH = 1024
 
 
-def _valid_id(value: Any) -> bool:
+def valid_id(value: Any) -> bool:
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
@@ -73,7 +73,7 @@ def _valid_id(value: Any) -> bool:
 
 
 def _id_of(obj: Any) -> str | int | None:
-    if isinstance(obj, dict) and _valid_id(obj.get("id")):
+    if isinstance(obj, dict) and valid_id(obj.get("id")):
         value: str | int = obj["id"]
         return value
     return None

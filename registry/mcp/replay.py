@@ -1,0 +1,147 @@
+"""Kept answers sent again from a request's bytes, before any request object is built.
+
+A stateless prompts/get that this worker answered from its answer cache is remembered by the digest
+of everything its answer was decided from: the path, the query, every header but Content-Length
+(which follows the id's length), and the body without its id. The same bytes again (any id) are
+answered with the kept answer, the new id spliced in, as long as everything the full path consulted
+is still what the worker remembers:
+
+- the LISTEN connection is live (``McpCaches.enabled``), as for every cached answer;
+- the tenant found by its slug is the same object the directory holds (any change of the tenant
+  replaces it);
+- the caller's remembered principal is the same object, still fresh and unexpired (a revocation, a
+  key's expiry, the periodic record of its use drop or replace it; an anonymous caller has none, and
+  whether anonymous readers are served is part of the tenant); the operator is never remembered;
+- the answer is the one the answer cache still holds (the tenant's change drops it).
+
+The full path's checks (envelope, headers against the body, method offered, label readable) are
+functions of those bytes and of those objects, so they would decide the same. Anything else takes the
+full path, which remembers the request again. The digest is SHA-256, so two requests never share an
+entry; the credential is not kept, only its digest (``caching.credential_key``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any, NamedTuple
+
+import orjson
+
+from registry.db.models import Tenant
+from registry.events.cache import MISSING, Grouped
+from registry.mcp import handlers
+from registry.mcp.caching import Answer, CredentialKey, McpCaches, credential_key
+from registry.mcp.protocol import encode_json, result_message, valid_id
+from registry.principal import Principal
+
+CONTENT_LENGTH = b"content-length"
+PROMPTS_GET = b"prompts/get"
+
+
+class Digest(NamedTuple):
+    key: bytes  # SHA-256 of what the answer is decided from
+    request_id: str | int
+
+
+class Served(NamedTuple):
+    """What a full-path answer was decided from, as the transport saw it."""
+
+    tenant: Tenant
+    principal: Principal
+    credential: str | None
+    answer_key: bytes
+
+
+class Replay(NamedTuple):
+    slug: str
+    tenant: Tenant
+    principal: Principal | None  # None: an anonymous caller
+    credential: CredentialKey | None
+    answer_key: bytes
+    answer: Answer
+    headers: list[tuple[bytes, bytes]]  # the response's, without Content-Length
+    size: int  # what McpCaches.replays weighs: the answer it holds, its key, about 300 bytes more
+
+
+class Replays:
+    """The requests this worker may answer from their bytes (kept in ``McpCaches.replays``, which
+    the tenant's notifications drop with its other caches)."""
+
+    def __init__(self, caches: McpCaches) -> None:
+        self.caches = caches
+        self.entries: Grouped[Replay] = caches.replays
+
+    @staticmethod
+    def identify(scope: Any, body: bytes) -> Digest | None:
+        """The request's digest and id; None for anything but one JSON-RPC request object that
+        may be prompts/get (the only method answered again: others pay one search of the body)."""
+        if PROMPTS_GET not in body:
+            return None
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if type(message) is not dict:
+            return None
+        request_id = message.pop("id", None)
+        if request_id is None or not valid_id(request_id):
+            return None
+        path: bytes = scope["path"].encode("utf-8", "surrogateescape")
+        query: bytes = scope["query_string"]
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        parts = [b"%d:%b%d:%b%d\n" % (len(path), path, len(query), query, len(headers))]
+        # Names are tokens and values hold no line breaks (RFC 9110): one line each is unambiguous.
+        parts += [b"%b:%b\n" % header for header in headers if header[0] != CONTENT_LENGTH]
+        parts.append(orjson.dumps(message))
+        return Digest(hashlib.sha256(b"".join(parts)).digest(), request_id)
+
+    async def answer(self, found: Digest, send: Any) -> bool:
+        """Send the kept answer if this request may have it; False: take the full path. The
+        transport asks only while the caches are trusted (``McpCaches.enabled``)."""
+        started = time.perf_counter()
+        caches = self.caches
+        key, request_id = found
+        replay = self.entries.lru.get(key)
+        if replay is MISSING:
+            return False
+        directory = caches.directory
+        if directory.tenant(replay.slug) is not replay.tenant:
+            return False
+        if replay.credential is not None and (
+            directory.principal_at(replay.credential) is not replay.principal
+        ):
+            return False
+        if caches.answers.get(replay.tenant.id, replay.answer_key) is not replay.answer:
+            return False
+        encoded = encode_json(result_message(request_id, replay.answer.result))
+        headers = [(CONTENT_LENGTH, b"%d" % len(encoded)), *replay.headers]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": encoded})
+        handlers.count_method("prompts/get", started, "ok")
+        return True
+
+    def keep(
+        self, found: Digest, slug: str, served: Served, headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        """Remember a request the full path answered with a kept answer (200, ``headers`` as
+        sent), if the worker still holds everything it was decided from."""
+        caches = self.caches
+        tenant = served.tenant
+        answer = caches.answers.peek(tenant.id, served.answer_key)
+        if answer is MISSING or caches.directory.tenants.lru.peek(slug) is not tenant:
+            return
+        credential: CredentialKey | None = None
+        principal: Principal | None = None
+        if served.credential is not None:
+            credential = credential_key(tenant.id, served.credential)
+            remembered = caches.directory.principals.lru.peek(credential)
+            if remembered is MISSING or remembered[0] is not served.principal:
+                return  # the operator, or a caller not remembered
+            principal = served.principal
+        elif not served.principal.anonymous:
+            return
+        kept = [(name, value) for name, value in headers if name != CONTENT_LENGTH]
+        size = answer.size + len(served.answer_key) + 300
+        replay = Replay(slug, tenant, principal, credential, served.answer_key, answer, kept, size)
+        self.entries.keep(tenant.id, found.key, replay)

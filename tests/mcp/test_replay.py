@@ -1,0 +1,190 @@
+"""A stateless prompts/get answered from the answer cache is answered again from its bytes
+(registry.mcp.replay): the same answer with its own id, byte for byte what the full path sends, and
+only while every check of the full path would decide the same (the listener live, the tenant, the
+caller and the answer still the ones remembered)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from registry.mcp.core import Core
+from tests.conftest import Api, auth
+from tests.mcp.conftest import CONFORMANCE_PROMPTS, add_prompts
+from tests.mcp.test_directory import eventually
+from tests.mcp.test_stateless import Stateless, meta
+
+ARGS = {"arg1": "one", "arg2": "two"}
+NAME = "test_prompt_with_arguments"
+
+
+@pytest.fixture
+def full_path(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The prompts/get requests that reached the protocol core (not answered from their bytes)."""
+    seen: list[str] = []
+    answer = Core.answer
+
+    async def counted(self: Core, *args: Any, **kwargs: Any) -> Any:
+        seen.append(args[-1].method)
+        return await answer(self, *args, **kwargs)
+
+    monkeypatch.setattr(Core, "answer", counted)
+    return seen
+
+
+async def _get(client: Stateless, **headers: str | None) -> httpx.Response:
+    return await client.post(
+        "prompts/get", {"_meta": meta(), "name": NAME, "arguments": ARGS}, **headers
+    )
+
+
+async def _acme(api: Api, **tenant: object) -> tuple[dict[str, str], Stateless]:
+    keys = await api.tenant("acme", **tenant)
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    return keys, Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+
+
+async def test_the_same_bytes_get_the_kept_answer_with_their_own_id(
+    api: Api, full_path: list[str]
+) -> None:
+    _, client = await _acme(api)
+    answers = [await _get(client) for _ in range(4)]
+    assert len(full_path) == 2  # rendered, then kept (asked twice); the next ones from their bytes
+    assert [a.json()["id"] for a in answers] == [1, 2, 3, 4]
+    assert all(a.status_code == 200 for a in answers)
+    assert answers[1].json()["result"] == answers[2].json()["result"] == answers[3].json()["result"]
+
+    # Byte for byte what the full path sends for the same id: a header it does not read makes the
+    # request another one (answered by the full path from the answer cache), same id as the last.
+    client.next_id -= 1
+    full = await _get(client, **{"X-Trace": "1"})
+    assert len(full_path) == 3
+    assert full.content == answers[3].content
+    assert full.headers["content-type"] == answers[3].headers["content-type"]
+    assert int(answers[3].headers["content-length"]) == len(answers[3].content)
+
+    # A string id, and an id that is no JSON-RPC id, which the full path refuses.
+    body = {"jsonrpc": "2.0", "method": "prompts/get",
+            "params": {"_meta": meta(), "name": NAME, "arguments": ARGS}}  # fmt: skip
+    headers = {**client.headers, "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get",
+               "Mcp-Name": NAME}  # fmt: skip
+    named = await api.client.post("/mcp/acme", json={**body, "id": "x"}, headers=headers)
+    assert named.json()["id"] == "x" and named.json()["result"] == answers[3].json()["result"]
+    calls = len(full_path)
+    refused = await api.client.post("/mcp/acme", json={**body, "id": True}, headers=headers)
+    assert refused.status_code == 400 and "error" in refused.json(), refused.text
+    notified = await api.client.post("/mcp/acme", json=body, headers=headers)
+    assert notified.status_code == 202
+    assert len(full_path) == calls  # neither reached the core: refused, and a notification
+
+
+async def test_headers_the_full_path_checks_are_part_of_the_request(
+    api: Api, full_path: list[str]
+) -> None:
+    _, client = await _acme(api)
+    for _ in range(3):
+        assert (await _get(client)).status_code == 200
+    mismatch = await _get(client, **{"Mcp-Name": "test_simple_prompt"})
+    assert mismatch.status_code == 400, mismatch.text
+    assert "Mcp-Name" in mismatch.json()["error"]["message"]
+    other_key = Stateless(api.client, "/mcp/acme", {"Authorization": "Bearer nope"})
+    assert (await _get(other_key)).status_code == 403  # a key this tenant does not have
+
+
+async def test_an_allowed_origin_is_answered_again_with_its_cors_headers(
+    api: Api, full_path: list[str]
+) -> None:
+    keys, _ = await _acme(api)
+    browser = Stateless(
+        api.client, "/mcp/acme", {**auth(keys["reader"]), "Origin": "http://localhost:5173"}
+    )
+    answers = [await _get(browser) for _ in range(3)]
+    assert len(full_path) == 2
+    for answer in answers:
+        assert answer.headers["access-control-allow-origin"] == "http://localhost:5173"
+        assert answer.headers["vary"] == "Origin"
+    evil = Stateless(
+        api.client, "/mcp/acme", {**auth(keys["reader"]), "Origin": "https://evil.example"}
+    )
+    assert (await _get(evil)).status_code == 403
+
+
+def _forget(api: Api, what: str) -> Callable[[], None]:
+    caches = api.app.mcp.caches
+
+    def forget() -> None:
+        [tenant_id] = caches.directory.tenants.keys  # one tenant in this test
+        if what == "tenant":
+            caches.directory.tenants.invalidate(tenant_id)
+        elif what == "caller":
+            caches.directory.principals.invalidate(tenant_id)
+        elif what == "stale caller":  # due for its use to be recorded: checked in the database
+            for key in caches.directory.principals.keys[tenant_id]:
+                principal, _ = caches.directory.principals.lru.peek(key)
+                caches.directory.principals.lru.put(key, (principal, 0.0))
+        elif what == "answer":
+            caches.answers.invalidate(tenant_id)
+
+    return forget
+
+
+@pytest.mark.parametrize("what", ["tenant", "caller", "stale caller", "answer", "listener"])
+async def test_anything_the_full_path_would_check_again_sends_it_there(
+    api: Api, full_path: list[str], what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, client = await _acme(api)
+    for _ in range(3):
+        assert (await _get(client)).status_code == 200
+    assert len(full_path) == 2
+    if what == "listener":  # not hearing changes: nothing remembered is trusted
+        monkeypatch.setattr(api.app.mcp.caches, "live", lambda: False)
+    else:
+        _forget(api, what)()
+    assert (await _get(client)).status_code == 200
+    assert len(full_path) == 3
+
+
+async def test_a_revoked_key_and_a_closed_tenant_are_refused(api: Api, full_path: list[str]) -> None:
+    keys, _ = await _acme(api, public_read=True)
+    created = await api.client.post(
+        "/api/v1/tenants/acme/keys", json={"role": "reader"}, headers=auth(keys["admin"])
+    )
+    client = Stateless(api.client, "/mcp/acme", auth(f"Bearer {created.json()['secret']}"))
+    anonymous = Stateless(api.client, "/mcp/acme", {})
+    for _ in range(3):
+        assert (await _get(client)).status_code == 200
+        assert (await _get(anonymous)).status_code == 200
+    assert len(full_path) == 4
+    revoked = await api.client.delete(
+        f"/api/v1/tenants/acme/keys/{created.json()['id']}", headers=auth(keys["admin"])
+    )
+    assert revoked.status_code == 204
+
+    async def refused() -> bool:
+        return (await _get(client)).status_code == 403
+
+    await eventually(refused)
+    closed = await api.client.patch(
+        "/api/v1/tenants/acme", json={"public_read": False}, headers=auth(keys["admin"])
+    )
+    assert closed.status_code == 200, closed.text
+    assert (await _get(anonymous)).status_code == 401
+
+
+async def test_a_new_version_is_served_at_once(api: Api, full_path: list[str]) -> None:
+    keys, client = await _acme(api)
+    for _ in range(3):
+        assert (await _get(client)).status_code == 200
+    [prompt] = [p for p in CONFORMANCE_PROMPTS if p["name"] == NAME]
+    written = await api.client.post(
+        f"/api/v1/tenants/acme/prompts/{NAME}/versions",
+        json={**{k: v for k, v in prompt.items() if k != "name"}, "description": "second",
+              "labels": ["production"]},
+        headers=auth(keys["publisher"]),
+    )  # fmt: skip
+    assert written.status_code == 201, written.text
+    assert (await _get(client)).json()["result"]["description"] == "second"
