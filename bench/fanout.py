@@ -9,6 +9,12 @@ row was written, which happens inside the commit (a deferred trigger numbers and
 the database after each round; same machine, same clock). A stream that hears nothing within the
 timeout missed it.
 
+Caches are warm when each burst comes: before every round, CHECKERS keep-alive connections (the
+kernel spreads them over the workers too; how many each worker holds is measured) ask every tenant's
+probe a few times, so each worker keeps its answer and sends it from the request's bytes. After the
+burst, each of those connections asks again: every answer must be the version just written (a stale
+one is counted), which is what "no stale answer after a publish" means on every worker.
+
 The client is plain asyncio over raw sockets: one small task per stream, no HTTP library in the way.
 """
 
@@ -43,6 +49,42 @@ LISTEN = {
     },
 }
 PROBE = "fanout-probe"
+CHECKERS = 8  # keep-alive connections that ask for the probe before and after each burst
+WARM = 3  # asks per connection and tenant before a burst: kept the second time, then sent again
+
+
+def _get_request(host: str, port: int, tenant: str) -> bytes:
+    body = json.dumps({
+        "jsonrpc": "2.0", "id": 1, "method": "prompts/get",
+        "params": {"_meta": LISTEN["params"]["_meta"], "name": PROBE},  # type: ignore[index]
+    }).encode()  # fmt: skip
+    return (
+        f"POST /mcp/{tenant} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        f"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: prompts/get\r\nMcp-Name: {PROBE}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+
+
+class Checker:
+    """One keep-alive connection asking for the probe of a tenant: the text it is served."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def probe(self, request: bytes) -> str:
+        self.writer.write(request)
+        status = await self.reader.readline()
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        answer = json.loads(await self.reader.readexactly(length))
+        if b" 200 " not in status or "result" not in answer:
+            raise RuntimeError(f"prompts/get of the probe: {status!r} {answer}")
+        return str(answer["result"]["messages"][0]["content"]["text"])
 
 
 @dataclass
@@ -134,16 +176,17 @@ async def _write(
     sent: dict[str, float],
     write_ms: list[float],
     round_number: int,
+    texts: dict[str, str],
 ) -> None:
-    """One new version of the probe, labelled production: every stream of ``slug`` must hear it."""
+    """One new version of the probe, labelled production: every stream of ``slug`` must hear it,
+    and every worker serve its text (``texts``)."""
     sent[slug] = time.time()
+    texts[slug] = f"probe {time.time_ns()}"
     response = await api.post(
         f"/api/v1/tenants/{slug}/prompts/{PROBE}/versions",
         json={
             "labels": ["production"],
-            "messages": [
-                {"role": "user", "content": {"type": "text", "text": f"probe {time.time_ns()}"}}
-            ],
+            "messages": [{"role": "user", "content": {"type": "text", "text": texts[slug]}}],
             "commit_message": f"fan-out round {round_number}",
         },
     )
@@ -207,19 +250,28 @@ async def run(
         open_seconds = time.monotonic() - opened_at
         await asyncio.sleep(1)
         reading = snapshot() if snapshot is not None else None
+        checkers = [Checker(*await asyncio.open_connection(host, port)) for _ in range(CHECKERS)]
+        requests = {slug: _get_request(host, port, slug) for slug in tenants}
+        await asyncio.sleep(0.5)
+        checked = snapshot() if snapshot is not None else None
+        stale = 0
         latencies: list[float] = []  # from the commit
         from_send: list[float] = []
         write_ms: list[float] = []
         missed = 0
         for round_number in range(1, rounds + 1):
+            for slug in tenants:  # warm: every worker sends the probe from the request's bytes
+                for checker in checkers:
+                    for _ in range(WARM):
+                        await checker.probe(requests[slug])
             await asyncio.sleep(0.5)  # let every stream settle before the burst
             for stream in opened:
                 stream.woke.clear()
                 stream.heard.clear()
             sent: dict[str, float] = {}
-
+            texts: dict[str, str] = {}
             await asyncio.gather(
-                *(_write(api, slug, sent, write_ms, round_number) for slug in tenants)
+                *(_write(api, slug, sent, write_ms, round_number, texts) for slug in tenants)
             )
             deadline = time.monotonic() + wait_seconds
             for stream in opened:
@@ -234,8 +286,13 @@ async def run(
                     from_send.append((stream.heard[0] - sent[stream.tenant]) * 1000)
                 else:
                     missed += 1
+            for slug in tenants:  # the next prompts/get, on every connection: the new version
+                for checker in checkers:
+                    stale += await checker.probe(requests[slug]) != texts[slug]
         for stream in opened:
             stream.writer.close()
+        for checker in checkers:
+            checker.writer.close()
     return {
         "streams": streams,
         "tenants": len(tenants),
@@ -247,4 +304,16 @@ async def run(
         "write_p50_ms": round(statistics.median(write_ms), 2) if write_ms else None,
         "before_open": before,
         "while_open": reading,
+        "checked": {
+            "connections": CHECKERS,
+            "stale": stale,
+            "per_worker": _opened(reading, checked),
+        },
     }
+
+
+def _opened(before: Any, after: Any) -> dict[str, int] | None:
+    """The connections each worker gained between two snapshots."""
+    if before is None or after is None:
+        return None
+    return {pid: after[pid]["connections"] - before[pid]["connections"] for pid in after}

@@ -203,6 +203,26 @@ def collector_pauses(metrics_text: str) -> dict[str, float]:
     return found
 
 
+CACHE_COUNT = re.compile(
+    r'^registry_cache_(hits|misses)_total\{cache="([a-z_]+)"\} ([0-9.e+]+)$', re.MULTILINE
+)
+
+
+def cache_counts(metrics_text: str) -> dict[str, float]:
+    """The registry's cache hits and misses from a /metrics scrape, every worker together."""
+    return {f"{kind}/{cache}": float(n) for kind, cache, n in CACHE_COUNT.findall(metrics_text)}
+
+
+def hit_ratio(before: dict[str, float], after: dict[str, float], requests: int) -> float:
+    """The share of ``requests`` prompts/get answered without reading the database: a request
+    reads it when the label's resolution or the compiled version is not in the worker's memory."""
+    reads = sum(
+        after.get(f"misses/{cache}", 0.0) - before.get(f"misses/{cache}", 0.0)
+        for cache in ("resolved", "versions")
+    )
+    return max(0.0, 1 - reads / requests) if requests else float("nan")
+
+
 def pauses_between(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
     """What the collectors did between two scrapes: full collections, the seconds paused in all,
     and the longest pause's bucket (its upper bound: the longest pause was at most this)."""
@@ -242,6 +262,7 @@ def wrk(
     postmaster: int | None = None,
     metrics: Callable[[], str] | None = None,
     rate: float | None = None,
+    gets: bool = False,
 ) -> dict[str, Any]:
     """One wrk run (after a warm-up run of ``warmup`` seconds, none at 0); requests/s and
     latencies in ms.
@@ -249,7 +270,8 @@ def wrk(
     With ``server_pids``: the CPU time the server's processes and the PostgreSQL server's
     (``postmaster`` and its children) spent per request during the measured run, in ms: what a
     request costs, beside how fast requests went (on a shared two-core machine both move between
-    runs; the cost tells where the time goes)."""
+    runs; the cost tells where the time goes). With ``metrics``: the collector's pauses, and for
+    prompts/get (``gets``) the share answered from memory (``hit_ratio``)."""
     # A request slower than 10 s counts as an error (a socket timeout); wrk's own default is 2 s.
     # With ``rate``: requests/s offered on a schedule, one connection per wrk thread (prompts.lua).
     threads = connections if rate else 2
@@ -261,13 +283,19 @@ def wrk(
         subprocess.run(warm_up, capture_output=True, check=True, env=env)  # noqa: S603 - wrk
     measured = [*base[:3], f"-d{seconds}s", *base[3:]]
     database = postmaster if server_pids is not None else None
-    paused = collector_pauses(metrics()) if metrics else {}
+    scraped = metrics() if metrics else ""
+    paused, cached = collector_pauses(scraped), cache_counts(scraped)
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
     out = subprocess.run(  # noqa: S603 - wrk, built here
         measured, capture_output=True, text=True, check=True, env=env
     ).stdout
     if metrics:
-        paused = pauses_between(paused, collector_pauses(metrics()))
+        scraped = metrics()
+        paused = pauses_between(paused, collector_pauses(scraped))
+        if gets:
+            paused["hit_ratio"] = hit_ratio(
+                cached, cache_counts(scraped), figures_of(out)["requests"]
+            )
     spent = (
         cpu_seconds(server_pids or []) - started[0],
         database_cpu_seconds(database) - started[1],
@@ -387,8 +415,8 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors "
         "| server CPU ms/request | PostgreSQL CPU ms/request | full collections "
-        "| longest pause ms (at most) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| longest pause ms (at most) | from memory |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["wrk"]:
         pauses = (
@@ -404,12 +432,13 @@ def table(results: dict[str, Any]) -> str:
         lines.append(
             f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
             f"{p50:.2f} | {p99:.2f} | {most:.1f} | {row['errors']} | "
-            f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} |"
+            f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} | "
+            f"{_share(row.get('hit_ratio'))} |"
         )
     db = results["db_ceiling"]
     lines.append(
         f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} "
-        "| | | | 0 | | | | |"
+        "| | | | 0 | | | | | |"
     )
     if results["machine"].get("sched_autogroup"):
         lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
@@ -428,8 +457,9 @@ def table(results: dict[str, Any]) -> str:
         lines += [
             "",
             "| fan-out: open streams (per worker) | tenants | rounds | p50 ms | p99 ms | max ms "
-            "| missed | p99 ms from the write's request | write p50 ms | KiB per open stream |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| missed | p99 ms from the write's request | write p50 ms | KiB per open stream "
+            "| stale answers after (checking connections per worker) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
     for f in results["fanout"]:
         spread = " + ".join(str(n) for n in streams_per_worker(f).values())
@@ -437,7 +467,7 @@ def table(results: dict[str, Any]) -> str:
             f"| {f['streams']:,} ({spread}) | {f['tenants']} | {f['rounds']} | {f['p50_ms']:.1f} | "
             f"{f['p99_ms']:.1f} | {f['max_ms']:.1f} | {f['missed']} | {f['from_send']['p99_ms']:.1f} | "
             f"{f['write_p50_ms']:.1f} | "
-            f"{per_stream_kib(f):.1f} |"
+            f"{per_stream_kib(f):.1f} | {checked(f)} |"
         )
     count = len(results["memory_kib"]["idle"])
     lines += [
@@ -462,9 +492,19 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
+def _share(value: float | None) -> str:
+    return "" if value is None or value != value else f"{100 * value:.2f} %"
+
+
 def streams_per_worker(fanout_result: dict[str, Any]) -> dict[str, int]:
     before, during = fanout_result["before_open"], fanout_result["while_open"]
     return {pid: during[pid]["connections"] - before[pid]["connections"] for pid in during}
+
+
+def checked(fanout_result: dict[str, Any]) -> str:
+    found = fanout_result["checked"]
+    spread = " + ".join(str(n) for n in (found["per_worker"] or {}).values())
+    return f"{found['stale']} ({spread or found['connections']})"
 
 
 def per_stream_kib(fanout_result: dict[str, Any]) -> float:
@@ -741,6 +781,7 @@ def _measure(
             postmaster=postmaster,
             metrics=(lambda: scrape(url, token)) if token else None,
             rate=rate,
+            gets=workload.startswith("prompts/get"),
         )
         rows.append({"workload": workload, "target": target, "connections": connections, **result})
         print(rows[-1], file=sys.stderr)
@@ -749,6 +790,8 @@ def _measure(
 
 
 PACED_CONNECTIONS = 32  # requests in flight at most, under an offered load
+ZIPF_WORKLOAD = "prompts/get (Zipf mix)"
+ZIPF_EXPONENT = 1.0  # tenants, and prompts within a tenant: rank k asked for in proportion to 1/k
 LOADS = (0.5, 0.8)  # of the closed-loop rate measured in the same run
 
 
@@ -765,14 +808,21 @@ def paced(
     peer_prompts: int,
 ) -> None:
     """Latency at a fixed offered load: each of LOADS of the rate the closed loop reached in this
-    run (at ``capacity_at`` connections), sent on a schedule; cached answers (the peer set) and
-    misses (random targets)."""
+    run (at ``capacity_at`` connections), sent on a schedule; cached answers (the peer set), random
+    targets (misses where the dataset is larger than a worker's caches), and the targets in a Zipf
+    mix (a few tenants and prompts asked for most, as callers do), whose closed-loop rate is
+    measured here first."""
+    zipf = ("zipf", str(targets), str(ZIPF_EXPONENT))
+    _measure(rows, url, capacity_at, duration, warmup, "registry", pids, postmaster, token)(
+        ZIPF_WORKLOAD, "", *zipf
+    )
     measure = _measure(
         rows, url, PACED_CONNECTIONS, duration, warmup, "registry", pids, postmaster, token
     )
     for workload, path, script in (
         ("prompts/get (peer set)", f"/mcp/{PEER_TENANT}", ("get", "1", str(peer_prompts), "peer")),
         ("prompts/get", "", ("targets", str(targets))),
+        (ZIPF_WORKLOAD, "", zipf),
     ):
         capacity = next(
             row["rps"]

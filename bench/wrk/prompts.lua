@@ -1,6 +1,9 @@
 -- One MCP request per call, revision 2026-07-28 (stateless), so every server under test gets the same
 -- load. Arguments after `--`: mode, then
 --   targets FILE    prompts/get of random lines of FILE: "path<TAB>name<TAB>arguments-json"
+--   zipf FILE S     prompts/get of FILE's lines in a Zipf mix of exponent S: its tenants (paths)
+--                   ranked in the order they first appear, a tenant of rank k asked for in
+--                   proportion to 1/k^S, and within it its prompts ranked in file order, alike
 --   get 1 N peer    prompts/get of a random peer prompt (peer-00000 .. N-1) on the URL's path
 --   get 1 N peer-new the same with a new topic each time (no answer given before can be sent again)
 --   list CURSOR     prompts/list from CURSOR ("" for the first page)
@@ -27,12 +30,33 @@ local interval_us, next_at, scheduled
 paced = {}  -- a global: done() reads each thread's latencies (µs from the schedule) with thread:get
 
 local mode, tenants, prompts, names, cursor, targets, tenant, token
+local zipf_tenants, zipf_tenant_cdf  -- {path, targets, cdf} per tenant rank; the ranks' CDF
 local written = 0
 errors = 0  -- a global: done() reads it from each thread with thread:get
 local threads = {}
 local meta = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
   .. '"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"1"},'
   .. '"io.modelcontextprotocol/clientCapabilities":{}}'
+
+-- The cumulative shares of ranks 1..n under a Zipf law of exponent s, and a rank drawn from them.
+function zipf_cdf(n, s)
+  local cdf, total = {}, 0
+  for k = 1, n do
+    total = total + 1 / k ^ s
+    cdf[k] = total
+  end
+  for k = 1, n do cdf[k] = cdf[k] / total end
+  return cdf
+end
+
+local function zipf_rank(cdf)
+  local u, low, high = math.random(), 1, #cdf
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    if cdf[middle] < u then low = middle + 1 else high = middle end
+  end
+  return low
+end
 
 function setup(thread)
   table.insert(threads, thread)
@@ -46,6 +70,22 @@ function init(args)
       local path, name, arguments = line:match("([^\t]+)\t([^\t]+)\t(.*)")
       table.insert(targets, {path, name, arguments})
     end
+  elseif mode == "zipf" then
+    local exponent = tonumber(args[3])
+    local by_path = {}
+    zipf_tenants = {}
+    for line in io.lines(args[2]) do
+      local path, name, arguments = line:match("([^\t]+)\t([^\t]+)\t(.*)")
+      local group = by_path[path]
+      if not group then
+        group = {path = path, targets = {}}
+        by_path[path] = group
+        table.insert(zipf_tenants, group)
+      end
+      table.insert(group.targets, {path, name, arguments})
+    end
+    zipf_tenant_cdf = zipf_cdf(#zipf_tenants, exponent)
+    for _, group in ipairs(zipf_tenants) do group.cdf = zipf_cdf(#group.targets, exponent) end
   elseif mode == "get" then
     tenants, prompts, names = tonumber(args[2]), tonumber(args[3]), args[4]
   elseif mode == "write" then
@@ -85,8 +125,14 @@ function request()
       ["Authorization"] = "Bearer " .. token,
     }, body)
   end
-  if mode == "targets" then
-    local target = targets[math.random(1, #targets)]
+  if mode == "targets" or mode == "zipf" then
+    local target
+    if mode == "zipf" then
+      local group = zipf_tenants[zipf_rank(zipf_tenant_cdf)]
+      target = group.targets[zipf_rank(group.cdf)]
+    else
+      target = targets[math.random(1, #targets)]
+    end
     headers["Mcp-Method"] = "prompts/get"
     headers["Mcp-Name"] = target[2]
     local body = '{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{' .. meta

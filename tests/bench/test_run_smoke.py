@@ -28,6 +28,9 @@ WORKLOADS = {
     ("prompts/get (peer set) at 80% load", "registry"),
     ("prompts/get at 50% load", "registry"),
     ("prompts/get at 80% load", "registry"),
+    ("prompts/get (Zipf mix)", "registry"),
+    ("prompts/get (Zipf mix) at 50% load", "registry"),
+    ("prompts/get (Zipf mix) at 80% load", "registry"),
     ("prompts/list deep page", "registry"),
     ("admin: new version", "registry"),
     ("prompts/get (peer set)", "low-level SDK"),
@@ -85,6 +88,8 @@ def test_every_workload_completes_without_errors(
         if row["target"] == "registry":  # its collector pauses, read from /metrics around the run
             assert row["gc_full_collections"] >= 0 and row["gc_paused_s"] >= 0, row
             assert row["gc_longest_pause_ms_at_most"] >= 0, row
+            if row["workload"].startswith("prompts/get"):  # how many read no database
+                assert 0 <= row["hit_ratio"] <= 1, row
     assert results["db_ceiling"]["rps"] > 0
     walk = results["walk"]
     assert walk["prompts"] == 400
@@ -100,6 +105,10 @@ def test_every_workload_completes_without_errors(
         for pid in fanout["while_open"]
     )
     assert opened == 60  # every stream was counted on one of the workers
+    # warm caches, then the burst: the next prompts/get on every checking connection is the new
+    # version (one worker here: it holds them all)
+    assert fanout["checked"]["stale"] == 0
+    assert sum(fanout["checked"]["per_worker"].values()) == fanout["checked"]["connections"]
     assert len(results["memory_kib"]["idle"]) == 1  # one worker each (the other test runs two)
     assert (out / result_file.name.replace(".json", ".md")).read_text().startswith("| workload")
 
