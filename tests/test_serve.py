@@ -73,11 +73,18 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tm
     )
 
     port = free_port()
-    process = serve_embedded(data_dir, port)
+    token = "serve-operator-token-0123456789abcdef"
+    process = serve_embedded(data_dir, port, settings={"REGISTRY_OPERATOR_TOKEN": token})
     try:
         wait_ready(process, port)
         listing = registry_command("tenant", "list", env=env)
         assert "kept" in listing.stdout
+        # One worker (the default) shows its own metrics: the listener it runs, connected.
+        scraped = httpx.get(
+            f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert scraped.status_code == 200
+        assert "registry_listeners_connected 1.0" in scraped.text, scraped.text[:2000]
     finally:
         assert stop_serving(process) == 0
     assert not (data_dir / "pg" / "postmaster.pid").exists()

@@ -76,7 +76,9 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
         url = registry.url(serve=True)
         os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
         _size_pools(settings, url)
-        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # /metrics adds up every worker
+        # Several workers: /metrics adds up their files. One worker serves from this process, whose
+        # metrics exist already (they were made before a folder could be named): it shows its own.
+        if settings.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
             made = tempfile.mkdtemp(prefix="registry-metrics-")
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
         uvicorn.run(
