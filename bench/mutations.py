@@ -211,6 +211,30 @@ MUTATIONS = (
         "if False:",
         ("tests/test_prompt_files.py", "tests/console/test_documents.py"),
     ),
+    Mutation(
+        "replay-tenant",
+        "an answer sent again from the request's bytes needs the tenant as the worker holds it",
+        "registry/mcp/replay.py",
+        "if directory.tenant(replay.slug) is not replay.tenant:",
+        "if False:",
+        ("tests/mcp/test_replay.py",),
+    ),
+    Mutation(
+        "replay-caller",
+        "an answer sent again from the request's bytes needs the caller as the worker holds it",
+        "registry/mcp/replay.py",
+        "directory.principal_at(replay.credential) is not replay.principal",
+        "False",
+        ("tests/mcp/test_replay.py",),
+    ),
+    Mutation(
+        "replay-answer",
+        "an answer sent again from the request's bytes needs the answer the cache still holds",
+        "registry/mcp/replay.py",
+        "if caches.answers.get(replay.tenant.id, replay.answer_key) is not replay.answer:",
+        "if False:",
+        ("tests/mcp/test_replay.py",),
+    ),
 )
 
 

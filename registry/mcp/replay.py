@@ -16,14 +16,17 @@ is still what the worker remembers:
 
 The full path's checks (envelope, headers against the body, method offered, label readable) are
 functions of those bytes and of those objects, so they would decide the same. Anything else takes the
-full path, which remembers the request again. The digest is SHA-256, so two requests never share an
-entry; the credential is not kept, only its digest (``caching.credential_key``).
+full path, which remembers the request again. The order of differently named headers is no part of
+the digest (the full path reads the first field of each name). The digest is SHA-256, so two
+requests never share an entry; the credential is not kept, only its digest
+(``caching.credential_key``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import orjson
@@ -36,6 +39,7 @@ from registry.mcp.protocol import encode_json, result_message, valid_id
 from registry.principal import Principal
 
 CONTENT_LENGTH = b"content-length"
+_name = itemgetter(0)
 PROMPTS_GET = b"prompts/get"
 
 
@@ -92,7 +96,9 @@ class Replays:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         parts = [b"%d:%b%d:%b%d\n" % (len(path), path, len(query), query, len(headers))]
         # Names are tokens and values hold no line breaks (RFC 9110): one line each is unambiguous.
-        parts += [b"%b:%b\n" % header for header in headers if header[0] != CONTENT_LENGTH]
+        # In name order (a stable sort: fields of one name keep theirs, which is significant), as
+        # clients and their threads order different fields as they please (RFC 9110, 5.3).
+        parts += [b"%b:%b\n" % h for h in sorted(headers, key=_name) if h[0] != CONTENT_LENGTH]
         parts.append(orjson.dumps(message))
         return Digest(hashlib.sha256(b"".join(parts)).digest(), request_id)
 

@@ -66,6 +66,15 @@ async def test_the_same_bytes_get_the_kept_answer_with_their_own_id(
     assert full.headers["content-type"] == answers[3].headers["content-type"]
     assert int(answers[3].headers["content-length"]) == len(answers[3].content)
 
+    # The same fields in another order (clients, and their threads, order them as they please).
+    reordered = await api.client.post(
+        "/mcp/acme",
+        content=answers[0].request.content,
+        headers=list(reversed(answers[0].request.headers.raw)),
+    )
+    assert reordered.json()["result"] == answers[3].json()["result"]
+    assert len(full_path) == 3
+
     # A string id, and an id that is no JSON-RPC id, which the full path refuses.
     body = {"jsonrpc": "2.0", "method": "prompts/get",
             "params": {"_meta": meta(), "name": NAME, "arguments": ARGS}}  # fmt: skip
