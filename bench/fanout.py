@@ -9,9 +9,9 @@ row was written, which happens inside the commit (a deferred trigger numbers and
 the database after each round; same machine, same clock). A stream that hears nothing within the
 timeout missed it.
 
-Caches are warm when each burst comes: before every round, CHECKERS keep-alive connections (the
-kernel spreads them over the workers too; how many each worker holds is measured) ask every tenant's
-probe a few times, so each worker keeps its answer and sends it from the request's bytes. After the
+Caches are warm when each burst comes: before every round, keep-alive connections (the kernel
+spreads them over the workers; more are opened until each worker holds one, as counted) ask every
+tenant's probe a few times, so each worker keeps its answer and sends it from the request's bytes. After the
 burst, each of those connections asks again: every answer must be the version just written (a stale
 one is counted), which is what "no stale answer after a publish" means on every worker.
 
@@ -49,7 +49,8 @@ LISTEN = {
     },
 }
 PROBE = "fanout-probe"
-CHECKERS = 8  # keep-alive connections that ask for the probe before and after each burst
+CHECKERS = 8  # keep-alive connections that ask for the probe before and after each burst, at least
+CHECKERS_MOST = 64  # opened until every worker holds one (the kernel chooses), at most this many
 WARM = 3  # asks per connection and tenant before a burst: kept the second time, then sent again
 
 
@@ -250,10 +251,8 @@ async def run(
         open_seconds = time.monotonic() - opened_at
         await asyncio.sleep(1)
         reading = snapshot() if snapshot is not None else None
-        checkers = [Checker(*await asyncio.open_connection(host, port)) for _ in range(CHECKERS)]
+        checkers, checked = await _checkers(host, port, reading, snapshot)
         requests = {slug: _get_request(host, port, slug) for slug in tenants}
-        await asyncio.sleep(0.5)
-        checked = snapshot() if snapshot is not None else None
         stale = 0
         latencies: list[float] = []  # from the commit
         from_send: list[float] = []
@@ -305,11 +304,30 @@ async def run(
         "before_open": before,
         "while_open": reading,
         "checked": {
-            "connections": CHECKERS,
+            "connections": len(checkers),
             "stale": stale,
             "per_worker": _opened(reading, checked),
         },
     }
+
+
+async def _checkers(
+    host: str, port: int, before: Any, snapshot: Callable[[], Any] | None
+) -> tuple[list[Checker], Any]:
+    """CHECKERS keep-alive connections, and more until every worker holds one of them (as the
+    server's snapshots count them), at most CHECKERS_MOST; the last snapshot."""
+    checkers: list[Checker] = []
+    checked = None
+    while len(checkers) < CHECKERS_MOST:
+        for _ in range(CHECKERS if not checkers else 2):
+            checkers.append(Checker(*await asyncio.open_connection(host, port)))
+        await asyncio.sleep(0.2)  # accepted by a worker
+        if snapshot is None:
+            break
+        checked = snapshot()
+        if all(n > 0 for n in (_opened(before, checked) or {}).values()):
+            break
+    return checkers, checked
 
 
 def _opened(before: Any, after: Any) -> dict[str, int] | None:
