@@ -157,7 +157,9 @@ async def test_anything_the_full_path_would_check_again_sends_it_there(
     assert len(full_path) == 3
 
 
-async def test_a_revoked_key_and_a_closed_tenant_are_refused(api: Api, full_path: list[str]) -> None:
+async def test_a_revoked_key_and_a_closed_tenant_are_refused(
+    api: Api, full_path: list[str]
+) -> None:
     keys, _ = await _acme(api, public_read=True)
     created = await api.client.post(
         "/api/v1/tenants/acme/keys", json={"role": "reader"}, headers=auth(keys["admin"])
