@@ -161,7 +161,8 @@ class Database:
         while True:
             sample: tuple[str, int] | None = None
             try:
-                sample = await repo.primary_sample(await self.reads())
+                async with asyncio.timeout(self.replicas.check_timeout):
+                    sample = await repo.primary_sample(await self.reads())
             except (asyncpg.PostgresError, *OUTAGES):
                 pass  # no primary now: the last verdicts stand until one answers
             if sample is not None and sample[0] != primary:

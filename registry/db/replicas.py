@@ -94,7 +94,7 @@ class Replica:
         self.usable = False
         self.problem = f"unreachable: {type(error).__name__}"
 
-    async def promoted(self) -> None:
+    async def promoted(self, within: float) -> None:
         """The server this replica's connections reach is not in recovery: it was promoted (a
         failover), or the URL names a primary. Its connections are closed, so the next check
         connects again: a URL naming several hosts with target_session_attrs=standby then finds
@@ -103,12 +103,18 @@ class Replica:
             logger.warning("replica_promoted", extra={"fields": {"replica": self.name}})
         self.usable = False
         self.problem = PROMOTED
-        await self.dispose()
+        await self.dispose(within)
 
-    async def dispose(self) -> None:
+    async def dispose(self, within: float | None = None) -> None:
+        """Close the connections: gracefully (reads in flight finish), those still busy after
+        ``within`` seconds at once."""
         if self._reads is not None:
             reads, self._reads = self._reads, None
-            await reads.close()
+            try:
+                async with asyncio.timeout(within):
+                    await reads.close()
+            except TimeoutError:
+                reads.terminate()
         await self.engine.dispose()
 
 
@@ -121,8 +127,13 @@ class Replicas:
         pooled: bool,
         max_lag_seconds: float,
         check_seconds: float = 1.0,
+        check_timeout: float = 5.0,
     ) -> None:
         self.replicas = [Replica(url, pool_size, pooled) for url in urls]
+        # A replica that does not answer within this is down for this check: a server that takes
+        # connections and says nothing (one being rebuilt by a failover manager, say) must not hold
+        # up the worker's watch, which samples the primary too.
+        self.check_timeout = check_timeout
         self.watermarks = Watermarks()
         self.max_lag_seconds = max_lag_seconds
         self.check_seconds = check_seconds
@@ -199,12 +210,13 @@ class Replicas:
         self._samples.append((now, primary_position))
         for replica in self.replicas:
             try:
-                replayed = await repo.replayed_position(await replica.reads())
+                async with asyncio.timeout(self.check_timeout):
+                    replayed = await repo.replayed_position(await replica.reads())
             except (asyncpg.PostgresError, *OUTAGES) as error:
                 replica.down(error)
                 continue
             if replayed is None:
-                await replica.promoted()
+                await replica.promoted(self.check_timeout)
                 continue
             replica.lag_seconds = self._lag(now, replayed)
             fresh = replica.lag_seconds <= self.max_lag_seconds

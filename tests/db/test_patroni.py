@@ -43,11 +43,16 @@ def metric(server: LiveServer, name: str) -> dict[str, float]:
     return found
 
 
-async def until(check: Callable[[], bool], what: str) -> float:
-    """Wait (bounded) until ``check()`` is true; the seconds it took."""
+async def until(
+    check: Callable[[], bool], what: str, shown: Callable[[], object] | None = None
+) -> float:
+    """Wait (bounded) until ``check()`` is true; the seconds it took. ``shown``: what the failure
+    message shows of the state it last saw."""
     started = time.monotonic()
     while not await asyncio.to_thread(check):
-        assert time.monotonic() - started < WAIT, f"never {what}"
+        if time.monotonic() - started >= WAIT:
+            seen = await asyncio.to_thread(shown) if shown is not None else None
+            raise AssertionError(f"never {what}" + (f"; last seen: {seen}" if shown else ""))
         await asyncio.sleep(0.05)
     return time.monotonic() - started
 
@@ -98,7 +103,8 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
         # Both workers write to the new leader, and say so; both listeners are up.
         await until(lambda: metric(server, "registry_primary") == {
             f'{{server="{old.address}"}}': 0, f'{{server="{new.address}"}}': 1},
-            "the new leader reported as the primary")  # fmt: skip
+            "the new leader reported as the primary",
+            lambda: metric(server, "registry_primary"))  # fmt: skip
         await until(  # each worker's listener back (each on its own backoff)
             lambda: metric(server, "registry_listeners_connected") == {"": 2}, "two listeners"
         )

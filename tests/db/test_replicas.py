@@ -183,3 +183,34 @@ async def test_an_unreachable_replica_is_skipped(pg_server: PgServer, db_name: s
     finally:
         await client.aclose()
         stop_server(server)
+
+
+async def test_a_replica_that_never_answers_is_down_within_the_check_timeout() -> None:
+    """A server that takes connections and says nothing (one being rebuilt, say): each check gives
+    up on it within its timeout, so the worker's watch goes on sampling the primary."""
+    from registry.db.replicas import Replicas
+
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # kept open, never written to
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    replicas = Replicas(
+        [f"postgresql+asyncpg://registry@127.0.0.1:{port}/registry"],
+        pool_size=1, pooled=False, max_lag_seconds=5.0, check_timeout=0.5,
+    )  # fmt: skip
+    try:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await replicas.check(started, 1)
+        assert loop.time() - started < 5  # asyncpg alone would wait 60 s to connect
+        [replica] = replicas.replicas
+        assert accepted, "the check never reached the silent server"
+        assert not replica.usable and replica.problem == "unreachable: TimeoutError"
+    finally:
+        await replicas.dispose()
+        server.close()
+        for writer in accepted:
+            writer.close()
