@@ -165,6 +165,8 @@ class Database:
                     sample = await repo.primary_sample(await self.reads())
             except (asyncpg.PostgresError, *OUTAGES):
                 pass  # no primary now: the last verdicts stand until one answers
+            except Exception:  # the watch must outlive any error, or its signals freeze
+                logger.exception("primary_sample_failed")
             if sample is not None and sample[0] != primary:
                 if primary is not None:
                     metrics.PRIMARY.labels(primary).set(0)
@@ -175,7 +177,10 @@ class Database:
                 metrics.PRIMARY.labels(primary).set(1)
             self._sample_pools()
             if self.replicas.any:
-                await self.replicas.check(time.monotonic(), sample and sample[1])
+                try:
+                    await self.replicas.check(time.monotonic(), sample and sample[1])
+                except Exception:  # as above: one replica's surprise must not end the watch
+                    logger.exception("replica_check_failed")
             await asyncio.sleep(self.replicas.check_seconds)
 
     def _sample_pools(self) -> None:

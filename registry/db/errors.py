@@ -40,12 +40,13 @@ _UNAVAILABLE_STATES = ("08", "53", "57P")
 
 
 def _driver_cause(error: BaseException) -> BaseException | None:
-    """The asyncpg exception under SQLAlchemy's wrappers, if any."""
+    """The asyncpg exception under SQLAlchemy's wrappers, if any: the server's, or the client's own
+    (no host of the kind asked for)."""
     seen: BaseException | None = error
     for _ in range(5):
         if seen is None:
             return None
-        if hasattr(seen, "constraint_name"):
+        if hasattr(seen, "constraint_name") or isinstance(seen, asyncpg.InternalClientError):
             return seen
         seen = getattr(seen, "orig", None) or seen.__cause__
     return None
@@ -73,7 +74,11 @@ def translate_db_error(error: DBAPIError | asyncpg.PostgresError, **values: obje
         elif values:
             message = f"{message}: {', '.join(f'{k}={v}' for k, v in values.items())}"
         return cls(message, constraint=constraint)
-    if isinstance(error, InterfaceError) or getattr(error, "connection_invalidated", False):
+    if (
+        isinstance(error, InterfaceError)
+        or getattr(error, "connection_invalidated", False)
+        or isinstance(cause, asyncpg.exceptions.TargetServerAttributeNotMatched)
+    ):
         # The connection died under the statement, its COMMIT or the rollback after it (a server
         # stopped or failing over): the database is not there right now, nothing was acknowledged.
         return Unavailable("the database is unavailable")
@@ -104,6 +109,9 @@ OUTAGES = (
     asyncpg.InterfaceError,
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
+    # Every host of a URL answered, none of the kind it asks for (target_session_attrs): in a
+    # failover, the old primary back as a standby before the new one is promoted.
+    asyncpg.exceptions.TargetServerAttributeNotMatched,
 )
 
 

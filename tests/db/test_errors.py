@@ -8,11 +8,15 @@ import uuid
 
 import asyncpg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import make_url, text
+from sqlalchemy.exc import DBAPIError
 
+from registry.db.connect import asyncpg_arguments, make_engine
 from registry.db.engine import Database
+from registry.db.errors import outage
 from registry.db.repository import driver
 from registry.errors import InvalidInput, Unavailable
+from tests.conftest import PgServer
 from tests.db.test_rls import seed_tenant
 
 _MESSAGE = (
@@ -45,3 +49,23 @@ async def test_a_value_refused_on_the_driver_and_a_cancelled_statement(
         async with db.tenant_tx(tenant) as session:
             await (await driver(session)).execute("SET LOCAL statement_timeout = 1")
             await (await driver(session)).execute("SELECT pg_sleep(1)")
+
+
+async def test_no_server_of_the_kind_a_url_asks_for_is_an_outage(
+    pg_server: PgServer, db_name: str
+) -> None:
+    """In a failover, every host of a URL may answer and none be the kind it asks for (the old
+    primary back as a standby before the new one is promoted): 503 and retry, never a 500, on the
+    driver and through SQLAlchemy alike. The test server is a primary; the URL asks for a standby."""
+    url = make_url(pg_server.url(db_name)).update_query_dict({"target_session_attrs": "standby"})
+    with pytest.raises(asyncpg.exceptions.TargetServerAttributeNotMatched) as refused:
+        await asyncpg.connect(**asyncpg_arguments(url.render_as_string(hide_password=False)))
+    assert isinstance(outage(refused.value), Unavailable)
+    engine = make_engine(url.render_as_string(hide_password=False), 1, 0, False)
+    try:
+        with pytest.raises(DBAPIError) as wrapped:
+            async with engine.connect():
+                pass
+        assert isinstance(outage(wrapped.value), Unavailable)
+    finally:
+        await engine.dispose()

@@ -145,5 +145,7 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
             f"answered 503; old leader reading as a replica {rejoined:.2f} s later"
             f"{' (pg_rewind ran)' if rewound else ''}"
         )
+    except AssertionError as failed:  # what the workers logged says why (the log goes with them)
+        raise AssertionError(f"{failed}\nthe server's log:\n{server.said()[-6000:]}") from None
     finally:
         stop_server(server)
