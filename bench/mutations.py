@@ -215,7 +215,7 @@ MUTATIONS = (
         "replay-tenant",
         "an answer sent again from the request's bytes needs the tenant as the worker holds it",
         "registry/mcp/replay.py",
-        "if directory.tenant(replay.slug) is not replay.tenant:",
+        "if directory.tenant(replay.tenant.slug) is not replay.tenant:",
         "if False:",
         ("tests/mcp/test_replay.py",),
     ),

@@ -77,7 +77,7 @@ def translate_db_error(error: DBAPIError | asyncpg.PostgresError, **values: obje
     if (
         isinstance(error, InterfaceError)
         or getattr(error, "connection_invalidated", False)
-        or isinstance(cause, asyncpg.exceptions.TargetServerAttributeNotMatched)
+        or isinstance(cause, OUTAGES)  # the driver's own: no host of the kind the URL asks for
     ):
         # The connection died under the statement, its COMMIT or the rollback after it (a server
         # stopped or failing over): the database is not there right now, nothing was acknowledged.

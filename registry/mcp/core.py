@@ -113,27 +113,12 @@ class Core:
         message: Message,
         *,
         session: McpSession | None = None,
-    ) -> dict[str, Any] | None:
-        """Answer one message (None for notifications and responses) in ``revision`` (a name the
-        transport negotiated or checked). A prompts/get answered before, and not changed since, is
-        sent as it was (``caching.answer_key``)."""
-        answer, _ = await self.answer(
-            tx, tenant, principal, label, revision, message, session=session
-        )
-        return answer
-
-    async def answer(
-        self,
-        tx: LazyTx,
-        tenant: Tenant,
-        principal: Principal,
-        label: str,
-        revision: str,
-        message: Message,
-        *,
-        session: McpSession | None = None,
     ) -> tuple[dict[str, Any] | None, bytes | None]:
-        """``call``'s answer, and the key it is kept under in the answer cache when it may be."""
+        """Answer one message (None for notifications and responses) in ``revision`` (a name the
+        transport negotiated or checked), with the key the answer is kept under in the answer
+        cache when it may be (a stateless transport answers it again from the request's bytes:
+        registry.mcp.replay). A prompts/get answered before, and not changed since, is sent as it
+        was (``caching.answer_key``)."""
         started = time.perf_counter()
         spoken = revision_of(revision)
         key = caching.answer_key(self.caches, label, spoken, principal, message)

@@ -136,9 +136,7 @@ class McpEndpoint:
             and request.digest is not None
             and response.status_code == 200
         ):
-            self.replays.keep(
-                request.digest, request.path_params["tenant"], request.served, response.raw_headers
-            )
+            self.replays.keep(request.digest, request.served, response.raw_headers)
         del request  # an open stream keeps its own state only, not the request it came from
         await response(scope, receive, send)
 
@@ -280,7 +278,7 @@ class McpEndpoint:
                     if isinstance(message, McpError):
                         responses.append(core.answer_error(message.request_id, message))
                         continue
-                    answer = await self.core.call(
+                    answer, _ = await self.core.call(
                         tx, scope.tenant, scope.principal, served, session.protocol_version,
                         message, session=session,
                     )  # fmt: skip
@@ -337,7 +335,7 @@ class McpEndpoint:
             release = self.slots.take(tenant.id, caller_of(principal, request.client_host))
             return self._listen(message, tenant, principal, served, release)
         async with LazyTx(self.db, tenant.id, reads_on_replica=True) as tx:
-            answer, key = await self.core.answer(tx, tenant, principal, served, revision, message)
+            answer, key = await self.core.call(tx, tenant, principal, served, revision, message)
         assert answer is not None
         if key is not None and "result" in answer:  # perhaps kept: the bytes may be answered again
             credential = access.parse_bearer(request.headers.get("authorization"))

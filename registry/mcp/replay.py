@@ -58,8 +58,7 @@ class Served(NamedTuple):
 
 
 class Replay(NamedTuple):
-    slug: str
-    tenant: Tenant
+    tenant: Tenant  # the directory holds it under its slug, which the request's path names
     principal: Principal | None  # None: an anonymous caller
     credential: CredentialKey | None
     answer_key: bytes
@@ -112,7 +111,7 @@ class Replays:
         if replay is MISSING:
             return False
         directory = caches.directory
-        if directory.tenant(replay.slug) is not replay.tenant:
+        if directory.tenant(replay.tenant.slug) is not replay.tenant:
             return False
         if replay.credential is not None and (
             directory.principal_at(replay.credential) is not replay.principal
@@ -127,15 +126,13 @@ class Replays:
         handlers.count_method("prompts/get", started, "ok")
         return True
 
-    def keep(
-        self, found: Digest, slug: str, served: Served, headers: list[tuple[bytes, bytes]]
-    ) -> None:
+    def keep(self, found: Digest, served: Served, headers: list[tuple[bytes, bytes]]) -> None:
         """Remember a request the full path answered with a kept answer (200, ``headers`` as
         sent), if the worker still holds everything it was decided from."""
         caches = self.caches
         tenant = served.tenant
         answer = caches.answers.peek(tenant.id, served.answer_key)
-        if answer is MISSING or caches.directory.tenants.lru.peek(slug) is not tenant:
+        if answer is MISSING or caches.directory.tenants.lru.peek(tenant.slug) is not tenant:
             return
         credential: CredentialKey | None = None
         principal: Principal | None = None
@@ -149,5 +146,5 @@ class Replays:
             return
         kept = [(name, value) for name, value in headers if name != CONTENT_LENGTH]
         size = answer.size + len(served.answer_key) + 300
-        replay = Replay(slug, tenant, principal, credential, served.answer_key, answer, kept, size)
+        replay = Replay(tenant, principal, credential, served.answer_key, answer, kept, size)
         self.entries.keep(tenant.id, found.key, replay)

@@ -126,7 +126,8 @@ class StdioServer:
     ) -> dict[str, Any] | None:
         async with LazyTx(self.db, tenant.id) as tx:
             reader = Principal(role="reader", tenant_id=tenant.id)
-            return await self.core.call(tx, tenant, reader, label, revision, message)
+            answer, _ = await self.core.call(tx, tenant, reader, label, revision, message)
+            return answer
 
     async def listen(self, message: Message, tenant: Tenant, label: str) -> None:
         granted = notifications.honored(message, tenant)

@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
+from registry.db.replicas import Replicas
 from tests.conftest import OPERATOR_TOKEN, PgServer, start_server, stop_server
 from tests.replica import Replica
 from tests.streams import initialize
@@ -188,8 +189,6 @@ async def test_an_unreachable_replica_is_skipped(pg_server: PgServer, db_name: s
 async def test_a_replica_that_never_answers_is_down_within_the_check_timeout() -> None:
     """A server that takes connections and says nothing (one being rebuilt, say): each check gives
     up on it within its timeout, so the worker's watch goes on sampling the primary."""
-    from registry.db.replicas import Replicas
-
     accepted: list[asyncio.StreamWriter] = []
 
     async def silent(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

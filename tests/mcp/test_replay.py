@@ -25,13 +25,13 @@ NAME = "test_prompt_with_arguments"
 def full_path(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The prompts/get requests that reached the protocol core (not answered from their bytes)."""
     seen: list[str] = []
-    answer = Core.answer
+    call = Core.call
 
     async def counted(self: Core, *args: Any, **kwargs: Any) -> Any:
         seen.append(args[-1].method)
-        return await answer(self, *args, **kwargs)
+        return await call(self, *args, **kwargs)
 
-    monkeypatch.setattr(Core, "answer", counted)
+    monkeypatch.setattr(Core, "call", counted)
     return seen
 
 
