@@ -59,7 +59,7 @@ async def registry_error_handler(request: Request, exc: Exception) -> JSONRespon
 def _json_syntax(error: Any, body: Any) -> dict[str, Any]:
     """A body that is not JSON, said as a person reads it: where (line and column) and what the
     parser expected there, instead of a character offset."""
-    offset = error.get("loc", ("body", 0))[-1]
+    offset = (error.get("loc") or ("body", 0))[-1]  # a model validating the whole body: ()
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
     where = ""
     if isinstance(offset, int) and 0 <= offset <= len(text):

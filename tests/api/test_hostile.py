@@ -314,3 +314,16 @@ async def test_a_json_syntax_error_says_where_and_what_was_expected(api: Api) ->
     )  # fmt: skip
     assert answer.status_code == 422
     assert answer.json()["detail"] == "body: not valid JSON at line 3, column 15: Expecting value"
+
+
+async def test_an_empty_body_for_a_skill_is_a_422(api: Api) -> None:
+    """The skill routes validate the whole body themselves (JSON or multipart): an empty one is
+    named, never a 500 (Hypothesis found it)."""
+    keys = await api.tenant("acme")
+    sent = await api.client.post(
+        "/api/v1/tenants/acme/skills",
+        content=b"",
+        headers={**api.as_key(keys["publisher"].removeprefix("Bearer ")),
+                 "Content-Type": "application/json"},
+    )  # fmt: skip
+    assert sent.status_code == 422, sent.text
