@@ -174,7 +174,7 @@ class Worker:
 
     @classmethod
     def build(cls, settings: Settings, db: Database) -> Worker:
-        hub = Hub()
+        hub = Hub(tick_seconds=settings.sse_keepalive_seconds / 4)
         tokens = TokenVerifier(
             settings.public_url,
             skew_seconds=settings.oauth_clock_skew_seconds,

@@ -22,9 +22,11 @@ class Subscription:
 
     Held by every open stream for as long as it is open, so it keeps little: the newest pending
     number, and a future only while someone waits (an ``asyncio.Event`` would keep a waiter queue
-    per stream, open or idle)."""
+    per stream, open or idle), and a waiting stream's keep-alive is a moment for the hub's clock to
+    wake it at, not a timer of its own."""
 
     __slots__ = (
+        "_due",
         "_pending",
         "_waiter",
         "closed",
@@ -46,6 +48,7 @@ class Subscription:
         self.owner = owner  # who opened it (the transport's principal), checked again on changes
         self._pending: int | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._due: float | None = None  # when the hub's clock ends the current wait (loop time)
         self.closed = False
         self.reason: str | None = None  # why the server ended it, when not a shutdown
 
@@ -72,20 +75,23 @@ class Subscription:
             self._waiter.set_result(None)
 
     async def next(self, wait_seconds: float) -> int | None:
-        """The newest undelivered sequence, or None after ``wait_seconds`` (or once the hub closed).
+        """The newest undelivered sequence, or None after at most ``wait_seconds`` (or once the
+        hub closed).
 
-        The timeout is a timer on the loop that ends the same wait, not ``asyncio.wait_for``: on
-        Python 3.11 that wraps each wait in a task of its own, and a burst wakes thousands of
-        streams at once (bench/fanout measures it)."""
+        The timeout ends the same wait, not ``asyncio.wait_for``: on Python 3.11 that wraps each
+        wait in a task of its own, and a burst wakes thousands of streams at once (bench/fanout
+        measures it). A long wait (a keep-alive) is ended by the hub's clock, up to one tick early;
+        a short one (a key about to expire) by a timer of its own."""
         if self._pending is None and not self.closed:
             loop = asyncio.get_running_loop()
             self._waiter = waiter = loop.create_future()
-            timer = loop.call_later(wait_seconds, self._wake)
+            timer = self.hub._time(self, loop, wait_seconds)
             try:
                 await waiter
             finally:
-                timer.cancel()
-                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+                self._waiter = self._due = None
             if self._pending is None:  # the timer woke it, or the subscription closed
                 return None
         seq, self._pending = self._pending, None
@@ -95,10 +101,49 @@ class Subscription:
 
 
 class Hub:
-    def __init__(self) -> None:
+    """``tick_seconds``: how often the clock that ends the subscribers' long waits looks at them
+    (None: every wait has a timer of its own). One clock for every open stream of the worker: an
+    idle stream holds a number where a timer on the loop cost it about 540 bytes (tracemalloc)."""
+
+    def __init__(self, tick_seconds: float | None = None) -> None:
         self._subscribers: dict[uuid.UUID, set[Subscription]] = defaultdict(set)
         self._published: dict[uuid.UUID, int] = {}  # the newest sequence told, per watched tenant
         self.closed = False
+        self.tick_seconds = tick_seconds
+        self._clock: asyncio.TimerHandle | None = None
+
+    def _time(
+        self, subscription: Subscription, loop: asyncio.AbstractEventLoop, wait_seconds: float
+    ) -> asyncio.TimerHandle | None:
+        """End ``subscription``'s wait after at most ``wait_seconds``: by the clock when the wait
+        spans two ticks or more (then not sooner than one tick before), else by a timer returned
+        for the waiter to cancel."""
+        tick = self.tick_seconds
+        registered = subscription in self._subscribers.get(subscription.tenant_id, ())
+        if tick is None or wait_seconds < 2 * tick or not registered:  # the clock sees only these
+            return loop.call_later(wait_seconds, subscription._wake)
+        subscription._due = loop.time() + wait_seconds
+        if self._clock is None:
+            self._clock = loop.call_later(tick, self._tick, loop)
+        return None
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake the waits due before the next tick; tick again while any is left."""
+        assert self.tick_seconds is not None
+        self._clock = None
+        due_by, waiting = loop.time() + self.tick_seconds, False
+        for subscribers in self._subscribers.values():
+            for subscription in subscribers:
+                due = subscription._due
+                if due is None:
+                    continue
+                if due < due_by:
+                    subscription._due = None
+                    subscription._wake()
+                else:
+                    waiting = True
+        if waiting:
+            self._clock = loop.call_later(self.tick_seconds, self._tick, loop)
 
     def subscribe(
         self, tenant_id: uuid.UUID, label: str | None, seen: int, owner: Any = None
@@ -154,6 +199,9 @@ class Hub:
 
     def close(self) -> None:
         self.closed = True
+        if self._clock is not None:
+            self._clock.cancel()
+            self._clock = None
         for subscribers in self._subscribers.values():
             for subscription in subscribers:
                 subscription.close()

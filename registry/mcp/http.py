@@ -357,22 +357,29 @@ class McpEndpoint:
             for kind in notifications.honored_kinds(granted)
         )
         subscription = self.hub.subscribe(tenant.id, label, seen=tenant.change_seq, owner=principal)
-        keepalive = self.settings.sse_keepalive_seconds
+        events = self._listened(subscription, request_id, granted, changed)
+        return EventStream(events, subscription, release=release)
 
-        async def events() -> AsyncGenerator[bytes]:
-            with subscription:
-                yield frame(notifications.acknowledged(request_id, granted))
-                async for seq in streams.heard(subscription, keepalive):
-                    if seq is None:
-                        yield KEEP_ALIVE
-                    elif changed:
-                        yield changed
-                if subscription.reason is not None:  # the caller may no longer read: say why
-                    yield frame(error_message(request_id, errors.UNAUTHORIZED, subscription.reason))
-                else:  # the server ended it (shutdown): a graceful close
-                    yield frame(notifications.closed(request_id))
-
-        return EventStream(events(), subscription, release=release)
+    async def _listened(
+        self,
+        subscription: Subscription,
+        request_id: str | int | None,
+        granted: dict[str, bool],
+        changed: bytes,
+    ) -> AsyncGenerator[bytes]:
+        """A listen stream's bytes (a method, not a closure: one function object and its cells
+        fewer for each open stream)."""
+        with subscription:
+            yield frame(notifications.acknowledged(request_id, granted))
+            async for seq in streams.heard(subscription, self.settings.sse_keepalive_seconds):
+                if seq is None:
+                    yield KEEP_ALIVE
+                elif changed:
+                    yield changed
+            if subscription.reason is not None:  # the caller may no longer read: say why
+                yield frame(error_message(request_id, errors.UNAUTHORIZED, subscription.reason))
+            else:  # the server ended it (shutdown): a graceful close
+                yield frame(notifications.closed(request_id))
 
     # --- GET: the server-to-client stream ------------------------------------------------------
 

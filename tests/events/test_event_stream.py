@@ -93,3 +93,36 @@ async def test_a_stream_whose_send_fails_still_leaves_the_hub_and_gives_back_its
         raise AssertionError("the failed send was swallowed")
     assert ended == ["events", "slot"]
     assert not hub.watching(tenant)
+
+
+async def test_streams_share_their_head_until_one_is_changed() -> None:
+    hub, tenant = Hub(), uuid.uuid4()
+    subscriptions = [hub.subscribe(tenant, None, 0) for _ in range(2)]
+    streams = [EventStream(_events(s, []), s) for s in subscriptions]
+    streams[0].headers["Access-Control-Allow-Origin"] = "https://app.example"  # as CORS does
+    heads = []
+    for subscription, stream in zip(subscriptions, streams, strict=True):
+        sent: list[MutableMapping[str, Any]] = []
+
+        async def send(
+            message: MutableMapping[str, Any],
+            sent: list[MutableMapping[str, Any]] = sent,
+            subscription: Subscription = subscription,
+        ) -> None:
+            sent.append(message)
+            if message.get("body") == b"data: hello\n\n":
+                subscription.close()
+
+        async def receive() -> dict[str, Any]:
+            await asyncio.Event().wait()  # never: the stream ends when its subscription closes
+            return {}
+
+        await asyncio.wait_for(stream({"type": "http"}, receive, send), 5)
+        heads.append(list(sent[0]["headers"]))
+    assert (b"access-control-allow-origin", b"https://app.example") in heads[0]
+    assert heads[1] == [
+        (b"cache-control", b"no-cache"),
+        (b"x-accel-buffering", b"no"),
+        (b"content-type", b"text/event-stream; charset=utf-8"),
+    ]
+    assert heads[0][:3] == heads[1]

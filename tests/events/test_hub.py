@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 
 from registry.events.hub import Hub
@@ -49,3 +50,29 @@ async def test_close_ends_every_subscription() -> None:
         hub.close()
         assert await asyncio.wait_for(waiter, 1) is None
         assert subscription.closed
+
+
+async def test_long_waits_share_one_clock_and_short_ones_have_a_timer_each() -> None:
+    hub, tenant, tick = Hub(tick_seconds=0.02), uuid.uuid4(), 0.02
+    loop = asyncio.get_running_loop()
+    with contextlib.ExitStack() as opened:
+        idle = [opened.enter_context(hub.subscribe(tenant, "production", 0)) for _ in range(50)]
+        told = opened.enter_context(hub.subscribe(tenant, "staging", 0))
+        expiring = opened.enter_context(hub.subscribe(tenant, "production", 0))
+        started = loop.time()
+        waits = [asyncio.create_task(s.next(5 * tick)) for s in idle]
+        woken = asyncio.create_task(told.next(30))
+        short = asyncio.create_task(expiring.next(1.5 * tick))  # less than two ticks: a timer
+        await asyncio.sleep(0)  # every wait has begun
+        assert hub._clock is not None  # one handle on the loop for all of them
+        assert all(s._due is not None for s in [*idle, told]) and expiring._due is None
+
+        hub.publish(tenant, 1, {"staging"})  # a change ends a wait before its time
+        assert await woken == 1 and told._due is None
+        assert await short is None
+        assert await asyncio.gather(*waits) == [None] * len(idle)
+        assert loop.time() - started >= 4 * tick  # never sooner than one tick early
+        assert hub._clock is None  # nothing left to wait for: the clock stops
+
+    unregistered = hub.subscribe(tenant, "production", 0)  # not entered: the clock would miss it
+    assert await unregistered.next(3 * tick) is None

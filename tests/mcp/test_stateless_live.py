@@ -65,6 +65,7 @@ async def listen(
     request_id: int | str,
     notifications: dict[str, Any],
     path: str = "/mcp/acme",
+    comments: asyncio.Queue[str] | None = None,
 ) -> AsyncGenerator[dict[str, Any]]:
     params = {"_meta": META, "notifications": notifications}
     headers = {
@@ -79,6 +80,8 @@ async def listen(
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 yield json.loads(line[5:])
+            elif line.startswith(":") and comments is not None:
+                comments.put_nowait(line)
 
 
 async def test_listen_streams_ack_filter_and_tell(servers: tuple[LiveServer, LiveServer]) -> None:
@@ -110,11 +113,14 @@ async def test_listen_streams_ack_filter_and_tell(servers: tuple[LiveServer, Liv
             await stream.aclose()
 
 
-async def test_listen_ends_gracefully_on_shutdown(pg_server: PgServer, db_name: str) -> None:
+async def test_listen_keeps_alive_then_ends_gracefully_on_shutdown(
+    pg_server: PgServer, db_name: str
+) -> None:
     server = start_server(
         {
             "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
             "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+            "REGISTRY_SSE_KEEPALIVE_SECONDS": "0.4",
         }
     )
     try:
@@ -122,10 +128,14 @@ async def test_listen_ends_gracefully_on_shutdown(pg_server: PgServer, db_name: 
         async with httpx.AsyncClient(
             base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
         ) as client:
-            stream = listen(client, 11, {"promptsListChanged": True})
+            comments: asyncio.Queue[str] = asyncio.Queue()
+            stream = listen(client, 11, {"promptsListChanged": True}, comments=comments)
             await asyncio.wait_for(anext(stream), 10)
+            following = asyncio.ensure_future(anext(stream))  # reads the stream meanwhile
+            for _ in range(3):  # an idle stream says it is alive, again and again (by the clock)
+                assert await asyncio.wait_for(comments.get(), 10) == ": keep-alive"
             server.process.send_signal(signal.SIGTERM)
-            closing = await asyncio.wait_for(anext(stream), 10)
+            closing = await asyncio.wait_for(following, 10)
             assert closing == {
                 "jsonrpc": "2.0",
                 "id": 11,
