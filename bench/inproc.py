@@ -9,6 +9,12 @@ Creates tenant ``inproc`` (with an operator token it sets itself), a key and one
 fastest and the median of five runs of ``--calls`` calls (microseconds per call), and the CPU time of
 a prompts/get that misses the worker's caches (a fifth as many calls; its wall time would include
 PostgreSQL's); ``--profile`` adds cProfile's top functions for prompts/get.
+
+``--memory TENANTS PROMPTS`` measures instead what a worker keeps per tenant and per cached prompt:
+it writes TENANTS tenants of PROMPTS prompts each (``mem-*``, once), then asks for every prompt
+three times (rendered, kept, then answered from the request's bytes) and each tenant's first page,
+and prints the memory Python allocated and kept for them (tracemalloc), and the growth of the
+resident size in a first pass without tracemalloc.
 """
 
 from __future__ import annotations
@@ -126,16 +132,131 @@ async def _time(
     return sorted(runs)
 
 
+TEXT = (
+    "You are helping {{audience}} with {{topic}}. Answer in plain words, cite the page of the "
+    "handbook each step comes from, and say when a step needs someone with more rights. "
+    "Keep the answer under two hundred words; end with one question that checks it was understood."
+)
+
+
+async def _fill(app: Any, tenants: int, prompts: int) -> dict[str, dict[str, str]]:
+    """Tenants ``mem-N`` with ``prompts`` prompts each, written unless there already; per tenant,
+    the headers its reader sends."""
+    operator = {"content-type": "application/json", "authorization": f"Bearer {OPERATOR}"}
+    readers = {}
+    for t in range(tenants):
+        slug = f"mem-{t}"
+        status, body = await call(app, "POST", "/api/v1/tenants", operator,
+                                  json.dumps({"slug": slug}).encode())  # fmt: skip
+        assert status in (201, 409), body
+        status, body = await call(app, "POST", f"/api/v1/tenants/{slug}/keys", operator,
+                                  b'{"role": "publisher"}')  # fmt: skip
+        assert status == 201, body
+        key = {"content-type": "application/json",
+               "authorization": f"Bearer {json.loads(body)['secret']}"}  # fmt: skip
+        for n in range(prompts):
+            prompt = {
+                "name": f"p{n}",
+                "description": f"Helps with topic {n}",
+                "labels": ["production"],
+                "arguments": [{"name": "topic", "required": True}, {"name": "audience"}],
+                "messages": [
+                    {"role": "user", "content": {"type": "text", "text": f"{n}: {TEXT}"}},
+                    {"role": "assistant", "content": {"type": "text", "text": "Understood."}},
+                ],
+            }
+            status, body = await call(app, "POST", f"/api/v1/tenants/{slug}/prompts", key,
+                                      json.dumps(prompt).encode())  # fmt: skip
+            assert status in (201, 409), body
+        readers[slug] = {**MCP, "authorization": key["authorization"]}
+    return readers
+
+
+def _resident() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def _memory(app: Any, tenants: int, prompts: int) -> None:
+    import gc
+    import tracemalloc
+
+    readers = await _fill(app, tenants, prompts)
+    caches = app.mcp.caches
+    sizes: list[int] = []
+
+    async def ask(slug: str, headers: dict[str, str], n: int) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {
+            "_meta": META, "name": f"p{n}",
+            "arguments": {"topic": "billing", "audience": "new staff"}}}).encode()  # fmt: skip
+        get = {**headers, "mcp-method": "prompts/get", "mcp-name": f"p{n}"}
+        for _ in range(3):  # rendered, kept, then answered from the request's bytes
+            status, answer = await call(app, "POST", f"/mcp/{slug}", get, body)
+            if status != 200 or b'"result"' not in answer:
+                raise RuntimeError(f"prompts/get of p{n} in {slug}: {status} {answer[:200]!r}")
+        sizes.append(len(answer))
+
+    async def page(slug: str, headers: dict[str, str]) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/list",
+                           "params": {"_meta": META}}).encode()  # fmt: skip
+        status, answer = await call(app, "POST", f"/mcp/{slug}",
+                                    {**headers, "mcp-method": "prompts/list"}, body)  # fmt: skip
+        if status != 200 or b'"prompts"' not in answer:
+            raise RuntimeError(f"prompts/list in {slug}: {status} {answer[:200]!r}")
+
+    def forget() -> None:
+        caches.clear()
+        caches.versions.clear()
+        caches.seen_once.clear()
+        gc.collect()
+
+    async def measure(taken: Callable[[], int]) -> tuple[int, int, int, int]:
+        forget()
+        base = taken()
+        for slug, headers in readers.items():
+            await ask(slug, headers, 0)
+        first = taken()
+        for slug, headers in readers.items():
+            for n in range(1, prompts):
+                await ask(slug, headers, n)
+        gc.collect()
+        every = taken()
+        for slug, headers in readers.items():
+            await page(slug, headers)
+        gc.collect()
+        return base, first, every, taken()
+
+    resident = await measure(_resident)
+    tracemalloc.start()
+    traced = await measure(lambda: tracemalloc.get_traced_memory()[0])
+    tracemalloc.stop()
+    assert len(caches.replays.lru) == tenants * prompts, "not every answer was kept"
+    for name, (base, first, every, paged) in (("allocated", traced), ("resident", resident)):
+        per_prompt = (every - first) / (tenants * (prompts - 1))
+        per_tenant = (first - base) / tenants - per_prompt
+        print(
+            f"{name}: {per_prompt:,.0f} bytes per cached prompt, {per_tenant / 1024:,.1f} KiB per "
+            f"tenant (its first request, less one prompt), {(paged - every) / tenants / 1024:,.1f} "
+            f"KiB per tenant's first page of {prompts} prompts"
+        )
+    print(f"answers of {sum(sizes) / len(sizes):,.0f} bytes on average; {tenants} tenants of "
+          f"{prompts} prompts")  # fmt: skip
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--memory", type=int, nargs=2, metavar=("TENANTS", "PROMPTS"))
     args = parser.parse_args()
     os.environ["REGISTRY_OPERATOR_TOKEN"] = OPERATOR
     from registry.app import create_app  # after the token is in the environment
 
     app = create_app()
     async with app.router.lifespan_context(app):
+        if args.memory:
+            await _memory(app, *args.memory)
+            return
         await _prepare(app)
         get = {**MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}
         get_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {

@@ -117,6 +117,13 @@ ANSWER_MAX_BYTES = 256 * 1024
 SEEN_ONCE = 100_000
 
 
+def encoded_to_keep(value: Any) -> bytes:
+    """``value`` as compact JSON in bytes of their own length, for a cache to hold. orjson (3.12 and
+    later) hands back bytes that keep the whole buffer it wrote into, at least 4 KiB: 16,266 bytes
+    held for a 1,233-byte answer (tracemalloc), ten times what the caches weigh it at."""
+    return bytes(memoryview(orjson.dumps(value)))
+
+
 class Answer(NamedTuple):
     """A prompts/get result as it was sent, encoded once (served until the tenant changes)."""
 
@@ -222,7 +229,7 @@ def remember_answer(
         seen.add(digest)
         return
     seen.discard(digest)
-    encoded = orjson.dumps(result)
+    encoded = encoded_to_keep(result)
     fragment = orjson.Fragment(encoded)
     answer["result"] = fragment
     if len(encoded) <= ANSWER_MAX_BYTES:
@@ -332,7 +339,7 @@ async def listing(
         )
     else:
         page, more = await reading.served_page(reads, tenant, label, after=after, limit=limit)
-        encoded = orjson.dumps(shaping.prompt_entries(revision, page))
+        encoded = encoded_to_keep(shaping.prompt_entries(revision, page))
         last_name = page[-1].name if page else None
     made = Listing(orjson.Fragment(encoded), len(encoded), last_name, more)
     if caches.enabled:

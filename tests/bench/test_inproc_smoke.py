@@ -25,3 +25,19 @@ def test_inproc_measures_answers_from_memory_and_a_miss(pg_server: PgServer, db_
     measured = dict(re.findall(r"^(.+?): ([0-9.]+) µs", ran.stdout, flags=re.MULTILINE))
     assert set(measured) == set(ROWS), ran.stdout
     assert all(float(value) > 0 for value in measured.values()), ran.stdout
+
+
+def test_inproc_measures_memory_per_tenant_and_per_cached_prompt(
+    pg_server: PgServer, db_name: str
+) -> None:
+    env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    env.pop("REGISTRY_DATA_DIR", None)
+    ran = subprocess.run(
+        [sys.executable, "-m", "bench.inproc", "--memory", "2", "5"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    allocated = re.search(r"^allocated: ([0-9,]+) bytes per cached prompt", ran.stdout, re.M)
+    assert allocated is not None, ran.stdout
+    assert int(allocated.group(1).replace(",", "")) > 0, ran.stdout  # something was kept
+    assert "resident:" in ran.stdout and "2 tenants of 5 prompts" in ran.stdout, ran.stdout

@@ -5,12 +5,18 @@ never gets someone else's answer."""
 
 from __future__ import annotations
 
+import tracemalloc
+import uuid
 from typing import Any
 
+import orjson
 import pytest
 from prometheus_client import REGISTRY
 
 from registry import metrics
+from registry.events.cache import MISSING
+from registry.mcp import caching
+from registry.mcp.caching import McpCaches
 from registry.prompts import rendering
 from tests.conftest import Api, auth
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, RawMcp, add_prompts
@@ -151,3 +157,26 @@ async def test_an_answer_sent_again_is_counted_like_a_rendered_one(
     assert len(renders) == 2  # the third answer was sent again
     assert _counted("ok") == (ok + 3, observed + 4)
     assert _counted("error")[0] == errors + 1
+
+
+def test_a_kept_answer_holds_no_more_memory_than_its_bytes() -> None:
+    """orjson hands back bytes that keep the whole buffer it wrote into (16 KB for a 1.2 KB
+    result); the caches weigh what they keep by its length, so a kept answer is copied to it."""
+    text = "Summarise the ticket for the on-call engineer. " * 25  # a result of about 1.2 KB
+    assert len(orjson.dumps({"text": text})) > 1000
+    caches, tenant = McpCaches(), uuid.uuid4()
+    generation = caches.answers.generation(tenant)
+    keys = [b"answer %d" % n for n in range(200)]
+    for key in keys:  # asked once: marked, not kept
+        caching.remember_answer(caches, tenant, key, {"result": {"text": text}}, generation)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for key in keys:  # asked again: kept
+            caching.remember_answer(caches, tenant, key, {"result": {"text": text}}, generation)
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(keys)
+    finally:
+        tracemalloc.stop()
+    assert all(caches.answers.get(tenant, key) is not MISSING for key in keys)
+    encoded = len(orjson.dumps({"text": text}))
+    assert held < 1.5 * encoded, f"{held:.0f} bytes held per answer of {encoded}"
