@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.run import per_stream_kib
+
 # The registry's own rows of bench/run (the peers are the same code on both sides); CPU per request
 # where bench/run recorded it (since it does), 0 where it did not.
 FIGURES = (
@@ -62,8 +64,10 @@ def rows_of(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, float]]:
             ("p50 ms", fan["p50_ms"]),
             ("p99 ms", fan["p99_ms"]),
             ("p99 ms from the write's request", fan["from_send"]["p99_ms"]),
+            ("KiB per open stream", per_stream_kib(fan)),
         ):
-            found[(f"fan-out to {streams:,} streams, {name} (ms)", 1)] = {
+            unit = "" if name.startswith("KiB") else " (ms)"
+            found[(f"fan-out to {streams:,} streams, {name}{unit}", 1)] = {
                 **dict.fromkeys(FIGURES, 0.0),
                 "rps": value,
             }

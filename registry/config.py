@@ -89,7 +89,7 @@ class Settings(BaseSettings):
 
     # The registry's public address, shown to MCP clients as serverInfo.websiteUrl when set.
     public_url: str | None = None
-    # Seconds between keep-alive comments on open SSE streams.
+    # The longest an open SSE stream stays silent (a keep-alive comment after 3/4 of it to all of it).
     sse_keepalive_seconds: float = Field(default=15, gt=0, le=300)
 
     # OAuth (needs public_url, the canonical URI tokens are minted for): tokens' exp and nbf hold
