@@ -77,7 +77,7 @@ def translate_db_error(error: DBAPIError | asyncpg.PostgresError, **values: obje
     if (
         isinstance(error, InterfaceError)
         or getattr(error, "connection_invalidated", False)
-        or isinstance(cause, OUTAGES)  # the driver's own: no host of the kind the URL asks for
+        or isinstance(cause, OUTAGES)  # the driver's own failures of a connection (OUTAGES)
     ):
         # The connection died under the statement, its COMMIT or the rollback after it (a server
         # stopped or failing over): the database is not there right now, nothing was acknowledged.
@@ -109,9 +109,12 @@ OUTAGES = (
     asyncpg.InterfaceError,
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
-    # Every host of a URL answered, none of the kind it asks for (target_session_attrs): in a
-    # failover, the old primary back as a standby before the new one is promoted.
-    asyncpg.exceptions.TargetServerAttributeNotMatched,
+    # The driver's own failures of a connection: every host of a URL answered, none of the kind it
+    # asks for (target_session_attrs: in a failover, the old primary back as a standby before the
+    # new one is promoted); a pooled connection whose protocol failed or was left mid-operation when
+    # its server went away ("cannot switch to state ...", seen in a Patroni failover under load);
+    # a cached statement outdated by a schema change. Retrying gets a sound connection.
+    asyncpg.InternalClientError,
 )
 
 

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import make_url, text
 from sqlalchemy.exc import DBAPIError
 
+from registry.db import repository
 from registry.db.connect import asyncpg_arguments, make_engine
 from registry.db.engine import Database
 from registry.db.errors import outage
@@ -69,3 +70,24 @@ async def test_no_server_of_the_kind_a_url_asks_for_is_an_outage(
         assert isinstance(outage(wrapped.value), Unavailable)
     finally:
         await engine.dispose()
+
+
+async def test_a_connection_the_driver_left_unusable_is_an_outage(
+    db: Database, tenant: uuid.UUID, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pooled connection whose protocol failed when its server went away raises the driver's own
+    error on its next statement (seen in a Patroni failover under load, reading the sequences back
+    after a commit): 503 and retry inside a request; after a commit, the write still stands."""
+    failed = asyncpg.InternalClientError(
+        'cannot switch to state 15; protocol is in the "failed" state'
+    )
+    assert isinstance(outage(failed), Unavailable)
+    with pytest.raises(Unavailable):
+        async with db.tenant_tx(tenant):
+            raise failed
+
+    async def unusable(*args: object) -> dict[uuid.UUID, int]:
+        raise failed
+
+    monkeypatch.setattr(repository, "change_sequences", unusable)
+    await db._saw_committed({tenant})  # logged and left to the listener's notification

@@ -146,6 +146,9 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
             f"{' (pg_rewind ran)' if rewound else ''}"
         )
     except AssertionError as failed:  # what the workers logged says why (the log goes with them)
-        raise AssertionError(f"{failed}\nthe server's log:\n{server.said()[-6000:]}") from None
+        said = server.said()
+        first = said.find("unhandled_error")  # a 500's traceback first, then the log's end
+        shown = said[max(first - 500, 0) : first + 6000] + "\n...\n" if first >= 0 else ""
+        raise AssertionError(f"{failed}\nthe server's log:\n{shown}{said[-4000:]}") from None
     finally:
         stop_server(server)
