@@ -215,8 +215,8 @@ MUTATIONS = (
         "replay-tenant",
         "an answer sent again from the request's bytes needs the tenant as the worker holds it",
         "registry/mcp/replay.py",
-        "if directory.tenant(replay.tenant.slug) is not replay.tenant:",
-        "if False:",
+        "directory.tenant(replay.tenant.slug) is not replay.tenant",
+        "False",
         ("tests/mcp/test_replay.py",),
     ),
     Mutation(
@@ -231,8 +231,8 @@ MUTATIONS = (
         "replay-answer",
         "an answer sent again from the request's bytes needs the answer the cache still holds",
         "registry/mcp/replay.py",
-        "if caches.answers.get(replay.tenant.id, replay.answer_key) is not replay.answer:",
-        "if False:",
+        "caches.answers.get(replay.tenant.id, replay.answer_key) is not replay.answer",
+        "False",
         ("tests/mcp/test_replay.py",),
     ),
 )

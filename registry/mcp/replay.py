@@ -111,13 +111,17 @@ class Replays:
         if replay is MISSING:
             return False
         directory = caches.directory
-        if directory.tenant(replay.tenant.slug) is not replay.tenant:
-            return False
-        if replay.credential is not None and (
-            directory.principal_at(replay.credential) is not replay.principal
+        if (
+            directory.tenant(replay.tenant.slug) is not replay.tenant
+            or (
+                replay.credential is not None
+                and directory.principal_at(replay.credential) is not replay.principal
+            )
+            or caches.answers.get(replay.tenant.id, replay.answer_key) is not replay.answer
         ):
-            return False
-        if caches.answers.get(replay.tenant.id, replay.answer_key) is not replay.answer:
+            # Outdated for good (what it was decided from is gone): dropped, so that it does not
+            # hold an answer the answer cache let go. The full path keeps it again if it may.
+            self.entries.lru.pop(key)
             return False
         encoded = encode_json(result_message(request_id, replay.answer.result))
         headers = [(CONTENT_LENGTH, b"%d" % len(encoded)), *replay.headers]

@@ -149,12 +149,17 @@ async def test_anything_the_full_path_would_check_again_sends_it_there(
     for _ in range(3):
         assert (await _get(client)).status_code == 200
     assert len(full_path) == 2
+    replays = api.app.mcp.caches.replays
+    [[key]] = [list(keys) for keys in replays.keys.values()]  # one tenant, one request
+    kept = replays.lru.peek(key)
     if what == "listener":  # not hearing changes: nothing remembered is trusted
         monkeypatch.setattr(api.app.mcp.caches, "live", lambda: False)
     else:
         _forget(api, what)()
     assert (await _get(client)).status_code == 200
     assert len(full_path) == 3
+    if what != "listener":  # the outdated entry is gone (or kept anew): it holds no old answer
+        assert replays.lru.peek(key) is not kept
 
 
 async def test_a_revoked_key_and_a_closed_tenant_are_refused(
