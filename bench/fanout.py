@@ -11,9 +11,10 @@ timeout missed it.
 
 Caches are warm when each burst comes: before every round, keep-alive connections (the kernel
 spreads them over the workers; more are opened until each worker holds one, as counted) ask every
-tenant's probe a few times, so each worker keeps its answer and sends it from the request's bytes. After the
-burst, each of those connections asks again: every answer must be the version just written (a stale
-one is counted), which is what "no stale answer after a publish" means on every worker.
+tenant's probe a few times, so each worker keeps its answer and sends it from the request's bytes.
+After the burst, each of those connections asks again: every answer must be the version just
+written (a stale one is counted), which is what "no stale answer after a publish" means on every
+worker.
 
 The client is plain asyncio over raw sockets: one small task per stream, no HTTP library in the way.
 """

@@ -40,8 +40,8 @@ _UNAVAILABLE_STATES = ("08", "53", "57P")
 
 
 def _driver_cause(error: BaseException) -> BaseException | None:
-    """The asyncpg exception under SQLAlchemy's wrappers, if any: the server's, or the client's own
-    (no host of the kind asked for)."""
+    """The asyncpg exception under SQLAlchemy's wrappers, if any: the server's, or the driver's own
+    failure of a connection (``InternalClientError``, one of OUTAGES)."""
     seen: BaseException | None = error
     for _ in range(5):
         if seen is None:
