@@ -8,6 +8,7 @@ so a few hundred bytes cannot expand into gigabytes."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from typing import Any, cast
@@ -44,10 +45,14 @@ class JsonRefused(ValueError):
     """A JSON document the registry does not accept; the message says why and where."""
 
 
-def check_json(value: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
+def check_json(
+    value: Any, max_depth: int = MAX_JSON_DEPTH, *, numbers: bool = False, path: str = ""
+) -> None:
     """Refuse a parsed document nested deeper than ``max_depth`` or holding a lone surrogate
-    (in a string or a key). Iterative: linear in the document, whatever its shape."""
-    pending: list[tuple[Any, int, str]] = [(value, 1, "")]
+    (in a string or a key); with ``numbers``, also a number it could not be sent back as
+    (``number_refused``). ``path`` names the value in what is refused. Iterative: linear in the
+    document, whatever its shape."""
+    pending: list[tuple[Any, int, str]] = [(value, 1, path)]
     while pending:
         item, depth, path = pending.pop()
         if isinstance(item, str):
@@ -56,6 +61,8 @@ def check_json(value: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
                     f"{path or 'the document'}: text holds a lone surrogate (not UTF-8)"
                 )
             continue
+        if numbers and isinstance(item, int | float) and (why := number_refused(item)):
+            raise JsonRefused(f"{path or 'the value'}: {why}")
         if not isinstance(item, dict | list):
             continue
         if depth > max_depth:
@@ -69,9 +76,31 @@ def check_json(value: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
             pending.extend((child, depth + 1, f"{path}[{i}]") for i, child in enumerate(item))
 
 
+# What a stored value is sent back with (orjson): integers of 64 bits, signed or not.
+_SMALLEST_INT, _LARGEST_INT = -(2**63), 2**64 - 1
+
+
+def number_refused(number: int | float) -> str | None:
+    """Why a number read from a body (Python's parser takes any integer, NaN and Infinity, and
+    reads a number past a double's range as Infinity) cannot be kept and sent back as it came; None
+    when it can."""
+    if isinstance(number, bool) or (isinstance(number, float) and math.isfinite(number)):
+        return None
+    if isinstance(number, float):
+        return f"{number} is not a JSON number (NaN, Infinity, or past a 64-bit float's range)"
+    if _SMALLEST_INT <= number <= _LARGEST_INT:
+        return None
+    return (
+        f"an integer of {number.bit_length()} bits, past the 64 bits a number is kept to here: "
+        "send it as a string"
+    )
+
+
 def bounded_value(value: Any) -> Any:
-    """A pydantic after-validator for free-form JSON fields: at most MAX_VALUE_DEPTH deep."""
-    check_json(value, MAX_VALUE_DEPTH)
+    """A pydantic after-validator for free-form JSON fields: at most MAX_VALUE_DEPTH deep, and only
+    numbers that are sent back as they came (a 100-bit integer would otherwise be stored, and fail
+    every answer that carries it)."""
+    check_json(value, MAX_VALUE_DEPTH, numbers=True)
     return value
 
 

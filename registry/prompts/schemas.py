@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from registry.content.schemas import SHA256_PATTERN, Content, Icon
-from registry.inputs import StrictInput, bounded_value, json_schema
+from registry.inputs import MAX_VALUE_DEPTH, StrictInput, bounded_value, check_json, json_schema
 from registry.naming import LABEL_PATTERN, MAX_VERSION, MIME_PATTERN, PROMPT_NAME_PATTERN
 from registry.testcases import TestCase, TestCases, TestRun
 
@@ -125,7 +125,7 @@ class ModelConfig(StrictInput):
         for key, value in extra.items():
             if not _EXTRA_KEY.fullmatch(key):
                 raise ValueError(f"invalid key {key!r}: letters, digits, '_', '.', '-'")
-            bounded_value(value)
+            check_json(value, MAX_VALUE_DEPTH, numbers=True, path=key)
         size = len(orjson.dumps(self.model_dump(mode="json", exclude_none=True)))
         if size > MAX_CONFIG_BYTES:
             raise ValueError(

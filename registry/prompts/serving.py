@@ -32,8 +32,19 @@ async def served_version(
     or ``{"missing": "prompt" | "version" | "label"}``: one round trip, whether on the hot path's plain
     pool or inside a tenant transaction."""
     raw = await (await driver(reads)).fetchval(SERVED_VERSION, tenant_id, name, label, version)
-    found: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else raw
+    found: dict[str, Any] = _parsed(raw)
     return found
+
+
+def _parsed(raw: Any) -> Any:
+    """jsonb as the driver hands it (its text) parsed: by orjson, and by the standard library what
+    orjson refuses (integers past 64 bits, which jsonb keeps as any other number)."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 async def served_page(
@@ -50,7 +61,7 @@ async def served_page(
 
     Driven by the (tenant_id, label, prompt_name) index, so a deep page costs what the first does."""
     raw = await (await driver(reads)).fetchval(SERVED_PAGE, tenant_id, label, after, limit)
-    rows: list[list[Any]] = orjson.loads(raw) if isinstance(raw, str) else raw
+    rows: list[list[Any]] = _parsed(raw)
     return rows
 
 
@@ -67,10 +78,7 @@ async def served_entries(
     there only for a version stored without an entry (written before schema 0015). Each row is read
     from the label alone, which carries its version's entry and its prompt's state (schema 0016)."""
     rows = await (await driver(reads)).fetch(SERVED_ENTRIES, tenant_id, label, after, limit)
-    return [
-        (name, entry, orjson.loads(served) if isinstance(served, str) else served)
-        for name, entry, served in rows
-    ]
+    return [(name, entry, _parsed(served)) for name, entry, served in rows]
 
 
 async def served_count(reads: asyncpg.Pool | AsyncSession, tenant_id: uuid.UUID, label: str) -> int:

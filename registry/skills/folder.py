@@ -177,6 +177,8 @@ def _check_json(value: Any, where: str) -> None:
             f"{SKILL_MD} {where}: a {type(value).__name__} is not a JSON value (quote it)",
             field=SKILL_MD,
         )
+    elif isinstance(value, int | float) and (why := inputs.number_refused(value)):
+        raise InvalidInput(f"{SKILL_MD} {where}: {why}", field=SKILL_MD)
 
 
 def manifest(files: Iterable[tuple[str, str, int]]) -> list[dict[str, Any]]:

@@ -94,6 +94,50 @@ async def test_numbers_out_of_range_or_not_ascii_are_refused_not_500(api: Api) -
     assert (await api.client.get(f"{P}/greet", headers=reader)).status_code == 200
 
 
+async def test_numbers_a_value_could_not_be_sent_back_as_are_refused_not_500(api: Api) -> None:
+    """Free-form values (model config, tool definitions, content _meta) are sent back with each
+    answer: an integer past 64 bits, NaN or a number past a double's range (read as Infinity) is
+    refused where it is written, naming where; the 64-bit extremes are kept exactly."""
+    keys = await api.tenant("acme")
+    editor = {**auth(keys["publisher"]), "Content-Type": "application/json"}
+    text = '[{"role": "user", "content": {"type": "text", "text": "hi"META}}]'
+    for config, meta, expected in [
+        (
+            '{"seed": 1180591620717411303424}',
+            "",
+            "config: Value error, seed: an integer of 71 bits",
+        ),
+        ('{"seed": -9223372036854775809}', "", "seed: an integer of 64 bits, past the 64 bits"),
+        ('{"seed": NaN}', "", "seed: nan is not a JSON number"),
+        ('{"seed": 1e400}', "", "seed: inf is not a JSON number"),
+        ('{"tools": [{"n": [-Infinity]}]}', "", "config.tools.0.n: Value error, [0]: -inf is not"),
+        ("null", ', "_meta": {"x": {"y": 2e1000}}', "_meta: Value error, x.y: inf is not a JSON"),
+    ]:
+        body = f'{{"name": "n", "config": {config}, "messages": {text.replace("META", meta)}}}'
+        answer = await api.client.post(P, content=body.encode(), headers=editor)
+        assert answer.status_code == 422, (config, meta, answer.text)
+        assert expected in answer.json()["detail"], answer.text
+    # PostgreSQL gives a large double back without its exponent (1e20 as 100000000000000000000):
+    # an MCP answer still carries it, as the number it is.
+    extremes = '{"seed": 18446744073709551615, "low": -9223372036854775808, "f": 1e20}'
+    body = f'{{"name": "n", "labels": ["production"], "config": {extremes}, "messages": {text}}}'
+    written = await api.client.post(P, content=body.replace("META", "").encode(), headers=editor)
+    assert written.status_code == 201, written.text
+    kept = (await api.client.get(f"{P}/n", headers=editor)).json()["latest"]["config"]
+    assert kept["seed"] == 2**64 - 1 and kept["low"] == -(2**63) and float(kept["f"]) == 1e20
+    mcp = {**editor, "Accept": "application/json, text/event-stream",
+           "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "n"}  # fmt: skip
+    params = {"name": "n", "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}}}  # fmt: skip
+    message = {"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": params}
+    answer = await api.client.post("/mcp/acme", json=message, headers=mcp)
+    assert answer.status_code == 200, answer.text
+    served = answer.json()["result"]["_meta"]["dev.prompt-registry/config"]
+    assert served["seed"] == 2**64 - 1 and served["low"] == -(2**63) and served["f"] == 1e20
+
+
 async def test_an_oversized_chunked_body_is_413(api: Api) -> None:
     keys = await api.tenant("acme")
 

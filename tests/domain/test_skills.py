@@ -85,6 +85,11 @@ async def test_a_version_resolves_partials_stores_files_and_moves_latest(domain:
             "reserved",
         ),
         (folder(SKILL_MD.replace("owner: platform", "since: 2026-01-01")), "not a JSON value"),
+        (
+            folder(SKILL_MD.replace("owner: platform", "n: 123456789012345678901234")),
+            r"front matter\.metadata\.n: an integer of 77 bits",
+        ),
+        (folder(SKILL_MD.replace("owner: platform", "n: .nan")), "metadata.n: nan is not a JSON"),
         (folder(**{"../escape.md": "x"}), "invalid file path"),
         (folder(**{"a": "file", "a/b": "and folder"}), "both a file and a folder"),
         (
