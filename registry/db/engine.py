@@ -271,17 +271,20 @@ class Database:
             yield session
 
     @asynccontextmanager
-    async def named_tenant_tx(self, slug: str) -> AsyncIterator[tuple[AsyncSession, Tenant | None]]:
+    async def named_tenant_tx(
+        self, slug: str, *, key_hash: bytes | None = None
+    ) -> AsyncIterator[tuple[AsyncSession, Tenant | None, repo.StoredKey | None]]:
         """``tenant_tx`` for a tenant known by its name, found in the same round trip that scopes
         the transaction to it (every REST request and MCP session starts so); for a name no
-        tenant has, None, in a transaction that sees the tenant directory only (``app_tx``)."""
+        tenant has, None, in a transaction that sees the tenant directory only (``app_tx``).
+        Given ``key_hash``, the same round trip reads the tenant's API key with that SHA-256."""
         async with self._transaction() as session:
             if SLUG_RE.fullmatch(slug):
-                tenant = await repo.enter_named_tenant(session, APP_ROLE, slug)
+                tenant, key = await repo.enter_named_tenant(session, APP_ROLE, slug, key_hash)
             else:  # not a name at all: no lookup
-                tenant = None
+                tenant, key = None, None
                 await repo.enter_role(session, APP_ROLE)
-            yield session, tenant
+            yield session, tenant, key
 
     @asynccontextmanager
     async def operator_tx(self) -> AsyncIterator[AsyncSession]:

@@ -5,11 +5,24 @@ them (the domains have their own repositories)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import asyncpg
 import orjson
-from sqlalchemy import Text, bindparam, cast, func, select, text
+from sqlalchemy import (
+    DateTime,
+    LargeBinary,
+    Text,
+    bindparam,
+    cast,
+    column,
+    func,
+    select,
+    text,
+    true,
+)
+from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -43,15 +56,55 @@ _ENTER_NAMED_TENANT = (
 )
 
 
-async def enter_named_tenant(session: AsyncSession, role: str, slug: str) -> Tenant | None:
+class StoredKey(NamedTuple):
+    """An API key as a caller's check reads it (never its hash)."""
+
+    id: uuid.UUID
+    role: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+# The same round trip, reading beside the tenant its API key with the SHA-256 :secret_hash (under
+# row-level security: the function enters the tenant before it reads; migrations/sql/0024).
+_KEY = (
+    func.registry_api_key_v1(Tenant.id, bindparam("secret_hash", type_=LargeBinary))
+    .table_valued(
+        column("id", UUID(as_uuid=True)),
+        column("role", Text),
+        column("expires_at", DateTime(timezone=True)),
+        column("revoked_at", DateTime(timezone=True)),
+        column("last_used_at", DateTime(timezone=True)),
+    )
+    .lateral("key")
+)
+_ENTER_NAMED_TENANT_WITH_KEY = _ENTER_NAMED_TENANT.add_columns(*_KEY.c).outerjoin_from(
+    Tenant, _KEY, true()
+)
+
+
+async def enter_named_tenant(
+    session: AsyncSession, role: str, slug: str, key_hash: bytes | None = None
+) -> tuple[Tenant | None, StoredKey | None]:
     """This transaction runs as ``role`` and sees the rows of the tenant named ``slug``, which is
-    returned; None when no tenant has that name (then it sees no tenant's rows)."""
-    row = (await session.execute(_ENTER_NAMED_TENANT, {"role": role, "slug": slug})).first()
+    returned; None when no tenant has that name (then it sees no tenant's rows). Given
+    ``key_hash``, the tenant's API key with that SHA-256 comes with it (None: it has none)."""
+    if key_hash is None:
+        row = (await session.execute(_ENTER_NAMED_TENANT, {"role": role, "slug": slug})).first()
+    else:
+        row = (
+            await session.execute(
+                _ENTER_NAMED_TENANT_WITH_KEY,
+                {"role": role, "slug": slug, "secret_hash": key_hash},
+            )
+        ).first()
     if row is None:
         await enter_role(session, role)
-        return None
+        return None, None
     tenant: Tenant = row[0]
-    return tenant
+    key = StoredKey(*row[3:]) if key_hash is not None and row[3] is not None else None
+    return tenant, key
 
 
 async def set_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> None:

@@ -179,12 +179,19 @@ async def tenant_scope(
             yield TenantScope(session, *settled)
         return
     operator = is_operator(operator_token, credential)
+    # A credential shaped like an API key is looked up in the round trip that enters the path's
+    # tenant, among that tenant's keys only (another tenant's key finds none there).
+    key_hash = (
+        tenants.hash_secret(credential)
+        if credential is not None and not operator and tenants.tenant_of_secret(credential)
+        else None
+    )
     foreign = False
     used: Principal | None = None
     try:
         # Scoped to the path's tenant from the start: nothing of it is read before the caller is
         # settled below, and a caller refused there ends the transaction.
-        async with db.named_tenant_tx(slug) as (session, tenant):
+        async with db.named_tenant_tx(slug, key_hash=key_hash) as (session, tenant, key):
             if operator:
                 if tenant is None:
                     raise NotFound(f"tenant {slug!r} not found", field="tenant")
@@ -205,7 +212,7 @@ async def tenant_scope(
                     raise KeyRefused(
                         f"tenant {slug!r} accepts OAuth access tokens only: its API keys are off"
                     )
-                principal = await tenants.authenticate(session, tenant.id, credential)
+                principal = tenants.key_principal(tenant.id, key)
                 used = principal if principal.use_due else None
             if not principal.has(role):
                 scope = oauth.insufficient_scope(principal, role)

@@ -15,6 +15,7 @@ from registry.db.audit import record_audit, record_change
 from registry.db.engine import enter_tenant
 from registry.db.models import ApiKey, Tenant, TenantIssuer
 from registry.db.pagination import Page, PageRequest
+from registry.db.repository import StoredKey
 from registry.errors import Conflict, Forbidden, InvalidInput, KeyRefused, NotFound
 from registry.naming import API_KEY_PREFIX, ROLE_RANK, SLUG_RE
 from registry.principal import Principal
@@ -285,7 +286,12 @@ TOUCH_EVERY = timedelta(seconds=60)
 
 async def authenticate(session: AsyncSession, tenant_id: uuid.UUID, secret: str) -> Principal:
     """In a transaction scoped to ``tenant_id``: the principal behind ``secret``, or KeyRefused."""
-    key = await repo.key_by_hash(session, tenant_id, hash_secret(secret))
+    return key_principal(tenant_id, await repo.key_by_hash(session, tenant_id, hash_secret(secret)))
+
+
+def key_principal(tenant_id: uuid.UUID, key: ApiKey | StoredKey | None) -> Principal:
+    """The principal of ``tenant_id``'s API key as read (None: no key has the secret's hash), or
+    KeyRefused: the one check of a key, whichever statement read it."""
     if key is None:
         raise KeyRefused("invalid API key")
     now = datetime.now(UTC)

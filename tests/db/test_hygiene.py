@@ -33,7 +33,7 @@ async def _tenant(db: Database, alpha: uuid.UUID) -> int:
 
 
 async def _named_tenant(db: Database, alpha: uuid.UUID) -> int:
-    async with db.named_tenant_tx("alpha") as (session, tenant):
+    async with db.named_tenant_tx("alpha") as (session, tenant, _key):
         assert tenant is not None and tenant.id == alpha
         return await _pid_after_reading(session)
 

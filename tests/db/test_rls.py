@@ -221,6 +221,34 @@ async def test_served_version_function_runs_as_the_app_role_inside_its_tenant(
     assert await superuser.fetchval("SELECT count(*) FROM prompts") == 2
 
 
+async def test_api_key_function_and_the_entering_statement_read_only_their_tenant(
+    superuser: asyncpg.Connection, db: Database, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    """A request's first round trip reads its caller's key beside its tenant
+    (registry_api_key_v1): a key is found under its own tenant only, as the application role."""
+    alpha, bravo = two_tenants
+    alpha_key, bravo_key = (hashlib.sha256(s.encode() * 2).digest() for s in ("alpha", "bravo"))
+    key_of = "SELECT role, revoked_at FROM registry_api_key_v1($1, $2)"
+    assert tuple(await superuser.fetchrow(key_of, alpha, alpha_key)) == ("reader", None)
+    assert await superuser.fetchrow(key_of, alpha, bravo_key) is None  # bravo's key, alpha's path
+    async with superuser.transaction():
+        await superuser.fetchrow(key_of, bravo, bravo_key)
+        assert await superuser.fetchval("SELECT current_user") == APP_ROLE
+        assert await superuser.fetchval("SELECT count(*) FROM api_keys") == 1
+    # The statement that enters a tenant by its name, as every REST request does.
+    for slug, key_hash, role in (
+        ("alpha", alpha_key, "reader"), ("alpha", bravo_key, None), ("bravo", bravo_key, "reader"),
+        ("nobody", alpha_key, None),
+    ):  # fmt: skip
+        async with db.named_tenant_tx(slug, key_hash=key_hash) as (session, tenant, key):
+            assert (tenant is None) == (slug == "nobody")
+            assert (key.role if key else None) == role
+            seen = await session.execute(text("SELECT count(*) FROM api_keys"))
+            assert seen.scalar_one() == (0 if tenant is None else 1)
+            user = await session.execute(text("SELECT current_user"))
+            assert user.scalar_one() == APP_ROLE
+
+
 async def test_served_page_and_count_functions_read_only_their_tenant(
     superuser: asyncpg.Connection, two_tenants: tuple[uuid.UUID, uuid.UUID]
 ) -> None:
