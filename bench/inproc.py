@@ -7,8 +7,9 @@ migrated database of its own).
 
 Creates tenant ``inproc`` (with an operator token it sets itself), a key and one prompt; prints the
 fastest and the median of five runs of ``--calls`` calls (microseconds per call), and the CPU time of
-a prompts/get that misses the worker's caches (a fifth as many calls; its wall time would include
-PostgreSQL's); ``--profile`` adds cProfile's top functions for prompts/get.
+a prompts/get that misses the worker's caches and of a prompt read through the admin API (a fifth as
+many calls) and of a version write (a tenth; their wall time would include PostgreSQL's);
+``--profile`` adds cProfile's top functions for prompts/get.
 
 ``--memory TENANTS PROMPTS`` measures instead what a worker keeps per tenant and per cached prompt:
 it writes TENANTS tenants of PROMPTS prompts each (``mem-*``, once), then asks for every prompt
@@ -75,7 +76,7 @@ async def call(app: Any, method: str, path: str, headers: dict[str, str], body: 
     return status, b"".join(chunks)
 
 
-async def _prepare(app: Any) -> None:
+async def prepare(app: Any) -> None:
     operator = {"content-type": "application/json", "authorization": f"Bearer {OPERATOR}"}
     status, body = await call(app, "POST", "/api/v1/tenants", operator, b'{"slug": "inproc"}')
     assert status in (201, 409), body
@@ -106,23 +107,28 @@ async def _prepare(app: Any) -> None:
 async def _time(
     app: Any,
     headers: dict[str, str],
-    body: bytes,
+    body: bytes | Callable[[], bytes],
     calls: int,
     before: Callable[[], None] | None = None,
+    *,
+    method: str = "POST",
+    path: str = "/mcp/inproc",
+    expect: tuple[int, bytes] = (200, b'"result"'),
 ) -> list[tuple[float, float]]:
-    """Five runs of ``calls`` calls (``before`` runs ahead of each): per call, sorted, the wall
-    time and this process's CPU time in microseconds."""
-    for _ in range(2000 if before is None else 200):  # warm: caches filled, code paths taken
-        status, answer = await call(app, "POST", "/mcp/inproc", headers, body)
-    assert status == 200, answer
-    assert b'"result"' in answer, answer
+    """Five runs of ``calls`` calls (``before`` runs ahead of each; ``body`` may make a new body
+    for each): per call, sorted, the wall time and this process's CPU time in microseconds."""
+    made = body if callable(body) else lambda: body
+    for _ in range(min(2000 if before is None else 200, calls)):  # warm: caches, code paths
+        status, answer = await call(app, method, path, headers, made())
+    assert status == expect[0], answer
+    assert expect[1] in answer, answer
     runs = []
     for _ in range(5):
         started, cpu = time.perf_counter(), time.process_time()
         for _ in range(calls):
             if before is not None:
                 before()
-            await call(app, "POST", "/mcp/inproc", headers, body)
+            await call(app, method, path, headers, made())
         runs.append(
             (
                 (time.perf_counter() - started) / calls * 1e6,
@@ -257,7 +263,7 @@ async def main() -> None:
         if args.memory:
             await _memory(app, *args.memory)
             return
-        await _prepare(app)
+        await prepare(app)
         get = {**MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}
         get_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {
             "_meta": META, "name": "p1", "arguments": {"topic": "billing"}}}).encode()  # fmt: skip
@@ -286,6 +292,27 @@ async def main() -> None:
             f"prompts/get, not in memory: {cpu[0]:.1f} µs of this process's CPU per call at best, "
             f"median {cpu[2]:.1f}"
         )
+        # The admin API: a prompt read, and a version write (new content each time, so each
+        # writes a version, moves the latest label, and appends its audit and change rows).
+        rest = {"authorization": MCP["authorization"]}
+        cpu = sorted(run[1] for run in await _time(
+            app, rest, b"", args.calls // 5, method="GET", path="/api/v1/tenants/inproc/prompts/p1",
+            expect=(200, b'"latest_version"')))  # fmt: skip
+        print(f"REST prompt read: {cpu[0]:.1f} µs of this process's CPU per call at best, "
+              f"median {cpu[2]:.1f}")  # fmt: skip
+        written = iter(range(1, 1 << 40))
+
+        def version() -> bytes:
+            text = f"About {{{{topic}}}}, take {next(written)}"
+            return json.dumps({"arguments": [{"name": "topic"}], "messages": [
+                {"role": "user", "content": {"type": "text", "text": text}}]}).encode()  # fmt: skip
+
+        cpu = sorted(run[1] for run in await _time(
+            app, {**rest, "content-type": "application/json"}, version, args.calls // 10,
+            method="POST", path="/api/v1/tenants/inproc/prompts/p1/versions",
+            expect=(201, b'"created":true')))  # fmt: skip
+        print(f"REST version write: {cpu[0]:.1f} µs of this process's CPU per call at best, "
+              f"median {cpu[2]:.1f}")  # fmt: skip
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()

@@ -11,7 +11,10 @@ import sys
 
 from tests.conftest import ROOT, PgServer
 
-ROWS = ("prompts/get", "prompts/list", "prompts/get, not in memory")
+ROWS = (
+    "prompts/get", "prompts/list", "prompts/get, not in memory", "REST prompt read",
+    "REST version write",
+)  # fmt: skip
 
 
 def test_inproc_measures_answers_from_memory_and_a_miss(pg_server: PgServer, db_name: str) -> None:
@@ -41,3 +44,21 @@ def test_inproc_measures_memory_per_tenant_and_per_cached_prompt(
     assert allocated is not None, ran.stdout
     assert int(allocated.group(1).replace(",", "")) > 0, ran.stdout  # something was kept
     assert "resident:" in ran.stdout and "2 tenants of 5 prompts" in ran.stdout, ran.stdout
+
+
+def test_instruction_counts_workloads_run(pg_server: PgServer, db_name: str) -> None:
+    """bench/instructions' requests, a few of each without valgrind (each request checks its own
+    answer): what the counts are taken around keeps working."""
+    env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    env.pop("REGISTRY_DATA_DIR", None)
+    for workload in ("rest-read", "rest-write", "mcp-get", "mcp-miss"):
+        ran = subprocess.run(
+            [sys.executable, "-m", "bench.instructions", "--inner", workload, "3"],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert ran.returncode == 0, (workload, ran.stderr[-4000:])
+    refused = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "rest-reed"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "unknown workload 'rest-reed'" in refused.stderr

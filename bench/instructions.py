@@ -1,0 +1,144 @@
+"""Instructions per request, counted by valgrind's callgrind: what one request costs the worker,
+repeatable run after run and unmoved by whatever else the machine is doing (its CPU time on this
+shared machine moves by a third between runs). Requests go through the ASGI app in process, as in
+bench/inproc, on the default event loop.
+
+    REGISTRY_DATABASE_URL=postgresql://... python -m bench.instructions [--requests 100] [WORKLOAD ...]
+
+Workloads: ``rest-read`` (a prompt read through the admin API), ``rest-write`` (a new version of it,
+new content each time), ``mcp-get`` (a prompts/get answered from memory), ``mcp-miss`` (one that
+misses the worker's caches). Each is counted in two processes of its own under callgrind, both
+with the same start and warm-up and the instrumentation on only around the measured requests: one
+with a few of them, one with ``--requests`` more; their difference over ``--requests`` is one
+request's count, what the two have in common cancelling out. PostgreSQL's work is not counted: it
+runs in processes of its own. Run it from each of two checkouts against a migrated database of its
+own to compare them; it uses tenant ``inproc`` (as bench/inproc does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bench import inproc
+
+WORKLOADS = ("rest-read", "rest-write", "mcp-get", "mcp-miss")
+WARM = 30  # requests before the count, in both processes
+FEW = 10  # requests counted in the shorter process
+
+
+async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
+    """One request of ``workload``, checked."""
+    await inproc.prepare(app)
+    key = inproc.MCP["authorization"]
+    rest = {"authorization": key, "content-type": "application/json"}
+    get = {**inproc.MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}
+    get_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {
+        "_meta": inproc.META, "name": "p1", "arguments": {"topic": "billing"}}}).encode()  # fmt: skip
+    caches = app.mcp.caches
+    written = iter(range(1, 1 << 40))
+
+    async def one(method: str, path: str, headers: dict[str, str], body: bytes, ok: int) -> None:
+        status, answer = await inproc.call(app, method, path, headers, body)
+        if status != ok:
+            raise RuntimeError(f"{workload}: {status} {answer[:300]!r}")
+
+    async def rest_read() -> None:
+        await one("GET", "/api/v1/tenants/inproc/prompts/p1", rest, b"", 200)
+
+    async def rest_write() -> None:
+        text = f"About {{{{topic}}}}, take {os.getpid()}.{next(written)}"
+        body = json.dumps({"arguments": [{"name": "topic"}], "messages": [
+            {"role": "user", "content": {"type": "text", "text": text}}]}).encode()  # fmt: skip
+        await one("POST", "/api/v1/tenants/inproc/prompts/p1/versions", rest, body, 201)
+
+    async def mcp_get() -> None:
+        await one("POST", "/mcp/inproc", get, get_body, 200)
+
+    async def mcp_miss() -> None:
+        caches.resolved.clear()
+        caches.versions.clear()
+        caches.answers.clear()
+        await one("POST", "/mcp/inproc", get, get_body, 200)
+
+    chosen: dict[str, Callable[[], Awaitable[None]]] = {
+        "rest-read": rest_read, "rest-write": rest_write, "mcp-get": mcp_get, "mcp-miss": mcp_miss,
+    }  # fmt: skip
+    return chosen[workload]
+
+
+def _instrument(on: bool) -> None:
+    """Callgrind's instrumentation on or off in this process (nothing outside valgrind)."""
+    if os.environ.get("BENCH_UNDER_CALLGRIND"):
+        control = shutil.which("callgrind_control") or "callgrind_control"
+        subprocess.run(  # noqa: S603 - valgrind's own tool, our arguments
+            [control, "-i", "on" if on else "off", str(os.getpid())],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+
+async def _inner(workload: str, requests: int) -> None:
+    os.environ["REGISTRY_OPERATOR_TOKEN"] = inproc.OPERATOR
+    from registry.app import create_app  # after the token is in the environment
+
+    app = create_app()
+    async with app.router.lifespan_context(app):
+        request = await _requests(app, workload)
+        for _ in range(WARM):
+            await request()
+        _instrument(True)
+        for _ in range(requests):
+            await request()
+        _instrument(False)
+
+
+def _counted(workload: str, requests: int) -> int:
+    """Instructions callgrind counted around ``requests`` requests in a process of their own."""
+    with tempfile.TemporaryDirectory() as folder:
+        ran = subprocess.run(  # noqa: S603 - valgrind running this module again
+            [shutil.which("valgrind") or "valgrind", "--tool=callgrind", "--instr-atstart=no",
+             f"--callgrind-out-file={folder}/out", sys.executable, "-m", "bench.instructions",
+             "--inner", workload, str(requests)],
+            env={**os.environ, "BENCH_UNDER_CALLGRIND": "1"}, capture_output=True, text=True,
+            check=False,
+        )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", ran.stderr)
+    if ran.returncode != 0 or found is None:
+        raise RuntimeError(f"{workload} under callgrind failed:\n{ran.stderr[-3000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
+    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument(
+        "--inner", nargs=2, metavar=("WORKLOAD", "REQUESTS"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    unknown = sorted(set(args.workloads) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workload {unknown[0]!r}: choose among {', '.join(WORKLOADS)}")
+    if args.inner:
+        asyncio.run(_inner(args.inner[0], int(args.inner[1])))
+        return
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        sys.exit("valgrind (with callgrind_control) is needed: apt-get install valgrind")
+    for workload in args.workloads or WORKLOADS:
+        few = _counted(workload, FEW)
+        more = _counted(workload, FEW + args.requests)
+        print(f"{workload}: {(more - few) / args.requests:,.0f} instructions per request "
+              f"({args.requests} requests)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
