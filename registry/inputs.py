@@ -1,7 +1,8 @@
 """What every input must be: for models, unknown fields refused and no NUL characters anywhere
 (PostgreSQL text cannot hold them, and they have no business in a prompt); for every JSON document
 the registry accepts (REST bodies, MCP messages), a bounded nesting depth and no lone surrogates
-(text that cannot be stored or sent back as UTF-8); for every YAML document (prompt files, the
+(text that cannot be stored or sent back as UTF-8), and in free-form values (model config, content
+_meta) only numbers that can be sent back as they came; for every YAML document (prompt files, the
 console's editor), no anchors or aliases and a bounded number of nodes, checked while it is read,
 so a few hundred bytes cannot expand into gigabytes."""
 

@@ -4,10 +4,12 @@ through a transaction pooler must not do."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import asyncpg
+import orjson
 from sqlalchemy import event, make_url
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.exc import DisconnectionError
@@ -35,6 +37,18 @@ def _statement_name() -> str:
     return f"__registry_{uuid.uuid4().hex}__"
 
 
+def stored_json(raw: str) -> Any:
+    """JSON as PostgreSQL gives it back (jsonb's text), parsed: by orjson, which reads an integer
+    past 64 bits as the double it stands for (jsonb writes a double such as 1e20 without its
+    exponent, 100000000000000000000, which the standard library would read as an integer no answer
+    could carry), and by the standard library what orjson refuses. Every JSON column the engine
+    reads, and the hot path's served records, are read by it."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
 def make_engine(
     url: str, pool_size: int, max_overflow: int, pooled: bool, application_name: str = "registry"
 ) -> AsyncEngine:
@@ -50,6 +64,7 @@ def make_engine(
         pool_size=pool_size,
         max_overflow=max_overflow,
         connect_args=connect_args,
+        json_deserializer=stored_json,
     )
     event.listen(engine.sync_engine, "checkout", _refuse_closed)
     return engine

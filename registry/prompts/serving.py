@@ -5,14 +5,13 @@ tenant transaction. The statements are named here, at the top; nothing else buil
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
 import asyncpg
-import orjson
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry.db.connect import stored_json
 from registry.db.repository import driver
 
 SERVED_VERSION = "SELECT registry_served_version_v3($1, $2, $3, $4)"
@@ -37,14 +36,8 @@ async def served_version(
 
 
 def _parsed(raw: Any) -> Any:
-    """jsonb as the driver hands it (its text) parsed: by orjson, and by the standard library what
-    orjson refuses (integers past 64 bits, which jsonb keeps as any other number)."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
+    """jsonb as the driver hands it (its text) parsed as every stored JSON is (``stored_json``)."""
+    return stored_json(raw) if isinstance(raw, str) else raw
 
 
 async def served_page(

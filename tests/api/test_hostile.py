@@ -136,6 +136,12 @@ async def test_numbers_a_value_could_not_be_sent_back_as_are_refused_not_500(api
     assert answer.status_code == 200, answer.text
     served = answer.json()["result"]["_meta"]["dev.prompt-registry/config"]
     assert served["seed"] == 2**64 - 1 and served["low"] == -(2**63) and served["f"] == 1e20
+    # Every other way a stored version leaves: rendered, exported (each version checked again).
+    rendered = await api.client.post(f"{P}/n/render", json={"arguments": {}}, headers=editor)
+    assert rendered.status_code == 200 and rendered.json()["config"]["f"] == 1e20, rendered.text
+    exported = await api.client.get("/api/v1/tenants/acme/export", headers=editor)
+    assert exported.status_code == 200, exported.text
+    assert exported.json()["prompts"][0]["versions"][0]["config"]["f"] == 1e20
 
 
 async def test_an_oversized_chunked_body_is_413(api: Api) -> None:
