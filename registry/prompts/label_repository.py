@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     delete,
@@ -108,31 +108,44 @@ class MovedLabel(NamedTuple):
     labels: dict[str, int]
 
 
-# A label moved, with its history row, in one round trip on the driver; no row comes back when it
-# already points there. The caller holds the prompt locked FOR UPDATE, which every label move
-# takes first, so the label row cannot change between the read of ``before`` and the write. The
-# prompt's labels come back in the same scan of them (as they were before the move: the caller
-# applies it), so a write's answer needs no read of its own.
-_MOVE_LABEL = """
-WITH before AS (
-    SELECT version FROM labels WHERE tenant_id = $1 AND prompt_id = $2 AND label = $3
+def move_ctes(label: str, rows: str, actor: str) -> str:
+    """The common table expressions that move a label of the prompt ($1 tenant, $2 prompt) and
+    write its history row: ``before`` (its version before), ``moved`` (the label as moved; no row
+    when it pointed there already) and ``history``. ``label`` and ``actor`` are SQL expressions (a
+    parameter), ``rows`` the label's row as a VALUES or SELECT clause (tenant, prompt, label,
+    prompt name, version, actor). One text for every statement that moves a label: ``_MOVE_LABEL``
+    and the version write that moves ``latest`` with it (prompts/repository.py)."""
+    return f"""before AS (
+    SELECT version FROM labels WHERE tenant_id = $1 AND prompt_id = $2 AND label = {label}
 ), moved AS (
     INSERT INTO labels AS l (tenant_id, prompt_id, label, prompt_name, version, updated_by)
-    VALUES ($1, $2, $3, $4, $5, $6)
+    {rows}
     ON CONFLICT (tenant_id, prompt_id, label) DO UPDATE
        SET version = EXCLUDED.version, updated_by = EXCLUDED.updated_by, updated_at = now()
      WHERE l.version <> EXCLUDED.version
     RETURNING l.prompt_name, l.label, l.version, l.updated_by, l.updated_at
 ), history AS (
     INSERT INTO label_history (tenant_id, prompt_id, label, from_version, to_version, actor)
-    SELECT $1, $2, $3, (SELECT version FROM before), $5, $6 FROM moved
-)
-SELECT moved.prompt_name, moved.label, moved.version, moved.updated_by, moved.updated_at,
-       (SELECT version FROM before) AS before, held.labels, held.versions
-  FROM moved,
-       LATERAL (SELECT array_agg(label ORDER BY label) AS labels,
+    SELECT $1, $2, {label}, (SELECT version FROM before), moved.version, {actor} FROM moved
+)"""
+
+
+# What a statement built on move_ctes selects: the label as moved, its version before, and the
+# prompt's labels in the same scan of them (as they were before the move: ``moved_label`` applies
+# it), so a write's answer needs no read of its own.
+MOVED_COLUMNS = """moved.prompt_name, moved.label, moved.version, moved.updated_by, moved.updated_at,
+       (SELECT version FROM before) AS before, held.labels, held.versions"""
+HELD_LABELS = """LATERAL (SELECT array_agg(label ORDER BY label) AS labels,
                        array_agg(version ORDER BY label) AS versions
-                  FROM labels WHERE tenant_id = $1 AND prompt_id = $2) AS held
+                  FROM labels WHERE tenant_id = $1 AND prompt_id = $2) AS held"""
+
+# A label moved, with its history row, in one round trip on the driver; no row comes back when it
+# already points there. The caller holds the prompt locked FOR UPDATE, which every label move
+# takes first, so the label row cannot change between the read of ``before`` and the write.
+_MOVE_LABEL = f"""
+WITH {move_ctes("$3", "VALUES ($1, $2, $3, $4, $5, $6)", "$6")}
+SELECT {MOVED_COLUMNS}
+  FROM moved, {HELD_LABELS}
 """
 
 
@@ -143,16 +156,23 @@ async def move_label(
     found = await (await _driver(session)).fetchrow(
         _MOVE_LABEL, prompt.tenant_id, prompt.id, label, prompt.name, version, actor
     )
-    if found is None:
+    return None if found is None else moved_label(session, prompt, found)
+
+
+def moved_label(session: AsyncSession, prompt: Prompt, found: Any) -> MovedLabel | None:
+    """The label as a statement built on ``move_ctes`` moved it (``MOVED_COLUMNS`` of ``found``;
+    None: it did not move), with an ORM row of it read earlier in the transaction kept true."""
+    if found["label"] is None:
         return None
+    label, version = found["label"], found["version"]
     # The statement's labels are as they were before it (a statement does not see its own writes);
     # the caller holds the prompt locked, which every label write takes, so nothing else moved.
     labels = dict(zip(found["labels"] or (), found["versions"] or (), strict=True))
     labels[label] = version
     moved = MovedLabel(
         found["prompt_name"],
-        found["label"],
-        found["version"],
+        label,
+        version,
         found["updated_by"],
         found["updated_at"],
         found["before"],

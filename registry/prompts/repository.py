@@ -44,6 +44,7 @@ from registry.db.models import (
 )
 from registry.db.repository import driver as _driver
 from registry.naming import serves_change
+from registry.prompts import label_repository as label_repo
 
 # --- prompts ----------------------------------------------------------------------------------
 
@@ -170,9 +171,10 @@ async def list_prompts(
 # bumped, the version row inserted and its child rows with it (arguments, messages, partial locks:
 # each a JSON array of rows, read as the table's row type), unless the latest version already has
 # this content (then nothing is written and no row comes back). The child rows' foreign keys are
-# checked at the end of the statement, when the version row is there. The prompt must be locked FOR
-# UPDATE by the caller.
-_WRITE_VERSION = """
+# checked at the end of the statement, when the version row is there. The label ``latest`` ($16)
+# follows the new version in the same statement (label_repository.move_ctes, with its history row
+# and the prompt's labels). The prompt must be locked FOR UPDATE by the caller.
+_WRITE_VERSION = f"""
 WITH same AS (
     SELECT 1 FROM prompt_versions
      WHERE tenant_id = $1 AND prompt_id = $2 AND version = $3 AND content_hash = $4
@@ -204,9 +206,10 @@ WITH same AS (
            (tenant_id, prompt_id, version, ref, child_name, child_prompt_id, child_version)
     SELECT $1, $2, inserted.version, l.ref, l.child_name, l.child_prompt_id, l.child_version
       FROM inserted, jsonb_populate_recordset(NULL::prompt_partials, CAST($14::text AS jsonb)) l
-)
-SELECT inserted.version, inserted.created_at, bumped.updated_at
-  FROM inserted, bumped
+), {label_repo.move_ctes("$16", "SELECT $1, $2, $16, $15, inserted.version, $10 FROM inserted", "$10")}
+SELECT inserted.version AS written, inserted.created_at, bumped.updated_at AS prompt_updated_at,
+       {label_repo.MOVED_COLUMNS}
+  FROM inserted CROSS JOIN bumped LEFT JOIN moved ON true CROSS JOIN {label_repo.HELD_LABELS}
 """
 
 
@@ -241,11 +244,13 @@ async def insert_version(
     arguments: list[dict[str, Any]],
     messages: list[dict[str, Any]],
     partials: Sequence[dict[str, Any]] = (),
-) -> PromptVersion | None:
-    """The prompt's next version with its child rows, or None (nothing written) when its latest
-    version has the same content hash. ``prompt`` (the same ORM object, locked FOR UPDATE) is kept
-    current without a re-read; the version comes back as a transient row. ``list_entry``: its
-    prompts/list entry (registry.prompts.listing)."""
+    latest: str,
+) -> tuple[PromptVersion, label_repo.MovedLabel | None] | None:
+    """The prompt's next version with its child rows and the label ``latest`` moved onto it (as
+    moved; None if it pointed there), or None (nothing written) when its latest version has the
+    same content hash. ``prompt`` (the same ORM object, locked FOR UPDATE) is kept current without
+    a re-read; the version comes back as a transient row. ``list_entry``: its prompts/list entry
+    (registry.prompts.listing)."""
     columns = {name: meta.get(name) for name in _VERSION_META}
     found = await (await _driver(session)).fetchrow(
         _WRITE_VERSION,
@@ -263,20 +268,23 @@ async def insert_version(
         _row_array({**a, "position": i} for i, a in enumerate(arguments)),
         _row_array({**m, "position": i} for i, m in enumerate(messages)),
         _row_array(partials),
+        prompt.name,
+        latest,
     )
     if found is None:
         return None
-    set_committed_value(prompt, "latest_version", found["version"])
-    set_committed_value(prompt, "updated_at", found["updated_at"])
-    return PromptVersion(
+    set_committed_value(prompt, "latest_version", found["written"])
+    set_committed_value(prompt, "updated_at", found["prompt_updated_at"])
+    row = PromptVersion(
         tenant_id=prompt.tenant_id,
         prompt_id=prompt.id,
-        version=found["version"],
+        version=found["written"],
         **columns,
         author=author,
         content_hash=content_hash,
         created_at=found["created_at"],
     )
+    return row, label_repo.moved_label(session, prompt, found)
 
 
 async def version_row_by_id(

@@ -75,7 +75,8 @@ async def move_label(
     whose argument contract breaks the one it serves now only with ``force`` (recorded); a label
     that needs approvals moves on the ``terms`` the policy accepts (a change request applied, whose
     one change-log row the request writes, or break-glass, sent as its own kind of change). The
-    label ``latest`` follows every new version with none of these checks, in one statement."""
+    label ``latest`` follows every new version with none of these checks, in the statement that
+    writes the version (``repo.insert_version``)."""
     ruling = policy.Ruling("move")
     if label != LATEST:
         before = await label_repo.label_version(session, prompt, label, lock=True)
@@ -90,8 +91,22 @@ async def move_label(
         if ruling.outcome == "unchanged":
             return None
     moved = await label_repo.move_label(session, prompt, label, version, caller.actor)
-    if moved is None:
-        return None
+    if moved is not None:
+        await _journal_move(session, prompt, moved, caller, ruling, terms)
+    return moved
+
+
+async def _journal_move(
+    session: AsyncSession,
+    prompt: Prompt,
+    moved: label_repo.MovedLabel,
+    caller: Principal,
+    ruling: policy.Ruling,
+    terms: Terms,
+) -> None:
+    """What a label move leaves in the change log and the audit log, however it was written (by
+    ``move_label``, or with the version that ``latest`` follows)."""
+    label, version = moved.label, moved.version
     if terms.release is None:
         kind = "label.break_glass" if ruling.break_glass else "label.move"
         record_change(
@@ -107,7 +122,6 @@ async def move_label(
             before={"version": moved.before} if moved.before else None,
             after=_move_record(version, ruling, terms),
         )
-    return moved
 
 
 def _move_record(version: int, ruling: policy.Ruling, terms: Terms) -> dict[str, object]:
@@ -179,7 +193,7 @@ async def write_version(
             field="If-Match",
             latest_version=latest,
         )
-    row = await repo.insert_version(
+    written = await repo.insert_version(
         session,
         prompt=prompt,
         meta=prepared.meta,
@@ -189,12 +203,13 @@ async def write_version(
         arguments=prepared.arguments,
         messages=prepared.messages,
         partials=prepared.lock_rows(),
+        latest=LATEST,
     )
     labels: dict[str, int] | None = None
-    if row is None:  # the latest version has this content already
-        written = (await versions_out(session, prompt, [latest]))[0]
-        outcome = VersionWrite(False, written)
+    if written is None:  # the latest version has this content already
+        outcome = VersionWrite(False, (await versions_out(session, prompt, [latest]))[0])
     else:
+        row, latest_moved = written
         number = row.version
         await record_audit(
             session,
@@ -209,16 +224,21 @@ async def write_version(
                 "commit_message": prepared.meta.get("commit_message"),
             },
         )
-        latest_moved = await move_label(session, tenant, prompt, LATEST, number, caller)
-        labels = latest_moved.labels if latest_moved is not None else None
-        written = version_out(
-            prompt,
-            row,
-            prepared.arguments,
-            prepared.messages,
-            [PartialLock(ref=lock.ref, version=lock.child_version) for lock in prepared.locks],
+        if latest_moved is not None:  # moved by the version's statement, with no checks
+            await _journal_move(
+                session, prompt, latest_moved, caller, policy.Ruling("move"), DIRECT
+            )
+            labels = latest_moved.labels
+        outcome = VersionWrite(
+            True,
+            version_out(
+                prompt,
+                row,
+                prepared.arguments,
+                prepared.messages,
+                [PartialLock(ref=lock.ref, version=lock.child_version) for lock in prepared.locks],
+            ),
         )
-        outcome = VersionWrite(True, written)
     moved = []
     for label in requested:
         found = await move_label(
