@@ -204,6 +204,17 @@ MUTATIONS = (
         ("tests/mcp/test_tools.py::test_tools_off_is_as_before",),
     ),
     Mutation(
+        "free-form-numbers",
+        "a free-form value holds only numbers an answer can carry",
+        "registry/inputs.py",
+        "if numbers and isinstance(item, int | float) and (why := number_refused(item)):",
+        "if False:",
+        (
+            "tests/api/test_hostile.py::"
+            "test_numbers_a_value_could_not_be_sent_back_as_are_refused_not_500",
+        ),
+    ),
+    Mutation(
         "yaml-aliases",
         "YAML anchors and aliases are refused",
         "registry/inputs.py",
