@@ -86,19 +86,22 @@ def _instrument(on: bool) -> None:
         )  # fmt: skip
 
 
-async def _inner(workload: str, requests: int) -> None:
+async def _inner(workloads: list[str], requests: int) -> None:
+    """``requests`` requests of each workload after its warm-up, counted when under callgrind (the
+    counting runs one workload per process; the smoke test runs them all in one)."""
     os.environ["REGISTRY_OPERATOR_TOKEN"] = inproc.OPERATOR
     from registry.app import create_app  # after the token is in the environment
 
     app = create_app()
     async with app.router.lifespan_context(app):
-        request = await _requests(app, workload)
-        for _ in range(WARM):
-            await request()
-        _instrument(True)
-        for _ in range(requests):
-            await request()
-        _instrument(False)
+        for workload in workloads:
+            request = await _requests(app, workload)
+            for _ in range(WARM):
+                await request()
+            _instrument(True)
+            for _ in range(requests):
+                await request()
+            _instrument(False)
 
 
 def _counted(workload: str, requests: int) -> int:
@@ -122,14 +125,15 @@ def main() -> None:
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument(
-        "--inner", nargs=2, metavar=("WORKLOAD", "REQUESTS"), help=argparse.SUPPRESS
+        "--inner", nargs=2, metavar=("WORKLOADS", "REQUESTS"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
-    unknown = sorted(set(args.workloads) - set(WORKLOADS))
+    inner = args.inner[0].split(",") if args.inner else []
+    unknown = sorted({*args.workloads, *inner} - set(WORKLOADS))
     if unknown:
         parser.error(f"unknown workload {unknown[0]!r}: choose among {', '.join(WORKLOADS)}")
     if args.inner:
-        asyncio.run(_inner(args.inner[0], int(args.inner[1])))
+        asyncio.run(_inner(inner, int(args.inner[1])))
         return
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("valgrind (with callgrind_control) is needed: apt-get install valgrind")
