@@ -104,6 +104,33 @@ async def prepare(app: Any) -> None:
     MCP["authorization"] = writer["authorization"]
 
 
+# The requests both this harness and bench/instructions send (after ``prepare``): prompts/get of p1
+# over MCP, a read of p1 and a new version of it through the admin API.
+PROMPT_PATH = "/api/v1/tenants/inproc/prompts/p1"
+
+
+def prompts_get() -> tuple[dict[str, str], bytes]:
+    """The headers and body of a prompts/get of p1."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {
+        "_meta": META, "name": "p1", "arguments": {"topic": "billing"}}}).encode()  # fmt: skip
+    return {**MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}, body
+
+
+def version_body(take: str) -> bytes:
+    """A new version of p1, its text naming ``take`` (so that every write writes a version)."""
+    text = f"About {{{{topic}}}}, take {take}"
+    return json.dumps({"arguments": [{"name": "topic"}], "messages": [
+        {"role": "user", "content": {"type": "text", "text": text}}]}).encode()  # fmt: skip
+
+
+def forget_served(caches: Any) -> None:
+    """A worker that has not seen the prompt: its label's resolution, its compiled version and its
+    answer forgotten (the tenant and the caller stay known, as they do under load)."""
+    caches.resolved.clear()
+    caches.versions.clear()
+    caches.answers.clear()
+
+
 async def _time(
     app: Any,
     headers: dict[str, str],
@@ -264,9 +291,7 @@ async def main() -> None:
             await _memory(app, *args.memory)
             return
         await prepare(app)
-        get = {**MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}
-        get_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {
-            "_meta": META, "name": "p1", "arguments": {"topic": "billing"}}}).encode()  # fmt: skip
+        get, get_body = prompts_get()
         listing = {**MCP, "mcp-method": "prompts/list"}
         list_body = json.dumps(
             {"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": {"_meta": META}}
@@ -277,17 +302,11 @@ async def main() -> None:
         ):
             runs = await _time(app, headers, body, args.calls)
             print(f"{name}: {runs[0][0]:.1f} µs per call at best, median {runs[2][0]:.1f}")
-        # A miss: the version resolved, read (one round trip), compiled and rendered, as when a
-        # worker has not seen it (the tenant and the caller stay known, as they do under load).
+        # A miss: the version resolved, read (one round trip), compiled and rendered.
         assert app.mcp is not None
         caches = app.mcp.caches
-
-        def forget() -> None:
-            caches.resolved.clear()
-            caches.versions.clear()
-            caches.answers.clear()
-
-        cpu = sorted(run[1] for run in await _time(app, get, get_body, args.calls // 5, forget))
+        cpu = sorted(run[1] for run in await _time(
+            app, get, get_body, args.calls // 5, lambda: forget_served(caches)))  # fmt: skip
         print(
             f"prompts/get, not in memory: {cpu[0]:.1f} µs of this process's CPU per call at best, "
             f"median {cpu[2]:.1f}"
@@ -296,20 +315,15 @@ async def main() -> None:
         # writes a version, moves the latest label, and appends its audit and change rows).
         rest = {"authorization": MCP["authorization"]}
         cpu = sorted(run[1] for run in await _time(
-            app, rest, b"", args.calls // 5, method="GET", path="/api/v1/tenants/inproc/prompts/p1",
+            app, rest, b"", args.calls // 5, method="GET", path=PROMPT_PATH,
             expect=(200, b'"latest_version"')))  # fmt: skip
         print(f"REST prompt read: {cpu[0]:.1f} µs of this process's CPU per call at best, "
               f"median {cpu[2]:.1f}")  # fmt: skip
         written = iter(range(1, 1 << 40))
-
-        def version() -> bytes:
-            text = f"About {{{{topic}}}}, take {next(written)}"
-            return json.dumps({"arguments": [{"name": "topic"}], "messages": [
-                {"role": "user", "content": {"type": "text", "text": text}}]}).encode()  # fmt: skip
-
         cpu = sorted(run[1] for run in await _time(
-            app, {**rest, "content-type": "application/json"}, version, args.calls // 10,
-            method="POST", path="/api/v1/tenants/inproc/prompts/p1/versions",
+            app, {**rest, "content-type": "application/json"},
+            lambda: version_body(f"{os.getpid()}.{next(written)}"), args.calls // 10,
+            method="POST", path=f"{PROMPT_PATH}/versions",
             expect=(201, b'"created":true')))  # fmt: skip
         print(f"REST version write: {cpu[0]:.1f} µs of this process's CPU per call at best, "
               f"median {cpu[2]:.1f}")  # fmt: skip

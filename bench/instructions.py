@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -39,11 +38,8 @@ FEW = 10  # requests counted in the shorter process
 async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
     """One request of ``workload``, checked."""
     await inproc.prepare(app)
-    key = inproc.MCP["authorization"]
-    rest = {"authorization": key, "content-type": "application/json"}
-    get = {**inproc.MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}
-    get_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {
-        "_meta": inproc.META, "name": "p1", "arguments": {"topic": "billing"}}}).encode()  # fmt: skip
+    rest = {"authorization": inproc.MCP["authorization"], "content-type": "application/json"}
+    get, get_body = inproc.prompts_get()
     caches = app.mcp.caches
     written = iter(range(1, 1 << 40))
 
@@ -53,21 +49,17 @@ async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
             raise RuntimeError(f"{workload}: {status} {answer[:300]!r}")
 
     async def rest_read() -> None:
-        await one("GET", "/api/v1/tenants/inproc/prompts/p1", rest, b"", 200)
+        await one("GET", inproc.PROMPT_PATH, rest, b"", 200)
 
     async def rest_write() -> None:
-        text = f"About {{{{topic}}}}, take {os.getpid()}.{next(written)}"
-        body = json.dumps({"arguments": [{"name": "topic"}], "messages": [
-            {"role": "user", "content": {"type": "text", "text": text}}]}).encode()  # fmt: skip
-        await one("POST", "/api/v1/tenants/inproc/prompts/p1/versions", rest, body, 201)
+        body = inproc.version_body(f"{os.getpid()}.{next(written)}")
+        await one("POST", f"{inproc.PROMPT_PATH}/versions", rest, body, 201)
 
     async def mcp_get() -> None:
         await one("POST", "/mcp/inproc", get, get_body, 200)
 
     async def mcp_miss() -> None:
-        caches.resolved.clear()
-        caches.versions.clear()
-        caches.answers.clear()
+        inproc.forget_served(caches)
         await one("POST", "/mcp/inproc", get, get_body, 200)
 
     chosen: dict[str, Callable[[], Awaitable[None]]] = {
