@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,6 +254,75 @@ async def module_server(
     finally:
         stop_server(server)
         await _drop_database(pg_server, name)
+
+
+@dataclass
+class Instances:
+    """Registry instances on one database of their own, shared by a module's tests (each test keeps
+    to tenants of its own), and a superuser connection to that database."""
+
+    servers: list[LiveServer]
+    superuser: asyncpg.Connection
+    env: dict[str, str]
+
+
+_slugs = itertools.count()
+
+
+def fresh_slug(prefix: str = "t") -> str:
+    """A tenant name no other test of the run uses (for tests sharing a module's database)."""
+    return f"{prefix}{os.getpid()}x{next(_slugs)}"
+
+
+@asynccontextmanager
+async def module_instances(
+    pg_server: PgServer,
+    template_db: str,
+    workers: Sequence[int],
+    urls: Callable[[str], Mapping[str, str]] | None = None,
+    **env: str,
+) -> AsyncIterator[Instances]:
+    """One registry instance per entry of ``workers`` (its worker count) on a database of their own,
+    ready once every worker holds its LISTEN connection; stopped and the database dropped after.
+    ``urls`` gives the database settings from the database's name (by default its direct URL)."""
+    name = await _create_database(pg_server, template_db)
+    where = urls(name) if urls else {"REGISTRY_DATABASE_URL": pg_server.plain_url(name)}
+    shared = {**where, "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN, **env}
+    servers: list[LiveServer] = []
+    folders: list[str] = []
+    superuser = await pg_server.connect(name)
+    try:
+        for count in workers:
+            metrics = tempfile.mkdtemp(prefix="registry-metrics-")  # one per instance, as deployed
+            folders.append(metrics)
+            servers.append(
+                start_server({**shared, "PROMETHEUS_MULTIPROC_DIR": metrics}, workers=count)
+            )
+            servers[-1].database = name
+        await wait_listeners(superuser, sum(workers))
+        yield Instances(servers, superuser, shared)
+    finally:
+        for server in reversed(servers):
+            stop_server(server)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        await superuser.close()
+        await _drop_database(pg_server, name)
+
+
+async def wait_listeners(superuser: asyncpg.Connection, count: int, wait: float = 60) -> None:
+    """Wait (bounded) until ``count`` workers hold their LISTEN connection on the connection's
+    database: /readyz answering on one worker says nothing of the others."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        found = await superuser.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'registry-listener' "
+            "AND datname = current_database()"
+        )
+        if found == count:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"{found} of {count} listeners"
+        await asyncio.sleep(0.05)
 
 
 def start_server(

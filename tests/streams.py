@@ -1,5 +1,5 @@
 """Helpers of the live-server tests: writing a prompt over REST, MCP sessions with their GET
-stream read in the background, and waiting for every worker's LISTEN connection."""
+stream read in the background, and waiting for every worker's LISTEN connection (``listeners``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, wait_listeners
 
 ACCEPT = "application/json, text/event-stream"
 WAIT = 60  # seconds: a bound on every wait (for a failure to show), never a sleep
@@ -147,19 +147,7 @@ async def streams(
             await asyncio.gather(*(s.close() for s in opened))
 
 
-async def listeners(superuser: asyncpg.Connection, count: int) -> None:
-    """Wait (bounded) until ``count`` workers hold their LISTEN connection: /readyz answering on
-    one worker says nothing of the others."""
-    deadline = asyncio.get_running_loop().time() + WAIT
-    while True:
-        found = await superuser.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'registry-listener' "
-            "AND datname = current_database()"
-        )
-        if found == count:
-            return
-        assert asyncio.get_running_loop().time() < deadline, f"{found} of {count} listeners"
-        await asyncio.sleep(0.05)
+listeners = wait_listeners  # every worker's LISTEN connection up (bounded wait)
 
 
 async def seq_of(superuser: asyncpg.Connection, slug: str) -> int:

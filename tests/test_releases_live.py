@@ -13,50 +13,65 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.conftest import OPERATOR_TOKEN, LiveServer, PgServer, start_server, stop_server
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    Instances,
+    LiveServer,
+    PgServer,
+    fresh_slug,
+    module_instances,
+    start_server,
+    stop_server,
+)
 from tests.streams import follow, listeners, seq_of, streams
 
 pytestmark = pytest.mark.slow
 
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-T = "/api/v1/tenants/acme"
+
+
+@pytest.fixture(scope="module")
+async def shared(pg_server: PgServer, template_db: str) -> AsyncIterator[Instances]:
+    """Two instances of two workers each on one database, shared by the module's tests (each keeps
+    to a tenant of its own)."""
+    async with module_instances(pg_server, template_db, (2, 2)) as both:
+        yield both
 
 
 @pytest.fixture
-async def instances(pg_server: PgServer, db_name: str) -> AsyncIterator[list[LiveServer]]:
-    env = {"REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
-           "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN}  # fmt: skip
-    servers = [start_server(env, workers=2), start_server(env, workers=2)]
-    try:
-        yield servers
-    finally:
-        for server in servers:
-            stop_server(server)
+def instances(shared: Instances) -> list[LiveServer]:
+    return shared.servers  # the list itself: a test that restarts an instance puts it back there
 
 
-def _call(server: LiveServer, method: str, path: str, key: str, **kwargs: Any) -> Any:
+@pytest.fixture
+def superuser(shared: Instances) -> asyncpg.Connection:
+    return shared.superuser
+
+
+def _call(server: LiveServer, slug: str, method: str, path: str, key: str, **kwargs: Any) -> Any:
     answer = httpx.request(
-        method, f"{server.url}{T}{path}", headers={"Authorization": f"Bearer {key}"}, timeout=30,
+        method, f"{server.url}/api/v1/tenants/{slug}{path}", headers={"Authorization": f"Bearer {key}"}, timeout=30,
         **kwargs,
     )  # fmt: skip
     assert answer.status_code < 300, answer.text
     return answer.json()
 
 
-def _team(server: LiveServer) -> dict[str, str]:
-    """acme: prompts a, b, c at production version 1, each with a version 2; production needs two
+def _team(server: LiveServer, slug: str) -> dict[str, str]:
+    """Tenant ``slug``: prompts a, b, c at production version 1, each with a version 2; production needs two
     approvals; keys: an author (editor), two publishers, a reader."""
     keys = server.tenant(
-        "acme", roles=("editor", "publisher", "reader"),
+        slug, roles=("editor", "publisher", "reader"),
         prompts=[{"name": n, "messages": [{"role": "user", "content": {"type": "text",
                   "text": f"{n} one"}}]} for n in "abc"],
     )  # fmt: skip
-    made = httpx.post(f"{server.url}{T}/keys", json={"role": "publisher"}, headers=OPERATOR)
+    base = f"{server.url}/api/v1/tenants/{slug}"
+    made = httpx.post(f"{base}/keys", json={"role": "publisher"}, headers=OPERATOR)
     keys["publisher2"] = made.json()["secret"]
     for name in "abc":
         body = {"messages": [{"role": "user", "content": {"type": "text", "text": f"{name} two"}}]}
-        _call(server, "POST", f"/prompts/{name}/versions", keys["editor"], json=body)
-    gated = httpx.patch(f"{server.url}{T}", json={"approvals": {"production": 2}}, headers=OPERATOR)
+        _call(server, slug, "POST", f"/prompts/{name}/versions", keys["editor"], json=body)
+    gated = httpx.patch(base, json={"approvals": {"production": 2}}, headers=OPERATOR)
     assert gated.status_code == 200, gated.text
     return keys
 
@@ -65,50 +80,54 @@ async def test_a_release_reaches_an_open_stream_as_one_list_changed(
     instances: list[LiveServer], superuser: asyncpg.Connection
 ) -> None:
     one, other = instances
-    keys = _team(one)
+    acme = fresh_slug("acme")
+    keys = _team(one, acme)
     await listeners(superuser, 4)
     moves = [{"prompt": n, "label": "production", "version": 2} for n in "abc"]
-    async with streams(other, "acme", keys["reader"], 1, label="production") as (stream,):
-        opened = _call(one, "POST", "/change-requests", keys["editor"],
+    async with streams(other, acme, keys["reader"], 1, label="production") as (stream,):
+        opened = _call(one, acme, "POST", "/change-requests", keys["editor"],
                        json={"description": "v2 of a, b, c", "moves": moves})  # fmt: skip
         path = f"/change-requests/{opened['id']}/approve"
-        assert _call(one, "POST", path, keys["publisher"], json={})["state"] == "open"
-        assert _call(other, "POST", path, keys["publisher2"], json={})["state"] == "applied"
+        assert _call(one, acme, "POST", path, keys["publisher"], json={})["state"] == "open"
+        assert _call(other, acme, "POST", path, keys["publisher2"], json={})["state"] == "applied"
         applied = await superuser.fetchval(
-            "SELECT seq FROM change_log WHERE kind = 'change_request.applied'"
+            "SELECT seq FROM change_log WHERE kind = 'change_request.applied' "
+            "AND tenant_id = (SELECT id FROM tenants WHERE slug = $1)",
+            acme,
         )
         # The stream hears the release, not the request's opening or approvals before it.
         assert await stream.next() == applied
         marker = {"version": 1, "reason": "roll a back"}  # break-glass, as the operator
-        _call(one, "PUT", "/prompts/a/labels/production", OPERATOR_TOKEN, json=marker)
+        _call(one, acme, "PUT", "/prompts/a/labels/production", OPERATOR_TOKEN, json=marker)
         # The next event is the next change: nothing came between the two.
-        assert await stream.next() == await seq_of(superuser, "acme")
+        assert await stream.next() == await seq_of(superuser, acme)
     for name in "bc":
-        assert _call(other, "GET", f"/prompts/{name}/labels", keys["reader"])["production"] == 2
+        assert (
+            _call(other, acme, "GET", f"/prompts/{name}/labels", keys["reader"])["production"] == 2
+        )
 
 
 async def test_a_scheduled_release_applies_once_across_a_restart(
-    instances: list[LiveServer], superuser: asyncpg.Connection, pg_server: PgServer, db_name: str
+    instances: list[LiveServer], superuser: asyncpg.Connection, shared: Instances
 ) -> None:
     one, other = instances
-    keys = _team(one)
+    acme = fresh_slug("acme")
+    keys = _team(one, acme)
     at = datetime.now(UTC) + timedelta(seconds=8)
     moves = [{"prompt": n, "label": "production", "version": 2} for n in "ab"]
-    opened = _call(one, "POST", "/change-requests", keys["editor"],
+    opened = _call(one, acme, "POST", "/change-requests", keys["editor"],
                    json={"description": "at eight", "moves": moves, "apply_at": at.isoformat()})  # fmt: skip
     path = f"/change-requests/{opened['id']}/approve"
-    _call(one, "POST", path, keys["publisher"], json={})
-    approved = _call(one, "POST", path, keys["publisher2"], json={})
+    _call(one, acme, "POST", path, keys["publisher"], json={})
+    approved = _call(one, acme, "POST", path, keys["publisher2"], json={})
     assert approved["state"] == "approved"  # not yet: it has a time
 
-    async with follow(other, keys["reader"]) as changes:
+    async with follow(other, keys["reader"], slug=acme) as changes:
         await changes.next("ready")
         # The instance whose worker was told of the time restarts before it comes: the request
         # lives in the database, so a worker of either instance applies it.
         stop_server(one)
-        env = {"REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
-               "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN}  # fmt: skip
-        instances[0] = start_server(env, workers=2)
+        instances[0] = start_server(shared.env, workers=2)
         while True:
             _, _, data = await changes.next("change")
             if data["kind"] == "change_request.applied":
@@ -116,15 +135,19 @@ async def test_a_scheduled_release_applies_once_across_a_restart(
     assert data["change_request"]["id"] == opened["id"]
     assert data["change_request"]["state"] == "applied"
     rows = await superuser.fetch(
-        "SELECT actor FROM audit_log WHERE action = 'change_request.apply'"
+        "SELECT actor FROM audit_log WHERE action = 'change_request.apply' "
+        "AND tenant_id = (SELECT id FROM tenants WHERE slug = $1)",
+        acme,
     )
     assert [row["actor"] for row in rows] == ["scheduler"]  # once, across four workers
     assert (
         await superuser.fetchval(
-            "SELECT count(*) FROM change_log WHERE kind = 'change_request.applied'"
+            "SELECT count(*) FROM change_log WHERE kind = 'change_request.applied' "
+            "AND tenant_id = (SELECT id FROM tenants WHERE slug = $1)",
+            acme,
         )
         == 1
     )
-    shown = _call(other, "GET", f"/change-requests/{opened['id']}", keys["reader"])
+    shown = _call(other, acme, "GET", f"/change-requests/{opened['id']}", keys["reader"])
     assert (shown["state"], shown["applied_by"]) == ("applied", "scheduler")
     assert datetime.fromisoformat(shown["applied_at"]) >= at

@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Iterator
+import functools
+from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 
 from tests.conftest import (
     OPERATOR_TOKEN,
+    Instances,
     LiveServer,
     PgServer,
+    fresh_slug,
+    module_instances,
     registry_command,
-    start_server,
-    stop_server,
 )
 from tests.pgbouncer import Pooler
 from tests.streams import ACCEPT, initialize, listeners, seq_of, streams, write
@@ -49,11 +50,20 @@ def ok(*args: str, env: dict[str, str]) -> str:
     return result.stdout
 
 
+@pytest.fixture(scope="module")
+async def pooled(
+    pgbouncer: Pooler, pg_server: PgServer, template_db: str
+) -> AsyncIterator[Instances]:
+    """One instance of two workers through the pooler, on a database of its own, shared by the
+    module's server tests (each keeps to a tenant of its own)."""
+    urls = functools.partial(env_through, pgbouncer, pg_server)
+    async with module_instances(pg_server, template_db, (2,), urls=urls) as shared:
+        yield shared
+
+
 @pytest.fixture
-def pooled_server(pgbouncer: Pooler, pg_server: PgServer, db_name: str) -> Iterator[LiveServer]:
-    server = start_server(env_through(pgbouncer, pg_server, db_name), workers=2)
-    yield server
-    stop_server(server)
+def pooled_server(pooled: Instances) -> LiveServer:
+    return pooled.servers[0]
 
 
 def test_cli_migrates_and_writes_through_the_pooler(
@@ -85,10 +95,11 @@ def test_without_the_pooler_setting_named_statements_collide(
 
 
 def test_rest_writes_and_reads_through_the_pooler(pooled_server: LiveServer) -> None:
-    keys = pooled_server.tenant("acme", roles=("publisher", "reader"))
+    acme = fresh_slug("acme")
+    keys = pooled_server.tenant(acme, roles=("publisher", "reader"))
     publisher = {"Authorization": f"Bearer {keys['publisher']}"}
     reader = {"Authorization": f"Bearer {keys['reader']}"}
-    base = f"{pooled_server.url}/api/v1/tenants/acme/prompts"
+    base = f"{pooled_server.url}/api/v1/tenants/{acme}/prompts"
 
     def body(text: str) -> dict[str, Any]:
         return {
@@ -134,13 +145,14 @@ async def test_mcp_in_both_eras_through_the_pooler(pooled_server: LiveServer) ->
         }
         for i in range(3)
     ]
-    key = pooled_server.tenant("acme", roles=("reader",), prompts=prompts)["reader"]
+    acme = fresh_slug("acme")
+    key = pooled_server.tenant(acme, roles=("reader",), prompts=prompts)["reader"]
     headers = {"Authorization": f"Bearer {key}", "Accept": ACCEPT}
     async with httpx.AsyncClient(base_url=pooled_server.url, headers=headers) as client:
         # The session era (2025-03-26): initialize, then calls within the session.
-        session = await initialize(client, "/mcp/acme", "2025-03-26")
+        session = await initialize(client, f"/mcp/{acme}", "2025-03-26")
         listed = await client.post(
-            "/mcp/acme",
+            f"/mcp/{acme}",
             json={"jsonrpc": "2.0", "id": 2, "method": "prompts/list"},
             headers=session,
         )
@@ -152,7 +164,7 @@ async def test_mcp_in_both_eras_through_the_pooler(pooled_server: LiveServer) ->
         # The stateless era (2026-07-28): every request carries its own metadata.
         for index in range(10):
             got = await client.post(
-                "/mcp/acme",
+                f"/mcp/{acme}",
                 json={
                     "jsonrpc": "2.0",
                     "id": index,
@@ -175,12 +187,14 @@ async def test_mcp_in_both_eras_through_the_pooler(pooled_server: LiveServer) ->
 
 
 async def test_fan_out_reaches_every_worker_through_the_pooler(
-    pooled_server: LiveServer, superuser: asyncpg.Connection
+    pooled_server: LiveServer, pooled: Instances
 ) -> None:
+    superuser = pooled.superuser
     await listeners(superuser, 2)  # each worker LISTENs on PostgreSQL itself
-    key = pooled_server.tenant("acme")["publisher"]
+    acme = fresh_slug("acme")
+    key = pooled_server.tenant(acme)["publisher"]
     # Enough sessions that both workers hold some (uvicorn's workers share the socket).
-    async with streams(pooled_server, "acme", key, 20) as opened:
-        await asyncio.to_thread(write, pooled_server, "acme", key, "one")
-        expected = await seq_of(superuser, "acme")
+    async with streams(pooled_server, acme, key, 20) as opened:
+        await asyncio.to_thread(write, pooled_server, acme, key, "one")
+        expected = await seq_of(superuser, acme)
         assert await asyncio.gather(*(stream.next() for stream in opened)) == [expected] * 20

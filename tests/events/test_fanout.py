@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -12,8 +13,11 @@ import pytest
 
 from tests.conftest import (
     OPERATOR_TOKEN,
+    Instances,
     LiveServer,
     PgServer,
+    fresh_slug,
+    module_instances,
     start_server,
     stop_server,
 )
@@ -24,54 +28,52 @@ pytestmark = pytest.mark.slow
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
+@pytest.fixture(scope="module")
+async def instances(pg_server: PgServer, template_db: str) -> AsyncIterator[Instances]:
+    """Two registry instances on one database, the second running two workers, shared by the
+    module's tests (each keeps to tenants of its own)."""
+    async with module_instances(
+        pg_server, template_db, (1, 2),
+        REGISTRY_STREAMS_PER_CALLER="1000",  # 500 streams (and sessions) of one key
+        REGISTRY_SESSIONS_PER_CALLER="1000",
+    ) as shared:  # fmt: skip
+        yield shared
+
+
 @pytest.fixture
-async def servers(
-    pg_server: PgServer, db_name: str, tmp_path: Any, superuser: asyncpg.Connection
-) -> Any:
-    """Two registry instances on one database; the second runs two workers. Ready once every
-    worker's LISTEN connection is up (/readyz answering on one worker says nothing of the other)."""
-    env = {
-        "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
-        "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
-        "REGISTRY_STREAMS_PER_CALLER": "1000",  # 500 streams (and sessions) of one key
-        "REGISTRY_SESSIONS_PER_CALLER": "1000",
-    }
-    (tmp_path / "first").mkdir()
-    (tmp_path / "second").mkdir()
-    first = start_server({**env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "first")})
-    try:
-        second = start_server(
-            {**env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "second")}, workers=2
-        )
-    except Exception:
-        stop_server(first)
-        raise
-    try:
-        await listeners(superuser, 3)
-        yield first, second
-    finally:
-        stop_server(second)
-        stop_server(first)
+def servers(instances: Instances) -> tuple[LiveServer, LiveServer]:
+    first, second = instances.servers
+    return first, second
+
+
+@pytest.fixture
+def superuser(instances: Instances) -> asyncpg.Connection:
+    """The module database's superuser connection (bypasses row-level security)."""
+    return instances.superuser
 
 
 async def test_write_on_one_instance_reaches_a_stream_on_another(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, second = servers
-    alpha = first.tenant("alpha")["publisher"]
-    bravo = first.tenant("bravo")["publisher"]
-    async with streams(first, "alpha", alpha, 1) as (a,), streams(first, "bravo", bravo, 1) as (b,):
-        await asyncio.to_thread(write, second, "alpha", alpha, "one")
-        assert await a.next() == await seq_of(superuser, "alpha")
+    alpha, bravo = fresh_slug("alpha"), fresh_slug("bravo")
+    alpha_key = first.tenant(alpha)["publisher"]
+    bravo_key = first.tenant(bravo)["publisher"]
+    async with (
+        streams(first, alpha, alpha_key, 1) as (a,),
+        streams(first, bravo, bravo_key, 1) as (b,),
+    ):
+        await asyncio.to_thread(write, second, alpha, alpha_key, "one")
+        assert await a.next() == await seq_of(superuser, alpha)
         # bravo's stream heard nothing of alpha: its first event is its own sentinel write.
-        await asyncio.to_thread(write, second, "bravo", bravo, "sentinel")
-        assert await b.next() == await seq_of(superuser, "bravo")
+        await asyncio.to_thread(write, second, bravo, bravo_key, "sentinel")
+        assert await b.next() == await seq_of(superuser, bravo)
         assert b.events.empty()
 
         # A staging label change is not production's business; production hears its own next change.
-        await asyncio.to_thread(write, second, "alpha", alpha, "staged", label="staging")
-        await asyncio.to_thread(write, second, "alpha", alpha, "two")
-        assert await a.next() == await seq_of(superuser, "alpha")
+        await asyncio.to_thread(write, second, alpha, alpha_key, "staged", label="staging")
+        await asyncio.to_thread(write, second, alpha, alpha_key, "two")
+        assert await a.next() == await seq_of(superuser, alpha)
         assert a.events.empty()
 
 
@@ -79,8 +81,9 @@ async def test_rolled_back_write_notifies_nobody(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, second = servers
-    key = first.tenant("alpha")["publisher"]
-    async with streams(first, "alpha", key, 1) as (stream,):
+    alpha = fresh_slug("alpha")
+    key = first.tenant(alpha)["publisher"]
+    async with streams(first, alpha, key, 1) as (stream,):
         # An import whose second prompt is bad: the first one's change rows roll back with it.
         bundle = {
             "prompts": [
@@ -111,13 +114,13 @@ async def test_rolled_back_write_notifies_nobody(
         }
         refused = await asyncio.to_thread(
             httpx.post,
-            f"{second.url}/api/v1/tenants/alpha/import",
+            f"{second.url}/api/v1/tenants/{alpha}/import",
             json=bundle,
             headers={"Authorization": f"Bearer {key}"},
         )
         assert refused.status_code == 422
-        before = await seq_of(superuser, "alpha")
-        await asyncio.to_thread(write, second, "alpha", key, "sentinel")
+        before = await seq_of(superuser, alpha)
+        await asyncio.to_thread(write, second, alpha, key, "sentinel")
         assert await stream.next() == before + 2  # the sentinel's own changes (latest, production)
         assert stream.events.empty()
 
@@ -126,16 +129,17 @@ async def test_listener_outage_still_ends_with_the_client_told(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, second = servers
-    key = first.tenant("alpha")["publisher"]
-    async with streams(first, "alpha", key, 1) as (stream,):
+    alpha = fresh_slug("alpha")
+    key = first.tenant(alpha)["publisher"]
+    async with streams(first, alpha, key, 1) as (stream,):
         await listeners(superuser, 3)  # one per worker process: 1 + 2
         killed = await superuser.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE application_name = 'registry-listener' AND datname = current_database()"
         )
         assert killed == 3  # one per worker process: 1 + 2
-        await asyncio.to_thread(write, second, "alpha", key, "during-outage")
-        assert await stream.next() == await seq_of(superuser, "alpha")
+        await asyncio.to_thread(write, second, alpha, key, "during-outage")
+        assert await stream.next() == await seq_of(superuser, alpha)
         await listeners(superuser, 3)  # they came back, one connection per worker again
         metrics = (
             await asyncio.to_thread(httpx.get, f"{first.url}/metrics", headers=OPERATOR)
@@ -147,13 +151,14 @@ async def test_resuming_with_an_old_event_id_is_told_at_once(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, _ = servers
-    key = first.tenant("alpha")["publisher"]
-    await asyncio.to_thread(write, first, "alpha", key, "one")
+    alpha = fresh_slug("alpha")
+    key = first.tenant(alpha)["publisher"]
+    await asyncio.to_thread(write, first, alpha, key, "one")
     headers = {"Accept": ACCEPT, "Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=first.url, headers=headers, timeout=30) as client:
-        stream = Stream(client, "/mcp/alpha")
+        stream = Stream(client, f"/mcp/{alpha}")
         await stream.open(last_event_id=0)
-        assert await stream.next() == await seq_of(superuser, "alpha")
+        assert await stream.next() == await seq_of(superuser, alpha)
         await stream.close()
 
 
@@ -161,8 +166,9 @@ async def test_500_streams_get_one_notification_per_burst(
     servers: tuple[LiveServer, LiveServer], superuser: asyncpg.Connection
 ) -> None:
     first, second = servers
-    key = first.tenant("alpha")["publisher"]
-    async with streams(second, "alpha", key, 500) as opened:
+    alpha = fresh_slug("alpha")
+    key = first.tenant(alpha)["publisher"]
+    async with streams(second, alpha, key, 500) as opened:
         # A burst: ten prompts in one transaction (an import), twenty change rows, twenty NOTIFYs.
         bundle = {
             "prompts": [
@@ -183,19 +189,19 @@ async def test_500_streams_get_one_notification_per_burst(
         }
         imported = await asyncio.to_thread(
             httpx.post,
-            f"{first.url}/api/v1/tenants/alpha/import",
+            f"{first.url}/api/v1/tenants/{alpha}/import",
             json=bundle,
             headers={"Authorization": f"Bearer {key}"},
             timeout=30,
         )
         assert imported.status_code == 200, imported.text
-        burst_end = await seq_of(superuser, "alpha")
+        burst_end = await seq_of(superuser, alpha)
         received = await asyncio.gather(*(s.next() for s in opened))
         assert received == [burst_end] * 500
         # Exactly one per stream: the next event anyone sees is the next write's.
-        await asyncio.to_thread(write, first, "alpha", key, "after")
+        await asyncio.to_thread(write, first, alpha, key, "after")
         following = await asyncio.gather(*(s.next() for s in opened))
-        assert following == [await seq_of(superuser, "alpha")] * 500
+        assert following == [await seq_of(superuser, alpha)] * 500
         metrics = (
             await asyncio.to_thread(httpx.get, f"{second.url}/metrics", headers=OPERATOR)
         ).text
@@ -227,92 +233,89 @@ async def test_shutdown_ends_open_streams_cleanly(pg_server: PgServer, db_name: 
     )  # uvicorn re-raises the signal it handled
 
 
+def _sample(metrics: str, series: str) -> float:
+    """The value of one series (name and labels, as exposed) of a /metrics page; 0 if absent."""
+    found = [line for line in metrics.splitlines() if line.startswith(series + " ")]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
 async def test_cached_answers_follow_every_notified_change(
-    pg_server: PgServer, db_name: str, superuser: asyncpg.Connection
+    servers: tuple[LiveServer, LiveServer],
 ) -> None:
-    server = start_server(
-        {
-            "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
-            "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
+    server, _ = servers  # the instance of one worker: its caches answer every call below
+    alpha = fresh_slug("alpha")
+    key = server.tenant(alpha)["publisher"]
+    await asyncio.to_thread(write, server, alpha, key, "greet")
+    auth = {"Authorization": f"Bearer {key}"}
+    listing_hits = 'registry_cache_hits_total{cache="listings"}'
+    sent = "registry_notifications_sent_total"
+    async with (
+        streams(server, alpha, key, 1) as (stream,),
+        httpx.AsyncClient(
+            base_url=server.url, headers={"Accept": ACCEPT, **auth}, timeout=30
+        ) as client,
+    ):
+        before = (await client.get("/metrics", headers=OPERATOR)).text
+        session = {
+            "Mcp-Session-Id": stream.headers["Mcp-Session-Id"],
+            "MCP-Protocol-Version": "2025-11-25",
         }
-    )
-    try:
-        key = server.tenant("alpha")["publisher"]
-        await asyncio.to_thread(write, server, "alpha", key, "greet")
-        auth = {"Authorization": f"Bearer {key}"}
-        async with (
-            streams(server, "alpha", key, 1) as (stream,),
-            httpx.AsyncClient(
-                base_url=server.url, headers={"Accept": ACCEPT, **auth}, timeout=30
-            ) as client,
-        ):
-            session = {
-                "Mcp-Session-Id": stream.headers["Mcp-Session-Id"],
-                "MCP-Protocol-Version": "2025-11-25",
-            }
 
-            async def call(method: str, params: dict[str, Any]) -> Any:
-                answer = await client.post(
-                    "/mcp/alpha",
-                    headers=session,
-                    json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
-                )
-                return answer.json()["result"]
+        async def call(method: str, params: dict[str, Any]) -> Any:
+            answer = await client.post(
+                f"/mcp/{alpha}",
+                headers=session,
+                json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+            )
+            return answer.json()["result"]
 
-            async def names() -> list[str]:
-                return [p["name"] for p in (await call("prompts/list", {}))["prompts"]]
+        async def names() -> list[str]:
+            return [p["name"] for p in (await call("prompts/list", {}))["prompts"]]
 
-            async def description() -> str:
-                return str((await call("prompts/get", {"name": "greet"}))["description"])
+        async def description() -> str:
+            return str((await call("prompts/get", {"name": "greet"}))["description"])
 
-            for _ in range(3):  # warm the caches
-                assert await names() == ["greet"]
-                assert await description() == "greet"
-            # A new prompt, then a new version of greet under production.
-            await asyncio.to_thread(write, server, "alpha", key, "hello")
-            await stream.next()
-            assert await names() == ["greet", "hello"]
-            body = {
-                "description": "greet, second",
-                "labels": ["production"],
-                "messages": [{"role": "user", "content": {"type": "text", "text": "v2"}}],
-            }
-            created = await client.post("/api/v1/tenants/alpha/prompts/greet/versions", json=body)
-            assert created.status_code == 201
-            await stream.next()
-            assert await description() == "greet, second"
-            # Archived: gone from the list and from prompts/get.
-            await client.post("/api/v1/tenants/alpha/prompts/hello/archive")
-            await stream.next()
+        for _ in range(3):  # warm the caches
             assert await names() == ["greet"]
-            metrics = (await client.get("/metrics", headers=OPERATOR)).text
-        assert 'registry_cache_hits_total{cache="listings"}' in metrics
-        hits = [
-            line
-            for line in metrics.splitlines()
-            if line.startswith('registry_cache_hits_total{cache="listings"}')
-        ]
-        assert float(hits[0].split()[-1]) >= 2
-        assert 'registry_requests_total{kind="mcp",name="prompts/list",outcome="ok"}' in metrics
-        assert (
-            'registry_request_seconds_count{kind="rest",name="POST /api/v1/tenants/{tenant}/prompts"}'
-            in metrics
-        )
-        assert "registry_notifications_sent_total 3.0" in metrics
-    finally:
-        stop_server(server)
+            assert await description() == "greet"
+        # A new prompt, then a new version of greet under production.
+        await asyncio.to_thread(write, server, alpha, key, "hello")
+        await stream.next()
+        assert await names() == ["greet", "hello"]
+        body = {
+            "description": "greet, second",
+            "labels": ["production"],
+            "messages": [{"role": "user", "content": {"type": "text", "text": "v2"}}],
+        }
+        created = await client.post(f"/api/v1/tenants/{alpha}/prompts/greet/versions", json=body)
+        assert created.status_code == 201
+        await stream.next()
+        assert await description() == "greet, second"
+        # Archived: gone from the list and from prompts/get.
+        await client.post(f"/api/v1/tenants/{alpha}/prompts/hello/archive")
+        await stream.next()
+        assert await names() == ["greet"]
+        metrics = (await client.get("/metrics", headers=OPERATOR)).text
+    assert _sample(metrics, listing_hits) - _sample(before, listing_hits) >= 2
+    assert 'registry_requests_total{kind="mcp",name="prompts/list",outcome="ok"}' in metrics
+    assert (
+        'registry_request_seconds_count{kind="rest",name="POST /api/v1/tenants/{tenant}/prompts"}'
+        in metrics
+    )
+    assert _sample(metrics, sent) - _sample(before, sent) == 3  # one per change told the stream
 
 
 async def test_a_session_deleted_through_another_instance_ends_its_stream(
     servers: tuple[LiveServer, LiveServer],
 ) -> None:
     first, second = servers
-    key = first.tenant("alpha")["publisher"]
-    async with streams(first, "alpha", key, 1) as (stream,):
+    alpha = fresh_slug("alpha")
+    key = first.tenant(alpha)["publisher"]
+    async with streams(first, alpha, key, 1) as (stream,):
         assert stream.task is not None and not stream.task.done()
         deleted = await asyncio.to_thread(
             httpx.delete,
-            f"{second.url}/mcp/alpha",
+            f"{second.url}/mcp/{alpha}",
             headers={**stream.headers, "Authorization": f"Bearer {key}"},
         )
         assert deleted.status_code == 204

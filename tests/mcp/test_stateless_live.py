@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,7 +15,15 @@ from mcp import types
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import OPERATOR_TOKEN, LiveServer, PgServer, start_server, stop_server
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    LiveServer,
+    PgServer,
+    fresh_slug,
+    module_instances,
+    start_server,
+    stop_server,
+)
 from tests.mcp.conftest import CONFORMANCE_PROMPTS
 from tests.mcp.schema import validate
 
@@ -28,24 +36,15 @@ META = {
 }
 
 
-@pytest.fixture
-def servers(pg_server: PgServer, db_name: str) -> Any:
-    env = {
-        "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
-        "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
-    }
-    first = start_server(env)
-    try:
-        second = start_server(env, workers=2)
-    except Exception:
-        stop_server(first)
-        raise
-    yield first, second
-    stop_server(second)
-    stop_server(first)
+@pytest.fixture(scope="module")
+async def servers(pg_server: PgServer, template_db: str) -> AsyncIterator[tuple[LiveServer, ...]]:
+    """Two instances on one database, the second of two workers, shared by the module's tests
+    (each keeps to tenants of its own)."""
+    async with module_instances(pg_server, template_db, (1, 2)) as shared:
+        yield tuple(shared.servers)
 
 
-def write(server: LiveServer, key: str, name: str, label: str = "production") -> None:
+def write(server: LiveServer, slug: str, key: str, name: str, label: str = "production") -> None:
     body = {
         "name": name,
         "labels": [label],
@@ -53,7 +52,7 @@ def write(server: LiveServer, key: str, name: str, label: str = "production") ->
         "messages": [{"role": "user", "content": {"type": "text", "text": name}}],
     }
     response = httpx.post(
-        f"{server.url}/api/v1/tenants/acme/prompts",
+        f"{server.url}/api/v1/tenants/{slug}/prompts",
         json=body,
         headers={"Authorization": f"Bearer {key}"},
     )
@@ -86,13 +85,14 @@ async def listen(
 
 async def test_listen_streams_ack_filter_and_tell(servers: tuple[LiveServer, LiveServer]) -> None:
     first, second = servers
-    key = first.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
+    acme = fresh_slug("acme")
+    key = first.tenant(acme, prompts=CONFORMANCE_PROMPTS)["publisher"]
     async with httpx.AsyncClient(
         base_url=first.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
     ) as client:
-        prompts_a = listen(client, 7, {"promptsListChanged": True})
-        prompts_b = listen(client, "second", {"promptsListChanged": True})
-        tools_only = listen(client, 9, {"toolsListChanged": True})
+        prompts_a = listen(client, 7, {"promptsListChanged": True}, f"/mcp/{acme}")
+        prompts_b = listen(client, "second", {"promptsListChanged": True}, f"/mcp/{acme}")
+        tools_only = listen(client, 9, {"toolsListChanged": True}, f"/mcp/{acme}")
         acks = [await asyncio.wait_for(anext(s), 10) for s in (prompts_a, prompts_b, tools_only)]
         for ack, sub_id, honored in zip(
             acks, (7, "second", 9), ({"promptsListChanged": True},) * 2 + ({},), strict=True
@@ -102,7 +102,7 @@ async def test_listen_streams_ack_filter_and_tell(servers: tuple[LiveServer, Liv
             assert ack["params"]["notifications"] == honored  # what is not offered is left out
         tools_next = asyncio.ensure_future(anext(tools_only))
 
-        await asyncio.to_thread(write, second, key, "fresh")  # through another instance
+        await asyncio.to_thread(write, second, acme, key, "fresh")  # through another instance
         for stream, sub_id in ((prompts_a, 7), (prompts_b, "second")):
             changed = await asyncio.wait_for(anext(stream), 10)
             validate(REVISION, "PromptListChangedNotification", changed)
@@ -152,13 +152,14 @@ async def test_listen_keeps_alive_then_ends_gracefully_on_shutdown(
 
 async def test_sdk_client_in_2026_mode(servers: tuple[LiveServer, LiveServer]) -> None:
     first, second = servers
-    key = first.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
+    acme = fresh_slug("acme")
+    key = first.tenant(acme, prompts=CONFORMANCE_PROMPTS)["publisher"]
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=60)
     )
     async with (
         http,
-        Client(streamable_http_client(f"{first.url}/mcp/acme", http_client=http)) as client,
+        Client(streamable_http_client(f"{first.url}/mcp/{acme}", http_client=http)) as client,
     ):
         assert client.session.protocol_version == REVISION  # discovered, not initialized
         listed = await client.list_prompts()
@@ -172,7 +173,7 @@ async def test_sdk_client_in_2026_mode(servers: tuple[LiveServer, LiveServer]) -
         )
         assert completion.completion.values == ["test-one", "test-two"]
         async with client.listen(prompts_list_changed=True) as subscription:
-            await asyncio.to_thread(write, second, key, "announced")
+            await asyncio.to_thread(write, second, acme, key, "announced")
             event = await asyncio.wait_for(anext(aiter(subscription)), 15)
             assert event is not None
         assert len((await client.list_prompts()).prompts) == 5
@@ -182,7 +183,8 @@ async def test_sdk_fills_missing_arguments_through_its_elicitation_callback(
     servers: tuple[LiveServer, LiveServer],
 ) -> None:
     first, _ = servers
-    key = first.tenant("acme", prompts=CONFORMANCE_PROMPTS)["publisher"]
+    acme = fresh_slug("acme")
+    key = first.tenant(acme, prompts=CONFORMANCE_PROMPTS)["publisher"]
     asked: list[dict[str, Any]] = []
 
     async def fill_in(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -196,7 +198,7 @@ async def test_sdk_fills_missing_arguments_through_its_elicitation_callback(
     async with (
         http,
         Client(
-            streamable_http_client(f"{first.url}/mcp/acme", http_client=http),
+            streamable_http_client(f"{first.url}/mcp/{acme}", http_client=http),
             elicitation_callback=fill_in,
         ) as client,
     ):
@@ -213,12 +215,13 @@ async def test_listen_streams_end_with_their_key_or_public_access(
     """On every worker: a revoked key's streams, and anonymous streams once the tenant stops being
     public, end at once with the reason."""
     first, second = servers
-    keys = first.tenant("acme", roles=("reader", "admin"), prompts=CONFORMANCE_PROMPTS)
-    first.tenant("pub", public_read=True, prompts=CONFORMANCE_PROMPTS)
+    acme, pub = fresh_slug("acme"), fresh_slug("pub")
+    keys = first.tenant(acme, roles=("reader", "admin"), prompts=CONFORMANCE_PROMPTS)
+    first.tenant(pub, public_read=True, prompts=CONFORMANCE_PROMPTS)
     operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     listed = (
         await asyncio.to_thread(
-            httpx.get, f"{first.url}/api/v1/tenants/acme/keys", headers=operator
+            httpx.get, f"{first.url}/api/v1/tenants/{acme}/keys", headers=operator
         )
     ).json()
     reader_id = next(k["id"] for k in listed if k["role"] == "reader")
@@ -229,12 +232,14 @@ async def test_listen_streams_end_with_their_key_or_public_access(
         ) as keyed,
         httpx.AsyncClient(base_url=second.url, timeout=30) as anonymous,
     ):
-        streams = [listen(keyed, i, wanted) for i in range(4)]  # over both workers of second
-        public = [listen(anonymous, 10 + i, wanted, path="/mcp/pub") for i in range(4)]
+        streams = [
+            listen(keyed, i, wanted, f"/mcp/{acme}") for i in range(4)
+        ]  # over both workers of second
+        public = [listen(anonymous, 10 + i, wanted, path=f"/mcp/{pub}") for i in range(4)]
         for stream in [*streams, *public]:
             await asyncio.wait_for(anext(stream), 10)  # acknowledged
         revoked = await asyncio.to_thread(
-            httpx.delete, f"{first.url}/api/v1/tenants/acme/keys/{reader_id}", headers=operator
+            httpx.delete, f"{first.url}/api/v1/tenants/{acme}/keys/{reader_id}", headers=operator
         )
         assert revoked.status_code == 204
         for stream in streams:
@@ -244,7 +249,7 @@ async def test_listen_streams_end_with_their_key_or_public_access(
             with pytest.raises(StopAsyncIteration):
                 await asyncio.wait_for(anext(stream), 10)
         closed = await asyncio.to_thread(
-            httpx.patch, f"{first.url}/api/v1/tenants/pub", json={"public_read": False},
+            httpx.patch, f"{first.url}/api/v1/tenants/{pub}", json={"public_read": False},
             headers=operator,
         )  # fmt: skip
         assert closed.status_code == 200
