@@ -12,8 +12,6 @@ import orjson
 from alembic import op
 from sqlalchemy import text
 
-from registry.prompts.listing import served_prompt, stored_entry
-
 revision: str = "0017"
 down_revision: str | Sequence[str] | None = "0016"
 branch_labels: str | Sequence[str] | None = None
@@ -63,6 +61,10 @@ def upgrade() -> None:
     # Versions are immutable (immutable_v1, migrations/sql/0001_triggers_v1.sql); the entry is
     # derived from what the version says, so this one fill sets the trigger aside inside the
     # migration's transaction (writes of versions wait for it to commit) and puts it back.
+    # Imported here, not at the top: Alembic loads every migration to learn the head, which each
+    # `registry` command and each worker's first /readyz does, and this pulls in the prompt models.
+    from registry.prompts.listing import served_prompt, stored_entry
+
     bind = op.get_bind()
     op.execute("ALTER TABLE prompt_versions DISABLE TRIGGER immutable_v1")
     after: dict[str, Any] = {"tenant": _NOTHING, "prompt": _NOTHING, "version": 0}

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-import httpx
 
 from registry.config import Settings, SettingsError, load_settings
 from registry.errors import RegistryError
@@ -141,6 +140,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"  # where the sync commands find the regist
 
 def _expected() -> tuple[type[BaseException], ...]:
     """What a command expects to go wrong (imported only once something did)."""
+    import httpx
     from sqlalchemy.exc import SQLAlchemyError
 
     from registry import login, sync
@@ -153,6 +153,7 @@ def _expected() -> tuple[type[BaseException], ...]:
 
 
 def _one_line(error: BaseException) -> str:
+    import httpx
     from sqlalchemy.exc import SQLAlchemyError
 
     if isinstance(error, SQLAlchemyError | OSError) and not isinstance(error, httpx.TransportError):
