@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, PgServer
 
 pytestmark = pytest.mark.slow
 
 
-def test_schema_checks_skip_without_the_schemas(tmp_path: Path) -> None:
+def test_schema_checks_skip_without_the_schemas(tmp_path: Path, pg_server: PgServer) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env["REGISTRY_MCP_SCHEMA_DIR"] = str(tmp_path / "nowhere")
+    env["REGISTRY_TEST_DATABASE_URL"] = pg_server.admin_url  # this run's server: no second one
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
          "tests/mcp/test_stdio.py::test_stateless_lines", "tests/mcp/test_errors.py"],
