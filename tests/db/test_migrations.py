@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import asyncpg
 import pytest
@@ -178,3 +180,18 @@ async def test_the_code_serves_its_own_schema_and_a_later_one_never_an_older(
         assert await migrate.check_at_head(engine) == "9999_later"
     finally:
         await engine.dispose()
+
+
+def test_finding_the_head_loads_no_model_of_the_application() -> None:
+    """Every `registry` command and each worker's first /readyz learn the head, for which Alembic
+    executes every migration: a migration imports what its data fill needs inside its upgrade."""
+    probe = (
+        "import sys; from registry.db import migrate; head = migrate.head_revision(); "
+        "migrate.known_revisions(); "
+        "print(head, sorted(m for m in sys.modules if m.startswith(('registry.prompts', "
+        "'registry.skills', 'registry.mcp', 'registry.api'))))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert found.stdout.split(" ", 1) == [migrate.head_revision(), "[]\n"], found.stdout
