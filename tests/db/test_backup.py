@@ -104,26 +104,21 @@ def test_backup_while_serving_restores_the_same_data(tmp_path: Path) -> None:
     assert copy["p0"]["labels"]["production"] == 1
     assert len(original["p0"]["versions"]) == 1 + len(written)  # every write acknowledged is there
 
-
-def test_restore_refuses_a_data_directory_with_a_database(tmp_path: Path) -> None:
-    source = tmp_path / "source"
-    env = {"REGISTRY_DATA_DIR": str(source)}
-    assert registry_command("migrate", env=env).returncode == 0
-    assert registry_command("tenant", "create", "before", env=env).returncode == 0
-    backup_file = tmp_path / "b.backup"
-    assert registry_command("backup", str(backup_file), env=env).returncode == 0
+    # The restored directory now holds a database: a restore into it is refused unless forced, and
+    # a forced one replaces what was there (a tenant made after the backup is gone).
+    env = {"REGISTRY_DATA_DIR": str(target)}
     assert registry_command("tenant", "create", "after", env=env).returncode == 0
-
     refused = registry_command("restore", str(backup_file), env=env)
     assert refused.returncode == 1
     assert "already holds a database" in refused.stderr and "--force" in refused.stderr
     assert "after" in registry_command("tenant", "list", env=env).stdout  # untouched
-
     forced = registry_command("restore", "--force", str(backup_file), env=env)
     assert forced.returncode == 0, forced.stderr
     listing = registry_command("tenant", "list", env=env).stdout.split()
-    assert "before" in listing and "after" not in listing
+    assert "acme" in listing and "after" not in listing
 
+
+def test_restore_and_backup_refuse_what_they_cannot_do(tmp_path: Path) -> None:
     junk = tmp_path / "junk.backup"
     junk.write_bytes(b"not a backup")
     bad = registry_command("restore", str(junk), env={"REGISTRY_DATA_DIR": str(tmp_path / "x")})
