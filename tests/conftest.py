@@ -195,6 +195,20 @@ class LiveServer:
         """What the server wrote to stderr so far (for a failing test's message)."""
         return self.log.read_text(errors="replace")
 
+    def metric(self, name: str) -> dict[str, float]:
+        """Every sample of one metric on /metrics (all workers together), by its label text
+        ("" for none, else as exposed: '{cache="listings"}')."""
+        answer = httpx.get(
+            f"{self.url}/metrics", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+        )
+        assert answer.status_code == 200, answer.text
+        found = {}
+        for line in answer.text.splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                labels, _, value = line[len(name) :].rpartition(" ")
+                found[labels] = float(value)
+        return found
+
     def tenant(
         self,
         slug: str,

@@ -1,5 +1,5 @@
 """Helpers of the live-server tests: writing a prompt over REST, MCP sessions with their GET
-stream read in the background, and waiting for every worker's LISTEN connection (``listeners``)."""
+stream read in the background, and the REST change stream."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.conftest import LiveServer, wait_listeners
+from tests.conftest import LiveServer
 
 ACCEPT = "application/json, text/event-stream"
 WAIT = 60  # seconds: a bound on every wait (for a failure to show), never a sleep
@@ -145,9 +145,6 @@ async def streams(
             yield opened
         finally:
             await asyncio.gather(*(s.close() for s in opened))
-
-
-listeners = wait_listeners  # every worker's LISTEN connection up (bounded wait)
 
 
 async def seq_of(superuser: asyncpg.Connection, slug: str) -> int:

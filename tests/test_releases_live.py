@@ -23,7 +23,7 @@ from tests.conftest import (
     start_server,
     stop_server,
 )
-from tests.streams import follow, listeners, seq_of, streams
+from tests.streams import follow, seq_of, streams
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +82,6 @@ async def test_a_release_reaches_an_open_stream_as_one_list_changed(
     one, other = instances
     acme = fresh_slug("acme")
     keys = _team(one, acme)
-    await listeners(superuser, 4)
     moves = [{"prompt": n, "label": "production", "version": 2} for n in "abc"]
     async with streams(other, acme, keys["reader"], 1, label="production") as (stream,):
         opened = _call(one, acme, "POST", "/change-requests", keys["editor"],

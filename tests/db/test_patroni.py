@@ -21,26 +21,12 @@ import pytest
 
 from registry.config import to_asyncpg_url
 from registry.db import migrate
-from tests.conftest import OPERATOR_TOKEN, LiveServer, start_server, stop_server
+from tests.conftest import OPERATOR_TOKEN, start_server, stop_server
 from tests.patroni import WAIT, Cluster, patroni_cluster  # noqa: F401 - the fixture
 from tests.streams import streams
 from tests.writes import Writer, tenant_with_prompt
 
 pytestmark = pytest.mark.slow
-
-
-def metric(server: LiveServer, name: str) -> dict[str, float]:
-    """Every sample of one metric on /metrics (all workers together), by its label text."""
-    answer = httpx.get(
-        f"{server.url}/metrics", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-    )
-    assert answer.status_code == 200, answer.text
-    found = {}
-    for line in answer.text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            labels, _, value = line[len(name) :].rpartition(" ")
-            found[labels] = float(value)
-    return found
 
 
 async def until(
@@ -74,7 +60,7 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
     )
     try:
         # Both workers know the leader before it fails (each samples it every second).
-        await until(lambda: metric(server, "registry_primary").get(f'{{server="{old.address}"}}') == 1,
+        await until(lambda: server.metric("registry_primary").get(f'{{server="{old.address}"}}') == 1,
                     "the leader reported as the primary")  # fmt: skip
         key = await tenant_with_prompt(server, "acme", "p")
 
@@ -101,12 +87,12 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
                 await connection.close()
 
         # Both workers write to the new leader, and say so; both listeners are up.
-        await until(lambda: metric(server, "registry_primary") == {
+        await until(lambda: server.metric("registry_primary") == {
             f'{{server="{old.address}"}}': 0, f'{{server="{new.address}"}}': 1},
             "the new leader reported as the primary",
-            lambda: metric(server, "registry_primary"))  # fmt: skip
+            lambda: server.metric("registry_primary"))  # fmt: skip
         await until(  # each worker's listener back (each on its own backoff)
-            lambda: metric(server, "registry_listeners_connected") == {"": 2}, "two listeners"
+            lambda: server.metric("registry_listeners_connected") == {"": 2}, "two listeners"
         )
 
         # The old leader rejoins as the new leader's replica, and the registry reads from it.
@@ -118,7 +104,7 @@ async def test_patroni_failover_and_rejoin(patroni_cluster: Cluster) -> None:  #
             """Every worker finds the replica usable and has its read connections on the old leader,
             which is in recovery."""
             found = (await asyncio.to_thread(httpx.get, f"{server.url}/readyz", timeout=5)).json()
-            usable = await asyncio.to_thread(metric, server, "registry_replica_usable")
+            usable = await asyncio.to_thread(server.metric, "registry_replica_usable")
             if not found.get("replicas") or not usable or set(usable.values()) != {1}:
                 return False
             connection = await old.connect("registry")

@@ -23,7 +23,7 @@ from tests.conftest import (
     registry_command,
 )
 from tests.pgbouncer import Pooler
-from tests.streams import ACCEPT, initialize, listeners, seq_of, streams, write
+from tests.streams import ACCEPT, initialize, seq_of, streams, write
 
 pytestmark = pytest.mark.slow
 STATELESS = "2026-07-28"
@@ -190,7 +190,6 @@ async def test_fan_out_reaches_every_worker_through_the_pooler(
     pooled_server: LiveServer, pooled: Instances
 ) -> None:
     superuser = pooled.superuser
-    await listeners(superuser, 2)  # each worker LISTENs on PostgreSQL itself
     acme = fresh_slug("acme")
     key = pooled_server.tenant(acme)["publisher"]
     # Enough sessions that both workers hold some (uvicorn's workers share the socket).

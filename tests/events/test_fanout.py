@@ -20,8 +20,9 @@ from tests.conftest import (
     module_instances,
     start_server,
     stop_server,
+    wait_listeners,
 )
-from tests.streams import ACCEPT, WAIT, Stream, listeners, seq_of, streams, write
+from tests.streams import ACCEPT, WAIT, Stream, seq_of, streams, write
 
 pytestmark = pytest.mark.slow
 
@@ -132,7 +133,7 @@ async def test_listener_outage_still_ends_with_the_client_told(
     alpha = fresh_slug("alpha")
     key = first.tenant(alpha)["publisher"]
     async with streams(first, alpha, key, 1) as (stream,):
-        await listeners(superuser, 3)  # one per worker process: 1 + 2
+        await wait_listeners(superuser, 3)  # one per worker process: 1 + 2
         killed = await superuser.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE application_name = 'registry-listener' AND datname = current_database()"
@@ -140,7 +141,7 @@ async def test_listener_outage_still_ends_with_the_client_told(
         assert killed == 3  # one per worker process: 1 + 2
         await asyncio.to_thread(write, second, alpha, key, "during-outage")
         assert await stream.next() == await seq_of(superuser, alpha)
-        await listeners(superuser, 3)  # they came back, one connection per worker again
+        await wait_listeners(superuser, 3)  # they came back, one connection per worker again
         metrics = (
             await asyncio.to_thread(httpx.get, f"{first.url}/metrics", headers=OPERATOR)
         ).text
@@ -233,12 +234,6 @@ async def test_shutdown_ends_open_streams_cleanly(pg_server: PgServer, db_name: 
     )  # uvicorn re-raises the signal it handled
 
 
-def _sample(metrics: str, series: str) -> float:
-    """The value of one series (name and labels, as exposed) of a /metrics page; 0 if absent."""
-    found = [line for line in metrics.splitlines() if line.startswith(series + " ")]
-    return float(found[0].split()[-1]) if found else 0.0
-
-
 async def test_cached_answers_follow_every_notified_change(
     servers: tuple[LiveServer, LiveServer],
 ) -> None:
@@ -247,15 +242,16 @@ async def test_cached_answers_follow_every_notified_change(
     key = server.tenant(alpha)["publisher"]
     await asyncio.to_thread(write, server, alpha, key, "greet")
     auth = {"Authorization": f"Bearer {key}"}
-    listing_hits = 'registry_cache_hits_total{cache="listings"}'
-    sent = "registry_notifications_sent_total"
+    hits, sent = "registry_cache_hits_total", "registry_notifications_sent_total"
+    listings = '{cache="listings"}'
     async with (
         streams(server, alpha, key, 1) as (stream,),
         httpx.AsyncClient(
             base_url=server.url, headers={"Accept": ACCEPT, **auth}, timeout=30
         ) as client,
     ):
-        before = (await client.get("/metrics", headers=OPERATOR)).text
+        hits_before = (await asyncio.to_thread(server.metric, hits)).get(listings, 0.0)
+        sent_before = (await asyncio.to_thread(server.metric, sent)).get("", 0.0)
         session = {
             "Mcp-Session-Id": stream.headers["Mcp-Session-Id"],
             "MCP-Protocol-Version": "2025-11-25",
@@ -296,13 +292,14 @@ async def test_cached_answers_follow_every_notified_change(
         await stream.next()
         assert await names() == ["greet"]
         metrics = (await client.get("/metrics", headers=OPERATOR)).text
-    assert _sample(metrics, listing_hits) - _sample(before, listing_hits) >= 2
+    assert (await asyncio.to_thread(server.metric, hits))[listings] - hits_before >= 2
     assert 'registry_requests_total{kind="mcp",name="prompts/list",outcome="ok"}' in metrics
     assert (
         'registry_request_seconds_count{kind="rest",name="POST /api/v1/tenants/{tenant}/prompts"}'
         in metrics
     )
-    assert _sample(metrics, sent) - _sample(before, sent) == 3  # one per change told the stream
+    # one per change told the stream
+    assert (await asyncio.to_thread(server.metric, sent))[""] - sent_before == 3
 
 
 async def test_a_session_deleted_through_another_instance_ends_its_stream(
