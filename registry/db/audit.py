@@ -23,19 +23,40 @@ async def record_audit(
     """Queue an audit row; the transaction appends it, with the change-log rows, in the one statement
     it runs just before it commits (rolled back with everything else when the transaction fails)."""
     session.info.setdefault(_PENDING_AUDIT, []).append(
-        {
-            "tenant_id": tenant_id,
-            "actor": actor,
-            "action": action,
-            "target": target,
-            "before": before,
-            "after": after,
-        }
+        audit_row(
+            tenant_id=tenant_id,
+            actor=actor,
+            action=action,
+            target=target,
+            before=before,
+            after=after,
+        )
     )
+
+
+def audit_row(
+    *,
+    tenant_id: uuid.UUID,
+    actor: str,
+    action: str,
+    target: str,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An audit row as the journal's statements take it (``repo.journal_ctes``)."""
+    return {
+        "tenant_id": tenant_id,
+        "actor": actor,
+        "action": action,
+        "target": target,
+        "before": before,
+        "after": after,
+    }
 
 
 _PENDING_AUDIT = "registry_pending_audit"
 _PENDING = "registry_pending_changes"
+_APPENDED = "registry_changes_appended"
 
 
 def record_change(
@@ -55,22 +76,57 @@ def record_change(
     wait on one another for their commits' own work, never for a round trip of their clients.
     """
     session.info.setdefault(_PENDING, []).append(
-        {
-            "tenant_id": tenant_id,
-            "kind": kind,
-            "prompt_id": prompt_id,
-            "label": label,
-            "detail": detail,
-        }
+        change_row(tenant_id=tenant_id, kind=kind, prompt_id=prompt_id, label=label, detail=detail)
     )
+
+
+def change_row(
+    *,
+    tenant_id: uuid.UUID,
+    kind: str,
+    prompt_id: uuid.UUID | None = None,
+    label: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A change-log row as the journal's statements take it (``repo.journal_ctes``)."""
+    return {
+        "tenant_id": tenant_id,
+        "kind": kind,
+        "prompt_id": prompt_id,
+        "label": label,
+        "detail": detail,
+    }
+
+
+def with_pending(
+    session: AsyncSession, audit: list[dict[str, Any]], changes: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The queued audit and change rows followed by ``audit`` and ``changes``: what a statement
+    appends with its own write (``repo.journal_ctes``), so that the log keeps the transaction's
+    order and the statement before the commit has nothing left to do. Once the statement did write,
+    ``appended`` is told; when it did not, the queue stays as it was."""
+    return (
+        [*session.info.get(_PENDING_AUDIT, ()), *audit],
+        [*session.info.get(_PENDING, ()), *changes],
+    )
+
+
+def appended(session: AsyncSession, changes: list[dict[str, Any]]) -> None:
+    """A statement of the caller's appended the rows ``with_pending`` gave it (``changes`` the
+    change rows): the queue is empty now, and their tenants count as changed when the transaction
+    commits, as the queued ones do."""
+    session.info.pop(_PENDING_AUDIT, None)
+    session.info.pop(_PENDING, None)
+    session.info.setdefault(_APPENDED, set()).update(change["tenant_id"] for change in changes)
 
 
 async def append_pending(session: AsyncSession) -> set[uuid.UUID]:
     """Append the queued audit and change rows in one statement (the change rows are numbered as
-    the transaction commits); the tenants whose changes were appended."""
+    the transaction commits); the tenants whose changes were appended, by it or by the caller's
+    statements (``appended``)."""
     audit = session.info.pop(_PENDING_AUDIT, None) or []
     changes = session.info.pop(_PENDING, None) or []
-    if not audit and not changes:
-        return set()
-    await repo.append_journal(session, audit, changes)
-    return {change["tenant_id"] for change in changes}
+    changed: set[uuid.UUID] = session.info.pop(_APPENDED, None) or set()
+    if audit or changes:
+        await repo.append_journal(session, audit, changes)
+    return changed | {change["tenant_id"] for change in changes}

@@ -186,23 +186,33 @@ async def driver(reads: asyncpg.Pool | AsyncSession) -> Any:
     return raw.driver_connection
 
 
-_APPEND_JOURNAL = """
-WITH audit AS (
+def journal_ctes(audit: str, changes: str, *, when: str | None = None) -> str:
+    """The common table expressions that append audit rows and change rows (``journal_audit``,
+    ``journal_changes``), each list one parameter (``audit`` and ``changes``: SQL expressions) holding
+    a JSON array of ``registry.db.audit``'s rows; ``when``, a common table expression of the same
+    statement, appends them only if it has a row (a write that happened). One text for the statement
+    the transaction runs before its commit and for the writes that append their own rows."""
+    source = f"{when}, " if when else ""
+    return f"""journal_audit AS (
     INSERT INTO audit_log (tenant_id, actor, action, target, before, after)
     SELECT (a.row->>'tenant_id')::uuid, a.row->>'actor', a.row->>'action', a.row->>'target',
            nullif(a.row->'before', 'null'), nullif(a.row->'after', 'null')
-      FROM jsonb_array_elements(CAST($1::text AS jsonb)) WITH ORDINALITY AS a(row, n)
+      FROM {source}jsonb_array_elements(CAST({audit}::text AS jsonb)) WITH ORDINALITY AS a(row, n)
      ORDER BY a.n
-)
-INSERT INTO change_pending (tenant_id, kind, prompt_id, label, detail)
-SELECT (c.row->>'tenant_id')::uuid, c.row->>'kind', (c.row->>'prompt_id')::uuid, c.row->>'label',
-       nullif(c.row->'detail', 'null')
-  FROM jsonb_array_elements(CAST($2::text AS jsonb)) WITH ORDINALITY AS c(row, n)
- ORDER BY c.n
-"""
+), journal_changes AS (
+    INSERT INTO change_pending (tenant_id, kind, prompt_id, label, detail)
+    SELECT (c.row->>'tenant_id')::uuid, c.row->>'kind', (c.row->>'prompt_id')::uuid, c.row->>'label',
+           nullif(c.row->'detail', 'null')
+      FROM {source}jsonb_array_elements(CAST({changes}::text AS jsonb)) WITH ORDINALITY AS c(row, n)
+     ORDER BY c.n
+)"""
 
 
-def _json(rows: list[dict[str, Any]]) -> str:
+_APPEND_JOURNAL = f"WITH {journal_ctes('$1', '$2')} SELECT"
+
+
+def journal_json(rows: list[dict[str, Any]]) -> str:
+    """Rows of ``registry.db.audit`` as one parameter of ``journal_ctes``."""
     return orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS).decode()  # ids: any UUID
 
 
@@ -213,7 +223,9 @@ async def append_journal(
     JSON arrays). A change row waits in change_pending until the transaction commits: then a
     deferred trigger moves it to the change log, numbered per tenant, stamped with the moment of
     committing, and NOTIFYs (see migrations/sql/0014_change_at_commit_v1.sql)."""
-    await (await driver(session)).execute(_APPEND_JOURNAL, _json(audit), _json(changes))
+    await (await driver(session)).execute(
+        _APPEND_JOURNAL, journal_json(audit), journal_json(changes)
+    )
 
 
 async def change_sequences(pool: asyncpg.Pool, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:

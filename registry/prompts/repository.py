@@ -43,6 +43,7 @@ from registry.db.models import (
     PromptVersion,
 )
 from registry.db.repository import driver as _driver
+from registry.db.repository import journal_ctes, journal_json
 from registry.naming import serves_change
 from registry.prompts import label_repository as label_repo
 
@@ -206,7 +207,8 @@ WITH same AS (
            (tenant_id, prompt_id, version, ref, child_name, child_prompt_id, child_version)
     SELECT $1, $2, inserted.version, l.ref, l.child_name, l.child_prompt_id, l.child_version
       FROM inserted, jsonb_populate_recordset(NULL::prompt_partials, CAST($14::text AS jsonb)) l
-), {label_repo.move_ctes("$16", "SELECT $1, $2, $16, $15, inserted.version, $10 FROM inserted", "$10")}
+), {label_repo.move_ctes("$16", "SELECT $1, $2, $16, $15, inserted.version, $10 FROM inserted", "$10")},
+{journal_ctes("$17", "$18", when="inserted")}
 SELECT inserted.version AS written, inserted.created_at, bumped.updated_at AS prompt_updated_at,
        {label_repo.MOVED_COLUMNS}
   FROM inserted CROSS JOIN bumped LEFT JOIN moved ON true CROSS JOIN {label_repo.HELD_LABELS}
@@ -245,9 +247,12 @@ async def insert_version(
     messages: list[dict[str, Any]],
     partials: Sequence[dict[str, Any]] = (),
     latest: str,
+    audit: list[dict[str, Any]],
+    changes: list[dict[str, Any]],
 ) -> tuple[PromptVersion, label_repo.MovedLabel | None] | None:
-    """The prompt's next version with its child rows and the label ``latest`` moved onto it (as
-    moved; None if it pointed there), or None (nothing written) when its latest version has the
+    """The prompt's next version with its child rows, the label ``latest`` moved onto it (as
+    moved; None if it pointed there) and the ``audit`` and ``changes`` rows of the write appended
+    (``registry.db.audit``'s rows), or None (nothing written) when its latest version has the
     same content hash. ``prompt`` (the same ORM object, locked FOR UPDATE) is kept current without
     a re-read; the version comes back as a transient row. ``list_entry``: its prompts/list entry
     (registry.prompts.listing)."""
@@ -270,6 +275,8 @@ async def insert_version(
         _row_array(partials),
         prompt.name,
         latest,
+        journal_json(audit),
+        journal_json(changes),
     )
     if found is None:
         return None

@@ -15,11 +15,19 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry import testcases
-from registry.db.audit import record_audit, record_change
+from registry.db.audit import (
+    appended,
+    audit_row,
+    change_row,
+    record_audit,
+    record_change,
+    with_pending,
+)
 from registry.db.models import Prompt, Tenant
 from registry.errors import Conflict, NotFound, PreconditionFailed
 from registry.labels import DIRECT, Terms, approval_refusal
@@ -104,24 +112,46 @@ async def _journal_move(
     ruling: policy.Ruling,
     terms: Terms,
 ) -> None:
-    """What a label move leaves in the change log and the audit log, however it was written (by
-    ``move_label``, or with the version that ``latest`` follows)."""
-    label, version = moved.label, moved.version
+    """Queue what a label move leaves in the change log and the audit log (``_move_rows``)."""
+    audit, changes = _move_rows(
+        prompt, moved.label, moved.version, moved.before, caller, ruling, terms
+    )
+    for row in audit:
+        await record_audit(session, **row)
+    for row in changes:
+        record_change(session, **row)
+
+
+def _move_rows(
+    prompt: Prompt,
+    label: str,
+    version: int,
+    before: int | None,
+    caller: Principal,
+    ruling: policy.Ruling,
+    terms: Terms,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a label move leaves in the audit log and the change log, however it was written (by
+    ``move_label``, or with the version that ``latest`` follows): the rows of each."""
+    changes = []
     if terms.release is None:
         kind = "label.break_glass" if ruling.break_glass else "label.move"
-        record_change(
-            session, tenant_id=prompt.tenant_id, kind=kind, prompt_id=prompt.id, label=label
+        changes.append(
+            change_row(tenant_id=prompt.tenant_id, kind=kind, prompt_id=prompt.id, label=label)
         )
+    audit = []
     if label != LATEST:  # latest moves with every version; the version.create row covers it
-        await record_audit(
-            session,
-            tenant_id=prompt.tenant_id,
-            actor=caller.actor,
-            action="label.break_glass" if ruling.break_glass else "label.move",
-            target=f"prompt:{prompt.name}@{label}",
-            before={"version": moved.before} if moved.before else None,
-            after=_move_record(version, ruling, terms),
+        audit.append(
+            audit_row(
+                tenant_id=prompt.tenant_id,
+                actor=caller.actor,
+                action="label.break_glass" if ruling.break_glass else "label.move",
+                target=f"prompt:{prompt.name}@{label}",
+                before={"version": before} if before else None,
+                after=_move_record(version, ruling, terms),
+            )
         )
+    return audit, changes
 
 
 def _move_record(version: int, ruling: policy.Ruling, terms: Terms) -> dict[str, object]:
@@ -193,26 +223,12 @@ async def write_version(
             field="If-Match",
             latest_version=latest,
         )
-    written = await repo.insert_version(
-        session,
-        prompt=prompt,
-        meta=prepared.meta,
-        author=caller.actor,
-        content_hash=prepared.content_hash,
-        list_entry=listing.entry_of_version(prompt.name, prepared.meta, prepared.arguments),
-        arguments=prepared.arguments,
-        messages=prepared.messages,
-        partials=prepared.lock_rows(),
-        latest=LATEST,
-    )
-    labels: dict[str, int] | None = None
-    if written is None:  # the latest version has this content already
-        outcome = VersionWrite(False, (await versions_out(session, prompt, [latest]))[0])
-    else:
-        row, latest_moved = written
-        number = row.version
-        await record_audit(
-            session,
+    # The rows the write appends with its version, after those the transaction queued (the prompt
+    # is locked: the next version is the one after its latest; nothing is appended when the content
+    # is the latest's).
+    number = latest + 1
+    audit = [
+        audit_row(
             tenant_id=tenant.id,
             actor=caller.actor,
             action="version.create",
@@ -224,10 +240,32 @@ async def write_version(
                 "commit_message": prepared.meta.get("commit_message"),
             },
         )
+    ]
+    moved_audit, moved_changes = _move_rows(
+        prompt, LATEST, number, latest or None, caller, policy.Ruling("move"), DIRECT
+    )
+    audit, changes = with_pending(session, audit + moved_audit, moved_changes)
+    written = await repo.insert_version(
+        session,
+        prompt=prompt,
+        meta=prepared.meta,
+        author=caller.actor,
+        content_hash=prepared.content_hash,
+        list_entry=listing.entry_of_version(prompt.name, prepared.meta, prepared.arguments),
+        arguments=prepared.arguments,
+        messages=prepared.messages,
+        partials=prepared.lock_rows(),
+        latest=LATEST,
+        audit=audit,
+        changes=changes,
+    )
+    labels: dict[str, int] | None = None
+    if written is None:  # the latest version has this content already
+        outcome = VersionWrite(False, (await versions_out(session, prompt, [latest]))[0])
+    else:
+        appended(session, changes)
+        row, latest_moved = written
         if latest_moved is not None:  # moved by the version's statement, with no checks
-            await _journal_move(
-                session, prompt, latest_moved, caller, policy.Ruling("move"), DIRECT
-            )
             labels = latest_moved.labels
         outcome = VersionWrite(
             True,

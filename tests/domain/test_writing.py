@@ -139,3 +139,58 @@ async def test_a_partial_is_locked_when_its_parent_is_written(domain: Domain) ->
         )
     assert refreshed.version == 2
     assert now.messages[0]["content"]["text"] == "Be warm. Answer."
+
+
+async def test_a_version_appends_the_queued_rows_with_its_own_and_an_identical_one_leaves_them(
+    domain: Domain,
+) -> None:
+    """A version write appends the transaction's queued audit and change rows in its own statement,
+    before its own (the logs keep the order of the transaction); a write that writes nothing (the
+    same content) leaves them for the commit."""
+    acme = await domain.tenant("acme")
+    editor, publisher = domain.caller(acme, "editor"), domain.caller(acme, "publisher")
+    same = VersionIn.model_validate(
+        {"messages": [{"role": "user", "content": {"type": "text", "text": "Hi."}}]}
+    )
+    new = VersionIn.model_validate(
+        {"messages": [{"role": "user", "content": {"type": "text", "text": "Hello."}}]}
+    )
+    async with domain.tx(acme) as session:
+        await writing.create_prompt(
+            session, acme, editor, prompt("greet", "Hi."), max_blob_bytes=BLOBS
+        )
+    async with domain.tx(acme) as session:
+        await writing.set_label(session, acme, publisher, "greet", "production", 1)
+        kept = await writing.create_version(
+            session, acme, editor, "greet", same, if_match=None, max_blob_bytes=BLOBS
+        )
+    async with domain.tx(acme) as session:
+        await writing.set_label(session, acme, publisher, "greet", "staging", 1)
+        written = await writing.create_version(
+            session, acme, editor, "greet", new, if_match=None, max_blob_bytes=BLOBS
+        )
+    assert (kept.created, written.created, written.version) == (False, True, 2)
+    async with domain.tx(acme) as session:
+        audit = (
+            await session.execute(
+                text(
+                    "SELECT action, target FROM audit_log WHERE target LIKE 'prompt:%' ORDER BY id"
+                )
+            )
+        ).all()
+        changes = (
+            await session.execute(text("SELECT kind, label FROM change_log ORDER BY seq"))
+        ).all()
+    assert [tuple(row) for row in audit] == [
+        ("prompt.create", "prompt:greet"),
+        ("version.create", "prompt:greet@1"),
+        ("label.move", "prompt:greet@production"),
+        ("label.move", "prompt:greet@staging"),
+        ("version.create", "prompt:greet@2"),
+    ]
+    assert [tuple(row) for row in changes] == [
+        ("label.move", "latest"),
+        ("label.move", "production"),
+        ("label.move", "staging"),
+        ("label.move", "latest"),
+    ]
