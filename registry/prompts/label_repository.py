@@ -23,6 +23,7 @@ from registry.db.models import (
     Prompt,
 )
 from registry.db.repository import driver as _driver
+from registry.db.repository import journal_ctes, journal_json
 
 _LABELS_OF = """
 SELECT prompt_id, label, version FROM labels
@@ -143,18 +144,35 @@ HELD_LABELS = """LATERAL (SELECT array_agg(label ORDER BY label) AS labels,
 # already points there. The caller holds the prompt locked FOR UPDATE, which every label move
 # takes first, so the label row cannot change between the read of ``before`` and the write.
 _MOVE_LABEL = f"""
-WITH {move_ctes("$3", "VALUES ($1, $2, $3, $4, $5, $6)", "$6")}
+WITH {move_ctes("$3", "VALUES ($1, $2, $3, $4, $5, $6)", "$6")},
+{journal_ctes("$7", "$8", when="moved")}
 SELECT {MOVED_COLUMNS}
   FROM moved, {HELD_LABELS}
 """
 
 
 async def move_label(
-    session: AsyncSession, prompt: Prompt, label: str, version: int, actor: str
+    session: AsyncSession,
+    prompt: Prompt,
+    label: str,
+    version: int,
+    actor: str,
+    *,
+    audit: list[dict[str, Any]] | None = None,
+    changes: list[dict[str, Any]] | None = None,
 ) -> MovedLabel | None:
-    """Point ``label`` at ``version`` and record it in the label's history (None: it was there)."""
+    """Point ``label`` at ``version`` and record it in the label's history (None: it was there),
+    appending the ``audit`` and ``changes`` rows (``registry.db.audit``'s) only if it moved."""
     found = await (await _driver(session)).fetchrow(
-        _MOVE_LABEL, prompt.tenant_id, prompt.id, label, prompt.name, version, actor
+        _MOVE_LABEL,
+        prompt.tenant_id,
+        prompt.id,
+        label,
+        prompt.name,
+        version,
+        actor,
+        journal_json(audit or []),
+        journal_json(changes or []),
     )
     return None if found is None else moved_label(session, prompt, found)
 

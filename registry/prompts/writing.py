@@ -75,9 +75,11 @@ async def move_label(
     *,
     force: bool = False,
     terms: Terms = DIRECT,
+    held: dict[str, int] | None = None,
 ) -> label_repo.MovedLabel | None:
     """Point ``label`` at ``version``; history, change log and audit included. Returns the label as
-    it moved, None when it was already there. ``prompt`` must be locked FOR UPDATE.
+    it moved, None when it was already there. ``prompt`` must be locked FOR UPDATE; ``held``, every
+    label of it as a statement of this transaction gave them since the lock (else the label is read).
 
     A protected label needs the publisher role only when it actually moves, and moves onto a version
     whose argument contract breaks the one it serves now only with ``force`` (recorded); a label
@@ -87,7 +89,10 @@ async def move_label(
     writes the version (``repo.insert_version``)."""
     ruling = policy.Ruling("move")
     if label != LATEST:
-        before = await label_repo.label_version(session, prompt, label, lock=True)
+        if held is None:
+            before = await label_repo.label_version(session, prompt, label, lock=True)
+        else:  # the prompt's lock, which every label write takes first, holds them as they were
+            before = held.get(label)
         changes = []
         checked = before != version and policy.role_refusal(tenant, caller, label) is None
         if checked and before is not None and policy.needs_contract_check(tenant, label, before):
@@ -98,6 +103,16 @@ async def move_label(
         ).enforce()  # fmt: skip
         if ruling.outcome == "unchanged":
             return None
+        # Its rows go with the move's statement, after those the transaction queued.
+        audit, logged = with_pending(
+            session, *_move_rows(prompt, label, version, before, caller, ruling, terms)
+        )
+        moved = await label_repo.move_label(
+            session, prompt, label, version, caller.actor, audit=audit, changes=logged
+        )
+        if moved is not None:
+            appended(session, logged)
+        return moved
     moved = await label_repo.move_label(session, prompt, label, version, caller.actor)
     if moved is not None:
         await _journal_move(session, prompt, moved, caller, ruling, terms)
@@ -280,7 +295,14 @@ async def write_version(
     moved = []
     for label in requested:
         found = await move_label(
-            session, tenant, prompt, label, outcome.version.version, caller, force=force
+            session,
+            tenant,
+            prompt,
+            label,
+            outcome.version.version,
+            caller,
+            force=force,
+            held=labels,
         )
         if found is not None:
             moved.append(label)
