@@ -116,10 +116,11 @@ def prompts_get() -> tuple[dict[str, str], bytes]:
     return {**MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}, body
 
 
-def version_body(take: str) -> bytes:
-    """A new version of p1, its text naming ``take`` (so that every write writes a version)."""
+def version_body(take: str, labels: tuple[str, ...] = ()) -> bytes:
+    """A new version of p1, its text naming ``take`` (so that every write writes a version), moving
+    ``labels`` onto it."""
     text = f"About {{{{topic}}}}, take {take}"
-    return json.dumps({"arguments": [{"name": "topic"}], "messages": [
+    return json.dumps({"arguments": [{"name": "topic"}], "labels": list(labels), "messages": [
         {"role": "user", "content": {"type": "text", "text": text}}]}).encode()  # fmt: skip
 
 

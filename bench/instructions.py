@@ -6,7 +6,8 @@ bench/inproc, on the default event loop.
     REGISTRY_DATABASE_URL=postgresql://... python -m bench.instructions [--requests 100] [WORKLOAD ...]
 
 Workloads: ``rest-read`` (a prompt read through the admin API), ``rest-write`` (a new version of it,
-new content each time), ``mcp-get`` (a prompts/get answered from memory), ``mcp-miss`` (one that
+new content each time), ``rest-publish`` (the same, moving the protected label ``production`` onto
+it, as the fan-out's writes do), ``mcp-get`` (a prompts/get answered from memory), ``mcp-miss`` (one that
 misses the worker's caches). Each is counted in two processes of its own under callgrind, both
 with the same start and warm-up and the instrumentation on only around the measured requests: one
 with a few of them, one with ``--requests`` more; their difference over ``--requests`` is one
@@ -30,7 +31,7 @@ from typing import Any
 
 from bench import inproc
 
-WORKLOADS = ("rest-read", "rest-write", "mcp-get", "mcp-miss")
+WORKLOADS = ("rest-read", "rest-write", "rest-publish", "mcp-get", "mcp-miss")
 WARM = 30  # requests before the count, in both processes
 FEW = 10  # requests counted in the shorter process
 
@@ -55,6 +56,10 @@ async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
         body = inproc.version_body(f"{os.getpid()}.{next(written)}")
         await one("POST", f"{inproc.PROMPT_PATH}/versions", rest, body, 201)
 
+    async def rest_publish() -> None:
+        body = inproc.version_body(f"{os.getpid()}.{next(written)}", ("production",))
+        await one("POST", f"{inproc.PROMPT_PATH}/versions", rest, body, 201)
+
     async def mcp_get() -> None:
         await one("POST", "/mcp/inproc", get, get_body, 200)
 
@@ -63,7 +68,8 @@ async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
         await one("POST", "/mcp/inproc", get, get_body, 200)
 
     chosen: dict[str, Callable[[], Awaitable[None]]] = {
-        "rest-read": rest_read, "rest-write": rest_write, "mcp-get": mcp_get, "mcp-miss": mcp_miss,
+        "rest-read": rest_read, "rest-write": rest_write, "rest-publish": rest_publish,
+        "mcp-get": mcp_get, "mcp-miss": mcp_miss,
     }  # fmt: skip
     return chosen[workload]
 
