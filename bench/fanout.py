@@ -2,7 +2,8 @@
 
 Opens N ``subscriptions/listen`` streams (MCP 2026-07-28) spread evenly over a set of tenants (the
 kernel spreads the connections over the server's workers), then writes one new version labelled
-``production`` to each tenant through the admin API, all at once, and times each stream's
+``production`` to each tenant through the admin API, all at once (from a process of its own:
+``Publisher``), and times each stream's
 ``notifications/prompts/list_changed`` from the moment its tenant's write was sent (so the write's own
 commit is inside the figure: an upper bound), and from the commit itself: the moment the change-log
 row was written, which happens inside the commit (a deferred trigger numbers and stamps it; read from
@@ -22,8 +23,11 @@ The client is plain asyncio over raw sockets: one small task per stream, no HTTP
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
+import multiprocessing
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -172,29 +176,86 @@ async def prepare(api: httpx.AsyncClient, tenants: list[str]) -> None:
             raise RuntimeError(f"creating {PROBE} in {slug}: {probe.status_code} {probe.text}")
 
 
-async def _write(
-    api: httpx.AsyncClient,
-    slug: str,
-    sent: dict[str, float],
-    write_ms: list[float],
-    round_number: int,
-    texts: dict[str, str],
-) -> None:
-    """One new version of the probe, labelled production: every stream of ``slug`` must hear it,
-    and every worker serve its text (``texts``)."""
-    sent[slug] = time.time()
-    texts[slug] = f"probe {time.time_ns()}"
-    response = await api.post(
+class Publisher:
+    """Each burst's writes, sent from a process of its own with its own client (a publisher is not
+    the process its subscribers read in: here, one reading 5,000 streams would delay the writes it
+    sends and so the figure timed from them); its connections are kept from one burst to the next."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        spawn = multiprocessing.get_context("spawn")
+        self._process = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=spawn)
+        self._process.submit(_publisher_start, url, headers).result()  # started before any burst
+
+    async def burst(self, tenants: list[str], round_number: int) -> list[Written]:
+        loop = asyncio.get_running_loop()
+        written = await loop.run_in_executor(self._process, _publish, tenants, round_number)
+        for one in written:
+            if one.status != 201:
+                raise RuntimeError(f"write to {one.slug}: {one.status} {one.answer}")
+        return written
+
+    def close(self) -> None:
+        self._process.shutdown()
+
+
+@dataclass(frozen=True)
+class Written:
+    """One write of a burst: when it was sent (Unix time), how long its answer took, the text it
+    wrote (every worker must serve it after the burst)."""
+
+    slug: str
+    sent: float
+    ms: float
+    text: str
+    status: int
+    answer: str
+
+
+_client: httpx.Client | None = None
+_threads: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _publisher_start(url: str, headers: dict[str, str]) -> None:
+    global _client, _threads
+    _client = httpx.Client(base_url=url, headers=headers, timeout=60)
+    _threads = concurrent.futures.ThreadPoolExecutor(max_workers=64)
+
+
+def _publish(tenants: list[str], round_number: int) -> list[Written]:
+    """One new version of the probe in each tenant, all at once, labelled production."""
+    assert _threads is not None
+    return list(_threads.map(lambda slug: _write(slug, round_number), tenants))
+
+
+def _write(slug: str, round_number: int) -> Written:
+    assert _client is not None
+    sent = time.time()
+    text = f"probe {time.time_ns()}"
+    response = _client.post(
         f"/api/v1/tenants/{slug}/prompts/{PROBE}/versions",
         json={
             "labels": ["production"],
-            "messages": [{"role": "user", "content": {"type": "text", "text": texts[slug]}}],
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
             "commit_message": f"fan-out round {round_number}",
         },
     )
-    write_ms.append((time.time() - sent[slug]) * 1000)
-    if response.status_code != 201:
-        raise RuntimeError(f"write to {slug}: {response.status_code} {response.text}")
+    ms = (time.time() - sent) * 1000
+    return Written(slug, sent, ms, text, response.status_code, response.text[:300])
+
+
+WRITE_ROUTE = "POST /api/v1/tenants/{tenant}/prompts/{name}/versions"
+_WRITE_TIMES = re.compile(
+    r'^registry_request_seconds_(sum|count)\{kind="rest",name="'
+    + re.escape(WRITE_ROUTE)
+    + r'"\} (\S+)$',
+    re.MULTILINE,
+)
+
+
+def write_times(metrics_text: str) -> tuple[float, float]:
+    """The seconds the server spent in version writes and how many it answered (every worker)."""
+    found = dict(_WRITE_TIMES.findall(metrics_text))
+    return float(found.get("sum", 0.0)), float(found.get("count", 0.0))
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
@@ -233,9 +294,13 @@ async def run(
     rounds: int = 3,
     wait_seconds: float = 15.0,
     snapshot: Callable[[], Any] | None = None,
+    metrics: Callable[[], str] | None = None,
 ) -> dict[str, Any]:
     """``snapshot`` (the server's memory and connections) is taken just before the streams open and
-    again once they all are; both are kept in the result."""
+    again once they all are; both are kept in the result. ``metrics`` (a scrape of the server's
+    /metrics), read before the first burst and after the last, gives the writes' mean time inside
+    the server (from the request's arrival to its answer), which the time from the request does not
+    separate from this process's own delays."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     headers = {"Authorization": f"Bearer {operator_token}"}
@@ -243,7 +308,9 @@ async def run(
         await prepare(api, tenants)
     await asyncio.sleep(0.5)
     before = snapshot() if snapshot is not None else None
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as api:
+    publisher = Publisher(url, headers)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(publisher.close)
         ready = asyncio.Semaphore(64)
         opened_at = time.monotonic()
         opened = await asyncio.gather(
@@ -255,6 +322,7 @@ async def run(
         checkers, checked = await _checkers(host, port, reading, snapshot)
         requests = {slug: _get_request(host, port, slug) for slug in tenants}
         stale = 0
+        served_before = write_times(metrics()) if metrics is not None else None
         latencies: list[float] = []  # from the commit
         from_send: list[float] = []
         write_ms: list[float] = []
@@ -268,11 +336,10 @@ async def run(
             for stream in opened:
                 stream.woke.clear()
                 stream.heard.clear()
-            sent: dict[str, float] = {}
-            texts: dict[str, str] = {}
-            await asyncio.gather(
-                *(_write(api, slug, sent, write_ms, round_number, texts) for slug in tenants)
-            )
+            written = await publisher.burst(tenants, round_number)
+            sent = {one.slug: one.sent for one in written}
+            texts = {one.slug: one.text for one in written}
+            write_ms += [one.ms for one in written]
             deadline = time.monotonic() + wait_seconds
             for stream in opened:
                 remaining = deadline - time.monotonic()
@@ -289,10 +356,15 @@ async def run(
             for slug in tenants:  # the next prompts/get, on every connection: the new version
                 for checker in checkers:
                     stale += await checker.probe(requests[slug]) != texts[slug]
+        served_after = write_times(metrics()) if metrics is not None else None
         for stream in opened:
             stream.writer.close()
         for checker in checkers:
             checker.writer.close()
+    in_server = None
+    if served_before is not None and served_after is not None:
+        count = served_after[1] - served_before[1]
+        in_server = round(1000 * (served_after[0] - served_before[0]) / count, 2) if count else None
     return {
         "streams": streams,
         "tenants": len(tenants),
@@ -302,6 +374,8 @@ async def run(
         "from_send": percentiles(from_send),
         "missed": missed,
         "write_p50_ms": round(statistics.median(write_ms), 2) if write_ms else None,
+        "write_mean_ms": round(statistics.fmean(write_ms), 2) if write_ms else None,
+        "write_in_server_mean_ms": in_server,
         "before_open": before,
         "while_open": reading,
         "checked": {
