@@ -5,7 +5,6 @@ them (the domains have their own repositories)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -13,7 +12,6 @@ import asyncpg
 import orjson
 from sqlalchemy import (
     DateTime,
-    Integer,
     LargeBinary,
     Text,
     bindparam,
@@ -24,10 +22,9 @@ from sqlalchemy import (
     text,
     true,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
-from sqlalchemy.sql.selectable import TableValuedAlias
 
 from registry.db.models import ChangeLog, RegistrySecret, Tenant
 
@@ -187,23 +184,6 @@ async def driver(reads: asyncpg.Pool | AsyncSession) -> Any:
         return reads
     raw = await (await reads.connection()).get_raw_connection()
     return raw.driver_connection
-
-
-def version_pairs(versions: Sequence[tuple[uuid.UUID, int]]) -> TableValuedAlias:
-    """(id, version) pairs as a table to join on (columns ``id`` and ``version``: two arrays
-    unnested side by side): the index on (tenant, id, version) reaches each pair, where a
-    ``(id, version) IN (...)`` made PostgreSQL read every version of the id and filter them, a
-    cost that grew with the versions an id has."""
-    ids = [pair[0] for pair in versions]
-    numbers = [pair[1] for pair in versions]
-    return (
-        func.unnest(
-            bindparam("pair_ids", ids, type_=ARRAY(UUID(as_uuid=True))),
-            bindparam("pair_versions", numbers, type_=ARRAY(Integer)),
-        )
-        .table_valued("id", "version")
-        .render_derived()
-    )
 
 
 def journal_ctes(audit: str, changes: str, *, when: str | None = None) -> str:

@@ -22,6 +22,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -42,7 +43,7 @@ from registry.db.models import (
     PromptVersion,
 )
 from registry.db.repository import driver as _driver
-from registry.db.repository import journal_ctes, journal_json, version_pairs
+from registry.db.repository import journal_ctes, journal_json
 from registry.naming import serves_change
 from registry.prompts import label_repository as label_repo
 
@@ -425,14 +426,12 @@ async def arguments_of(
     found: dict[tuple[uuid.UUID, int], list[PromptArgument]] = {key: [] for key in versions}
     if not versions:
         return found
-    pairs = version_pairs(versions)
     result = await session.execute(
         select(PromptArgument)
-        .join(
-            pairs,
-            and_(PromptArgument.prompt_id == pairs.c.id, PromptArgument.version == pairs.c.version),
+        .where(
+            PromptArgument.tenant_id == tenant_id,
+            tuple_(PromptArgument.prompt_id, PromptArgument.version).in_(list(versions)),
         )
-        .where(PromptArgument.tenant_id == tenant_id)
         .order_by(PromptArgument.prompt_id, PromptArgument.version, PromptArgument.position)
     )
     for argument in result.scalars().all():

@@ -8,12 +8,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy import delete, func, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import Blob
-from registry.db.repository import version_pairs
 from registry.db.skill_models import Skill, SkillFile, SkillLabel, SkillVersion
 
 LIST_MAX = 1000  # skills in one REST listing
@@ -98,11 +97,12 @@ async def files_of(
     found: dict[tuple[uuid.UUID, int], list[SkillFile]] = {key: [] for key in versions}
     if not versions:
         return found
-    pairs = version_pairs(versions)
     result = await session.execute(
         select(SkillFile)
-        .join(pairs, and_(SkillFile.skill_id == pairs.c.id, SkillFile.version == pairs.c.version))
-        .where(SkillFile.tenant_id == tenant_id)
+        .where(
+            SkillFile.tenant_id == tenant_id,
+            tuple_(SkillFile.skill_id, SkillFile.version).in_(list(versions)),
+        )
         .order_by(SkillFile.skill_id, SkillFile.version, SkillFile.path)
     )
     for row in result.scalars().all():
