@@ -51,7 +51,8 @@ def test_instruction_counts_workloads_run(pg_server: PgServer, db_name: str) -> 
     answer): what the counts are taken around keeps working."""
     env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
     env.pop("REGISTRY_DATA_DIR", None)
-    workloads = "rest-read,rest-write,rest-publish,mcp-get,mcp-miss"  # in one process, as no count is taken
+    # in one process, as no count is taken
+    workloads = "rest-read,rest-write,rest-publish,mcp-get,mcp-miss"
     ran = subprocess.run(
         [sys.executable, "-m", "bench.instructions", "--inner", workloads, "3"],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
