@@ -28,9 +28,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from registry.db.models import ChangeLog, RegistrySecret, Tenant
 
+# A tenant's transaction plans its statements once per connection (generic plans), from the
+# statement after the one that enters it. Left to choose, PostgreSQL kept planning each execution
+# of the write path's statements for its parameters (custom plans): 20 % of its CPU per version
+# write (log_statement_stats, docs/benchmarks.md). The tenant's statements look rows up by keys,
+# which a generic plan reaches as well; the owner role's work across tenants (the scheduler, whose
+# partial index needs its parameter's value) keeps PostgreSQL's choice. Set in the statement that
+# enters the tenant, for the transaction only: no round trip, nothing left on the connection.
+_GENERIC_PLANS = "set_config('plan_cache_mode', 'force_generic_plan', true)"
+
 # One round trip: drop to the application role and set the tenant, both for this transaction only.
 _ENTER_TENANT = text(
-    "SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, true)"
+    "SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, true), "
+    + _GENERIC_PLANS
 )
 _ENTER_ROLE = text("SELECT set_config('role', :role, true)")
 _SET_TENANT = text("SELECT set_config('registry.tenant_id', :tenant, true)")
@@ -51,9 +61,11 @@ _ENTER_NAMED_TENANT = (
     .add_columns(
         func.set_config("role", bindparam("role"), True),
         func.set_config("registry.tenant_id", cast(Tenant.id, Text), True),
+        text(_GENERIC_PLANS),
     )
     .where(Tenant.slug == bindparam("slug"))
 )
+_KEY_COLUMNS = 4  # where the key's columns start in a row of _ENTER_NAMED_TENANT_WITH_KEY
 
 
 class StoredKey(NamedTuple):
@@ -103,7 +115,8 @@ async def enter_named_tenant(
         await enter_role(session, role)
         return None, None
     tenant: Tenant = row[0]
-    key = StoredKey(*row[3:]) if key_hash is not None and row[3] is not None else None
+    found = row[_KEY_COLUMNS:]
+    key = StoredKey(*found) if key_hash is not None and found[0] is not None else None
     return tenant, key
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 from sqlalchemy import text
@@ -18,6 +19,7 @@ from tests.conftest import PgServer
 PID = text("SELECT pg_backend_pid()")
 SEEN = text("SELECT count(*) FROM prompts")
 SETTING = text("SELECT current_setting('registry.tenant_id', true)")
+PLANS = text("SELECT current_setting('plan_cache_mode')")
 
 
 @pytest.fixture
@@ -58,6 +60,23 @@ async def _pid_after_reading(session: AsyncSession) -> int:
     return int((await session.execute(PID)).scalar_one())
 
 
+async def _plans_of(kind: str, db: Database, alpha: uuid.UUID) -> str:
+    transaction = {
+        "tenant": lambda: db.tenant_tx(alpha),
+        "named tenant": lambda: _named(db),
+        "operator": db.operator_tx,
+    }[kind]()
+    async with transaction as session:
+        return str((await session.execute(PLANS)).scalar_one())
+
+
+@asynccontextmanager
+async def _named(db: Database) -> AsyncIterator[AsyncSession]:
+    async with db.named_tenant_tx("alpha", key_hash=bytes(32)) as (session, tenant, key):
+        assert tenant is not None and key is None  # no key has that hash
+        yield session
+
+
 KINDS: dict[str, Callable[[Database, uuid.UUID], Awaitable[int]]] = {
     "tenant": _tenant,
     "named tenant": _named_tenant,
@@ -82,6 +101,20 @@ async def test_the_next_transaction_on_a_connection_sees_no_tenant(
         assert (await session.execute(PID)).scalar_one() == used
         assert (await session.execute(text("SELECT current_user = session_user"))).scalar_one()
         assert (await session.execute(SETTING)).scalar_one() in (None, "")
+
+
+async def test_a_tenant_transaction_plans_generically_and_leaves_the_connection_as_it_was(
+    one_connection: Database, two_tenants: tuple[uuid.UUID, uuid.UUID]
+) -> None:
+    """The statements after the one that enters a tenant run with generic plans (planned once per
+    connection, not for each execution); the next transaction on the connection, the owner role's
+    across tenants, has PostgreSQL's own choice again."""
+    db = one_connection
+    alpha, _ = two_tenants
+    assert await _plans_of("tenant", db, alpha) == "force_generic_plan"
+    assert await _plans_of("operator", db, alpha) == "auto"
+    assert await _plans_of("named tenant", db, alpha) == "force_generic_plan"
+    assert await _plans_of("operator", db, alpha) == "auto"
 
 
 async def test_the_hot_paths_plain_connection_keeps_no_tenant(
