@@ -60,8 +60,10 @@ MUTATIONS = (
         "tenant-connection-wide",
         "the tenant is set for the transaction only",
         "registry/db/repository.py",
-        "\"SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, true)\"",
-        "\"SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, false)\"",
+        "\"SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, true), \"\n"
+        "    + _GENERIC_PLANS",
+        "\"SELECT set_config('role', :role, true), set_config('registry.tenant_id', :tenant, false), \"\n"
+        "    + _GENERIC_PLANS",
         ("tests/db/test_hygiene.py",),
     ),
     Mutation(
