@@ -5,6 +5,7 @@ them (the domains have their own repositories)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -224,13 +225,14 @@ def journal_ctes(audit: str, changes: str, *, when: str | None = None) -> str:
 _APPEND_JOURNAL = f"WITH {journal_ctes('$1', '$2')} SELECT"
 
 
-def journal_json(rows: list[dict[str, Any]]) -> str:
-    """Rows of ``registry.db.audit`` as one parameter of ``journal_ctes``."""
+def journal_json(rows: Sequence[Any]) -> str:
+    """Rows of ``registry.db.audit`` (its dataclasses, which orjson writes as objects) as one
+    parameter of ``journal_ctes``."""
     return orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS).decode()  # ids: any UUID
 
 
 async def append_journal(
-    session: AsyncSession, audit: list[dict[str, Any]], changes: list[dict[str, Any]]
+    session: AsyncSession, audit: Sequence[Any], changes: Sequence[Any]
 ) -> None:
     """Append audit rows and change rows in one statement, compiled once (the rows travel as two
     JSON arrays). A change row waits in change_pending until the transaction commits: then a

@@ -158,8 +158,8 @@ async def move_label(
     version: int,
     actor: str,
     *,
-    audit: list[dict[str, Any]] | None = None,
-    changes: list[dict[str, Any]] | None = None,
+    audit: Sequence[Any],
+    changes: Sequence[Any],
 ) -> MovedLabel | None:
     """Point ``label`` at ``version`` and record it in the label's history (None: it was there),
     appending the ``audit`` and ``changes`` rows (``registry.db.audit``'s) only if it moved."""
@@ -171,8 +171,8 @@ async def move_label(
         prompt.name,
         version,
         actor,
-        journal_json(audit or []),
-        journal_json(changes or []),
+        journal_json(audit),
+        journal_json(changes),
     )
     return None if found is None else moved_label(session, prompt, found)
 

@@ -247,8 +247,8 @@ async def insert_version(
     messages: list[dict[str, Any]],
     partials: Sequence[dict[str, Any]] = (),
     latest: str,
-    audit: list[dict[str, Any]],
-    changes: list[dict[str, Any]],
+    audit: Sequence[Any],
+    changes: Sequence[Any],
 ) -> tuple[PromptVersion, label_repo.MovedLabel | None] | None:
     """The prompt's next version with its child rows, the label ``latest`` moved onto it (as
     moved; None if it pointed there) and the ``audit`` and ``changes`` rows of the write appended

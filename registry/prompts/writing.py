@@ -15,15 +15,14 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry import testcases
 from registry.db.audit import (
+    AuditRow,
+    ChangeRow,
     appended,
-    audit_row,
-    change_row,
     record_audit,
     record_change,
     with_pending,
@@ -87,7 +86,7 @@ async def move_label(
     one change-log row the request writes, or break-glass, sent as its own kind of change). The
     label ``latest`` follows every new version with none of these checks, in the statement that
     writes the version (``repo.insert_version``)."""
-    ruling = policy.Ruling("move")
+    ruling, before = policy.Ruling("move"), None
     if label != LATEST:
         if held is None:
             before = await label_repo.label_version(session, prompt, label, lock=True)
@@ -103,38 +102,17 @@ async def move_label(
         ).enforce()  # fmt: skip
         if ruling.outcome == "unchanged":
             return None
-        # Its rows go with the move's statement, after those the transaction queued.
-        audit, logged = with_pending(
-            session, *_move_rows(prompt, label, version, before, caller, ruling, terms)
-        )
-        moved = await label_repo.move_label(
-            session, prompt, label, version, caller.actor, audit=audit, changes=logged
-        )
-        if moved is not None:
-            appended(session, logged)
-        return moved
-    moved = await label_repo.move_label(session, prompt, label, version, caller.actor)
-    if moved is not None:
-        await _journal_move(session, prompt, moved, caller, ruling, terms)
-    return moved
-
-
-async def _journal_move(
-    session: AsyncSession,
-    prompt: Prompt,
-    moved: label_repo.MovedLabel,
-    caller: Principal,
-    ruling: policy.Ruling,
-    terms: Terms,
-) -> None:
-    """Queue what a label move leaves in the change log and the audit log (``_move_rows``)."""
-    audit, changes = _move_rows(
-        prompt, moved.label, moved.version, moved.before, caller, ruling, terms
+    # Its rows go with the move's statement, after those the transaction queued (``latest`` leaves
+    # a change row only, which needs no version before).
+    audit, logged = with_pending(
+        session, *_move_rows(prompt, label, version, before, caller, ruling, terms)
     )
-    for row in audit:
-        await record_audit(session, **row)
-    for row in changes:
-        record_change(session, **row)
+    moved = await label_repo.move_label(
+        session, prompt, label, version, caller.actor, audit=audit, changes=logged
+    )
+    if moved is not None:
+        appended(session, logged)
+    return moved
 
 
 def _move_rows(
@@ -145,19 +123,19 @@ def _move_rows(
     caller: Principal,
     ruling: policy.Ruling,
     terms: Terms,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[AuditRow], list[ChangeRow]]:
     """What a label move leaves in the audit log and the change log, however it was written (by
     ``move_label``, or with the version that ``latest`` follows): the rows of each."""
     changes = []
     if terms.release is None:
         kind = "label.break_glass" if ruling.break_glass else "label.move"
         changes.append(
-            change_row(tenant_id=prompt.tenant_id, kind=kind, prompt_id=prompt.id, label=label)
+            ChangeRow(tenant_id=prompt.tenant_id, kind=kind, prompt_id=prompt.id, label=label)
         )
     audit = []
     if label != LATEST:  # latest moves with every version; the version.create row covers it
         audit.append(
-            audit_row(
+            AuditRow(
                 tenant_id=prompt.tenant_id,
                 actor=caller.actor,
                 action="label.break_glass" if ruling.break_glass else "label.move",
@@ -243,7 +221,7 @@ async def write_version(
     # is the latest's).
     number = latest + 1
     audit = [
-        audit_row(
+        AuditRow(
             tenant_id=tenant.id,
             actor=caller.actor,
             action="version.create",
