@@ -60,23 +60,31 @@ def binary(name: str) -> str:
 
 @lru_cache(maxsize=1)
 def system_user() -> str | None:
+    """The OS user the server runs as when we are root (None otherwise), created the first time.
+    Processes starting at once (a test run's workers) create it one at a time: two ``useradd`` at
+    once can each write the user database, leaving one of them running as a user id that is gone."""
     if os.geteuid() != 0:
         return None
     try:
         pwd.getpwnam(SYSTEM_USER)
     except KeyError:
-        subprocess.run(  # noqa: S603
-            [  # noqa: S607 - the system's useradd, found on PATH
-                "useradd",
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                SYSTEM_USER,
-            ],
-            check=True,
-            capture_output=True,
-        )
+        with open(Path(tempfile.gettempdir()) / "registry-embedded-useradd.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                pwd.getpwnam(SYSTEM_USER)  # another process created it while this one waited
+            except KeyError:
+                subprocess.run(  # noqa: S603
+                    [  # noqa: S607 - the system's useradd, found on PATH
+                        "useradd",
+                        "--system",
+                        "--no-create-home",
+                        "--shell",
+                        "/usr/sbin/nologin",
+                        SYSTEM_USER,
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
     return SYSTEM_USER
 
 
