@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -22,7 +23,6 @@ from sqlalchemy import (
     insert,
     or_,
     select,
-    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -420,22 +420,46 @@ async def blob_data(
 # --- arguments ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class StoredArgument:
+    """An argument as a version declares it (``schemas.DeclaredArgument``), read by
+    ``arguments_of`` without the ORM."""
+
+    name: str
+    title: str | None
+    description: str | None
+    required: bool
+    default: str | None
+    enum: list[str] | None
+    pattern: str | None
+    max_length: int | None
+
+
+# The arguments of (prompt, version) pairs, in one round trip on the driver: the pairs come as two
+# arrays, unnested with their place in the request (a pair is found by its place: the driver's ids
+# are a type of its own), each pair reached on the primary key.
+_ARGUMENTS_OF = """
+SELECT p.place, a.name, a.title, a.description, a.required, a."default", a.enum, a.pattern,
+       a.max_length
+  FROM unnest($2::uuid[], $3::int[]) WITH ORDINALITY AS p(prompt_id, version, place)
+  JOIN prompt_arguments a ON a.tenant_id = $1 AND a.prompt_id = p.prompt_id AND a.version = p.version
+ ORDER BY p.place, a.position
+"""
+
+
 async def arguments_of(
     session: AsyncSession, tenant_id: uuid.UUID, versions: Sequence[tuple[uuid.UUID, int]]
-) -> dict[tuple[uuid.UUID, int], list[PromptArgument]]:
-    found: dict[tuple[uuid.UUID, int], list[PromptArgument]] = {key: [] for key in versions}
-    if not versions:
+) -> dict[tuple[uuid.UUID, int], list[StoredArgument]]:
+    """The arguments of each (prompt, version) pair, in position order (none for a pair without)."""
+    wanted = list(dict.fromkeys(versions))
+    found: dict[tuple[uuid.UUID, int], list[StoredArgument]] = {key: [] for key in wanted}
+    if not wanted:
         return found
-    result = await session.execute(
-        select(PromptArgument)
-        .where(
-            PromptArgument.tenant_id == tenant_id,
-            tuple_(PromptArgument.prompt_id, PromptArgument.version).in_(list(versions)),
-        )
-        .order_by(PromptArgument.prompt_id, PromptArgument.version, PromptArgument.position)
+    rows = await (await _driver(session)).fetch(
+        _ARGUMENTS_OF, tenant_id, [p for p, _ in wanted], [v for _, v in wanted]
     )
-    for argument in result.scalars().all():
-        found[(argument.prompt_id, argument.version)].append(argument)
+    for row in rows:
+        found[wanted[row[0] - 1]].append(StoredArgument(*row[1:]))
     return found
 
 

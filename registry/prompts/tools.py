@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db.models import Prompt, PromptArgument, Tenant
+from registry.db.models import Prompt, Tenant
 from registry.errors import Conflict
 from registry.prompts import label_repository as label_repo
 from registry.prompts import listing
@@ -100,7 +100,7 @@ async def prompt_of_tool(
 
 async def declared_arguments(
     session: AsyncSession, tenant: Tenant, label: str, names: Sequence[str]
-) -> dict[str, list[PromptArgument]]:
+) -> dict[str, list[repo.StoredArgument]]:
     """The arguments of the version ``label`` serves of each of ``names`` (a page of a search), in
     three statements whatever the page's length."""
     prompts = await repo.prompts_by_names(session, tenant.id, names)
