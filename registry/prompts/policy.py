@@ -52,10 +52,16 @@ def archive_refusal(
     return gated_archive_refusal(tenant, caller, "prompt", name, labels)
 
 
+def contract_checked(tenant: Tenant, label: str) -> bool:
+    """Whether moving ``label`` compares argument contracts, when it serves a version: a protected
+    label (a version write reads what such labels serve with its own statement)."""
+    return label in tenant.protected_labels
+
+
 def needs_contract_check(tenant: Tenant, label: str, before: int | None) -> bool:
     """Whether the move must be compared with the argument contract the label serves now: a
     protected label that serves a version."""
-    return label in tenant.protected_labels and before is not None
+    return contract_checked(tenant, label) and before is not None
 
 
 def rule(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy import (
@@ -168,6 +168,39 @@ async def list_prompts(
 # --- versions ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class StoredArgument:
+    """An argument as a version declares it (``schemas.DeclaredArgument``), read without the ORM
+    (``arguments_of``, and a version write's ``contracted`` labels)."""
+
+    name: str
+    title: str | None
+    description: str | None
+    required: bool
+    default: str | None
+    enum: list[str] | None
+    pattern: str | None
+    max_length: int | None
+
+
+# The arguments of the versions that the labels $19 serve (before the statement), as one JSON object
+# of version -> arguments in position order: what a move of those labels onto the new version
+# compares contracts with (registry.prompts.writing.contract_changes), read with the write.
+_CONTRACTED = """LATERAL (
+    SELECT jsonb_object_agg(served.version, served.arguments) AS contracts
+      FROM (SELECT l.version,
+                   coalesce(jsonb_agg(jsonb_build_object(
+                       'name', a.name, 'title', a.title, 'description', a.description,
+                       'required', a.required, 'default', a."default", 'enum', a.enum,
+                       'pattern', a.pattern, 'max_length', a.max_length) ORDER BY a.position)
+                     FILTER (WHERE a.name IS NOT NULL), '[]') AS arguments
+              FROM labels l
+              LEFT JOIN prompt_arguments a
+                ON a.tenant_id = $1 AND a.prompt_id = $2 AND a.version = l.version
+             WHERE l.tenant_id = $1 AND l.prompt_id = $2 AND l.label = ANY($19::text[])
+             GROUP BY l.version) AS served) AS contracted"""
+
+
 # A new version in one round trip on the driver (no ORM statement): the prompt's latest version is
 # bumped, the version row inserted and its child rows with it (arguments, messages, partial locks:
 # each a JSON array of rows, read as the table's row type), unless the latest version already has
@@ -210,9 +243,19 @@ WITH same AS (
 ), {label_repo.move_ctes("$16", "SELECT $1, $2, $16, $15, inserted.version, $10 FROM inserted", "$10")},
 {journal_ctes("$17", "$18", when="inserted")}
 SELECT inserted.version AS written, inserted.created_at, bumped.updated_at AS prompt_updated_at,
-       {label_repo.MOVED_COLUMNS}
+       {label_repo.MOVED_COLUMNS}, contracted.contracts
   FROM inserted CROSS JOIN bumped LEFT JOIN moved ON true CROSS JOIN {label_repo.HELD_LABELS}
+       CROSS JOIN {_CONTRACTED}
 """
+
+
+class WrittenVersion(NamedTuple):
+    """What ``insert_version`` wrote: the version, ``latest`` as it moved (None: it was there),
+    and the arguments of the versions its ``contracted`` labels served before, by version."""
+
+    row: PromptVersion
+    latest_moved: label_repo.MovedLabel | None
+    contracts: dict[int, list[StoredArgument]]
 
 
 # The version row's columns that come from the write's metadata (PreparedVersion.meta).
@@ -249,13 +292,15 @@ async def insert_version(
     latest: str,
     audit: Sequence[Any],
     changes: Sequence[Any],
-) -> tuple[PromptVersion, label_repo.MovedLabel | None] | None:
+    contracted: Sequence[str] = (),
+) -> WrittenVersion | None:
     """The prompt's next version with its child rows, the label ``latest`` moved onto it (as
     moved; None if it pointed there) and the ``audit`` and ``changes`` rows of the write appended
     (``registry.db.audit``'s rows), or None (nothing written) when its latest version has the
     same content hash. ``prompt`` (the same ORM object, locked FOR UPDATE) is kept current without
     a re-read; the version comes back as a transient row. ``list_entry``: its prompts/list entry
-    (registry.prompts.listing)."""
+    (registry.prompts.listing). The arguments of the versions that the labels ``contracted``
+    serve come with it (by version)."""
     columns = {name: meta.get(name) for name in _VERSION_META}
     found = await (await _driver(session)).fetchrow(
         _WRITE_VERSION,
@@ -277,6 +322,7 @@ async def insert_version(
         latest,
         journal_json(audit),
         journal_json(changes),
+        list(contracted),
     )
     if found is None:
         return None
@@ -291,7 +337,12 @@ async def insert_version(
         content_hash=content_hash,
         created_at=found["created_at"],
     )
-    return row, label_repo.moved_label(session, prompt, found)
+    served = found["contracts"] or {}  # the session's connection decodes jsonb
+    return WrittenVersion(
+        row,
+        label_repo.moved_label(session, prompt, found),
+        {int(v): [StoredArgument(**a) for a in args] for v, args in served.items()},
+    )
 
 
 async def version_row_by_id(
@@ -418,21 +469,6 @@ async def blob_data(
 
 
 # --- arguments ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StoredArgument:
-    """An argument as a version declares it (``schemas.DeclaredArgument``), read by
-    ``arguments_of`` without the ORM."""
-
-    name: str
-    title: str | None
-    description: str | None
-    required: bool
-    default: str | None
-    enum: list[str] | None
-    pattern: str | None
-    max_length: int | None
 
 
 # The arguments of (prompt, version) pairs, in one round trip on the driver: the pairs come as two

@@ -12,7 +12,7 @@ write in two places.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -47,6 +47,7 @@ from registry.prompts.reading import (
 )
 from registry.prompts.schemas import (
     ContractChange,
+    DeclaredArgument,
     LabelOut,
     PartialLock,
     PromptCreate,
@@ -75,10 +76,12 @@ async def move_label(
     force: bool = False,
     terms: Terms = DIRECT,
     held: dict[str, int] | None = None,
+    declared: Mapping[int, Sequence[DeclaredArgument]] | None = None,
 ) -> label_repo.MovedLabel | None:
     """Point ``label`` at ``version``; history, change log and audit included. Returns the label as
     it moved, None when it was already there. ``prompt`` must be locked FOR UPDATE; ``held``, every
-    label of it as a statement of this transaction gave them since the lock (else the label is read).
+    label of it as a statement of this transaction gave them since the lock (else the label is read);
+    ``declared``, the arguments of versions that the transaction has already read (by version).
 
     A protected label needs the publisher role only when it actually moves, and moves onto a version
     whose argument contract breaks the one it serves now only with ``force`` (recorded); a label
@@ -95,7 +98,7 @@ async def move_label(
         changes = []
         checked = before != version and policy.role_refusal(tenant, caller, label) is None
         if checked and before is not None and policy.needs_contract_check(tenant, label, before):
-            changes = await contract_changes(session, prompt, before, version)
+            changes = await contract_changes(session, prompt, before, version, declared)
         ruling = policy.rule(
             tenant, caller, prompt.name, label, before=before, after=version, breaking=changes,
             force=force, terms=terms,
@@ -161,15 +164,21 @@ def _move_record(version: int, ruling: policy.Ruling, terms: Terms) -> dict[str,
 
 
 async def contract_changes(
-    session: AsyncSession, prompt: Prompt, before: int, after: int
+    session: AsyncSession,
+    prompt: Prompt,
+    before: int,
+    after: int,
+    declared: Mapping[int, Sequence[DeclaredArgument]] | None = None,
 ) -> list[ContractChange]:
     """How the argument contract changes from version ``before`` to ``after`` (the policy says
-    which changes refuse a move): the arguments alone, read in one statement (the full diff of
-    registry.prompts.diff compares the messages too)."""
-    declared = await repo.arguments_of(
-        session, prompt.tenant_id, [(prompt.id, before), (prompt.id, after)]
-    )
-    return contracts.compare(declared[(prompt.id, before)], declared[(prompt.id, after)])
+    which changes refuse a move): the arguments alone, those ``declared`` does not give read in one
+    statement (the full diff of registry.prompts.diff compares the messages too)."""
+    known = dict(declared or {})
+    missing = [(prompt.id, v) for v in (before, after) if v not in known]
+    if missing:
+        read = await repo.arguments_of(session, prompt.tenant_id, missing)
+        known |= {v: read[(prompt.id, v)] for _, v in missing}
+    return contracts.compare(known[before], known[after])
 
 
 @dataclass(frozen=True)
@@ -238,6 +247,9 @@ async def write_version(
         prompt, LATEST, number, latest or None, caller, policy.Ruling("move"), DIRECT
     )
     audit, changes = with_pending(session, audit + moved_audit, moved_changes)
+    # The arguments that the protected labels it moves serve now come with the write: their
+    # contract checks need no statement of their own.
+    contracted = [label for label in requested if policy.contract_checked(tenant, label)]
     written = await repo.insert_version(
         session,
         prompt=prompt,
@@ -251,13 +263,15 @@ async def write_version(
         latest=LATEST,
         audit=audit,
         changes=changes,
+        contracted=contracted,
     )
     labels: dict[str, int] | None = None
+    declared: dict[int, Sequence[DeclaredArgument]] | None = None
     if written is None:  # the latest version has this content already
         outcome = VersionWrite(False, (await versions_out(session, prompt, [latest]))[0])
     else:
         appended(session, changes)
-        row, latest_moved = written
+        row, latest_moved, served = written
         if latest_moved is not None:  # moved by the version's statement, with no checks
             labels = latest_moved.labels
         outcome = VersionWrite(
@@ -270,6 +284,7 @@ async def write_version(
                 [PartialLock(ref=lock.ref, version=lock.child_version) for lock in prepared.locks],
             ),
         )
+        declared = {**served, outcome.version.version: outcome.version.arguments}
     moved = []
     for label in requested:
         found = await move_label(
@@ -281,6 +296,7 @@ async def write_version(
             caller,
             force=force,
             held=labels,
+            declared=declared,
         )
         if found is not None:
             moved.append(label)
