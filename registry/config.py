@@ -51,7 +51,9 @@ class Settings(BaseSettings):
     # How `registry serve` listens.
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
-    workers: int = Field(default=1, ge=1, le=64)
+    # Unset: one per core this process may run on, as many as the server's connections allow
+    # (`registry serve` decides: engine.default_workers).
+    workers: int | None = Field(default=None, ge=1, le=64)
 
     log_level: LogLevel = "INFO"
     log_json: bool = False

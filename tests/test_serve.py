@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import tempfile
@@ -39,10 +40,13 @@ def own_tmp() -> Iterator[Path]:
 def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tmp: Path) -> None:
     env = {"REGISTRY_DATA_DIR": str(data_dir)}
     port = free_port()
+    # No worker count given: one per core this process may run on (CI's machine has two), each with
+    # an equal share of the embedded server's 200 connections (3 reserved, 10 spare: 187).
+    cores = len(os.sched_getaffinity(0))
+    workers = min(cores, 187 // 3)
     process = serve_embedded(
-        data_dir, port, "--workers", "2",
-        settings={"REGISTRY_HEAD_TIMEOUT_SECONDS": "1", "TMPDIR": str(own_tmp)},
-    )  # fmt: skip
+        data_dir, port, settings={"REGISTRY_HEAD_TIMEOUT_SECONDS": "1", "TMPDIR": str(own_tmp)}
+    )
     try:
         assert wait_ready(process, port)["status"] == "ready"
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "ok"}
@@ -68,18 +72,21 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tm
     # Each worker got its share of the embedded server's 200 connections, and it said so.
     said = process.stderr.read() if process.stderr else ""
     assert (
-        "connections: 2 worker(s) x 93 (pool 62, reads 30, listener 1), within max_connections 200"
-        in said
-    )
+        f"connections: {workers} worker(s) (REGISTRY_WORKERS unset: {cores} core(s)) "
+        f"x {187 // workers} (" in said
+    ), said
+    assert "within max_connections 200 (3 reserved, 10 spare)" in said
 
     port = free_port()
     token = "serve-operator-token-0123456789abcdef"
-    process = serve_embedded(data_dir, port, settings={"REGISTRY_OPERATOR_TOKEN": token})
+    process = serve_embedded(
+        data_dir, port, "--workers", "1", settings={"REGISTRY_OPERATOR_TOKEN": token}
+    )
     try:
         wait_ready(process, port)
         listing = registry_command("tenant", "list", env=env)
         assert "kept" in listing.stdout
-        # One worker (the default) shows its own metrics: the listener it runs, connected.
+        # One worker shows its own metrics: the listener it runs, connected.
         scraped = httpx.get(
             f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}
         )
@@ -88,6 +95,8 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tm
     finally:
         assert stop_serving(process) == 0
     assert not (data_dir / "pg" / "postmaster.pid").exists()
+    said = process.stderr.read() if process.stderr else ""
+    assert "connections: 1 worker(s) x 187 (pool 124, reads 62, listener 1)" in said, said
 
 
 def test_serve_refuses_more_workers_than_the_server_has_connections_for(data_dir: Path) -> None:

@@ -57,7 +57,9 @@ def _check_port(host: str, port: int) -> None:
 @main.command()
 @click.option("--host", default=None, help="Interface to listen on [REGISTRY_HOST, 127.0.0.1].")
 @click.option("--port", type=int, default=None, help="Port to listen on [REGISTRY_PORT, 8000].")
-@click.option("--workers", type=int, default=None, help="Worker processes [REGISTRY_WORKERS, 1].")
+@click.option(
+    "--workers", type=int, default=None, help="Worker processes [REGISTRY_WORKERS, one per core]."
+)
 @pass_registry
 def serve(registry: Registry, host: str | None, port: int | None, workers: int | None) -> None:
     """Run the registry (REST API and MCP endpoint) with uvicorn."""
@@ -75,10 +77,10 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
     with contextlib.suppress(KeyboardInterrupt), _removed(lambda: made):
         url = registry.url(serve=True)
         os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
-        _size_pools(settings, url)
+        count = _size_pools(settings, url)
         # Several workers: /metrics adds up their files. One worker serves from this process, whose
         # metrics exist already (they were made before a folder could be named): it shows its own.
-        if settings.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        if count > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
             made = tempfile.mkdtemp(prefix="registry-metrics-")
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
         uvicorn.run(
@@ -86,7 +88,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
             factory=True,
             host=settings.host,
             port=settings.port,
-            workers=settings.workers,
+            workers=count,
             log_config=logging_config(settings.log_level, settings.log_json),
             # Access lines are below the level uvicorn.access logs at (logs.py); with the log on,
             # uvicorn would still build each line's client address and quoted path (3 % of a
@@ -109,30 +111,37 @@ def _removed(folder: Callable[[], str | None]) -> Iterator[None]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _size_pools(settings: Settings, url: str) -> None:
-    """Give each worker its share of the server's connections (REGISTRY_DB_WORKER_CONNECTIONS, read
-    by every worker), unless the pools are sized by hand or a transaction pooler stands between, and
-    say so."""
+def _size_pools(settings: Settings, url: str) -> int:
+    """Decide the workers (REGISTRY_WORKERS, else one per core as the server's connections allow)
+    and give each its share of the server's connections (REGISTRY_DB_WORKER_CONNECTIONS, read by
+    every worker), unless the pools are sized by hand or a transaction pooler stands between, and
+    say so. Returns the workers."""
+    cores = engine.usable_cores()
+    by_hand = (
+        settings.through_pooler or {"db_pool_size", "db_max_overflow"} & settings.model_fields_set
+    )
+    if settings.db_worker_connections is None and by_hand:
+        return settings.workers or cores
     if settings.db_worker_connections is None:
-        if (
-            settings.through_pooler
-            or {"db_pool_size", "db_max_overflow"} & settings.model_fields_set
-        ):
-            return
+        limit, reserved = asyncio.run(engine.connection_limits(url))
+        workers = settings.workers or engine.default_workers(limit, reserved, cores)
         try:
-            each, limit, reserved = asyncio.run(engine.share_of(url, settings.workers))
+            each = engine.per_worker(limit, reserved, workers)
         except ValueError as error:
             raise CommandError(str(error)) from None
         os.environ["REGISTRY_DB_WORKER_CONNECTIONS"] = str(each)
         where = f"max_connections {limit} ({reserved} reserved, {engine.SPARE_CONNECTIONS} spare)"
     else:
+        workers = settings.workers or cores
         each, where = settings.db_worker_connections, "REGISTRY_DB_WORKER_CONNECTIONS"
     sizes = engine.PoolSizes.within(each)
+    chosen = "" if settings.workers else f" (REGISTRY_WORKERS unset: {cores} core(s))"
     click.echo(
-        f"connections: {settings.workers} worker(s) x {sizes.total} (pool {sizes.orm}, "
+        f"connections: {workers} worker(s){chosen} x {sizes.total} (pool {sizes.orm}, "
         f"reads {sizes.reads}, listener 1), within {where}",
         err=True,
     )
+    return workers
 
 
 @main.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 
 SPARE_CONNECTIONS = 10  # kept free for the CLI, migrations, backups and a person with psql
+MIN_WORKER_CONNECTIONS = 3  # a worker's least share: its ORM pool, its read pool, its listener
 
 
 @dataclass(frozen=True)
@@ -75,23 +77,39 @@ def per_worker(max_connections: int, reserved: int, workers: int) -> int:
     adding workers never takes the server past max_connections; ValueError when it cannot."""
     budget = max_connections - reserved - SPARE_CONNECTIONS
     each = budget // workers
-    if each < 3:
+    if each < MIN_WORKER_CONNECTIONS:
         raise ValueError(
             f"{workers} workers cannot share the server's {max_connections} connections "
-            f"({reserved} reserved, {SPARE_CONNECTIONS} kept spare): at least 3 each are needed; "
+            f"({reserved} reserved, {SPARE_CONNECTIONS} kept spare): at least "
+            f"{MIN_WORKER_CONNECTIONS} each are needed; "
             "use fewer workers or raise max_connections"
         )
     return each
 
 
-async def share_of(url: str, workers: int) -> tuple[int, int, int]:
-    """(each worker's connections, the server's max_connections, how many it reserves)."""
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container's cpuset narrows),
+    at most 64 (the most workers the setting accepts)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    count = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    return max(1, min(count, 64))
+
+
+def default_workers(max_connections: int, reserved: int, cores: int) -> int:
+    """Workers when none are asked for: one per core, as many as can each have the least share of
+    the server's connections that ``per_worker`` accepts (one at least)."""
+    budget = max_connections - reserved - SPARE_CONNECTIONS
+    return max(1, min(cores, budget // MIN_WORKER_CONNECTIONS))
+
+
+async def connection_limits(url: str) -> tuple[int, int]:
+    """The server's max_connections, and how many of them it reserves."""
     connection = await asyncpg.connect(**asyncpg_arguments(url))
     try:
         limit, reserved = await repo.connection_limits(connection)
     finally:
         await connection.close()
-    return per_worker(limit, reserved, workers), limit, reserved
+    return limit, reserved
 
 
 class Database:
