@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
 from registry import receipts
-from registry.api import conditional
-from registry.api.auth import require_credential, tenant_scope
+from registry.api import conditional, plain
+from registry.api.auth import bearer, require_credential, tenant_scope
 from registry.api.paging import pages
 from registry.config import Settings
 from registry.content.media import inline_disposition
@@ -217,8 +217,11 @@ async def list_versions(
         return await reading.list_versions(scope.session, scope.tenant, name, page)
 
 
+_VERSIONS = "/prompts/{name}/versions"
+
+
 @router.post(
-    "/prompts/{name}/versions",
+    _VERSIONS,
     status_code=201,
     response_model=WriteResult,
     summary="Write a new version (200 and created=false when identical to the latest)",
@@ -232,6 +235,44 @@ async def create_version(
     if_match: IfMatch = None,
     dry_run: bool = False,
     force: Force = False,
+) -> WriteResult:
+    return await _create_version(
+        request, response, tenant, name, body, if_match, dry_run=dry_run, force=force
+    )
+
+
+async def plain_create_version(request: Request, body: bytes) -> Response | None:
+    """``create_version`` for the ordinary write (no query: not a dry run, not forced; a JSON
+    version the model accepts; one If-Match at most), without FastAPI's routing and dependencies
+    (registry.api.plain); None for any other request, which the route above answers."""
+    if not plain.ordinary(request, headers=("if-match",)) or bearer(request) is None:
+        return None  # the route's own dependency says 401 when there is no credential
+    version = plain.model_of(VersionIn, body)
+    if version is None:
+        return None
+    params = request.path_params
+    answer = Response(status_code=201)
+    result = await _create_version(
+        request, answer, params["tenant"], params["name"], version,
+        request.headers.get("if-match"), dry_run=False, force=False,
+    )  # fmt: skip
+    return plain.json_answer(result, answer)
+
+
+# The routes that a plain endpoint answers first in their ordinary case (registry.api.plain).
+PLAIN = (("POST", router.prefix + _VERSIONS, plain_create_version),)
+
+
+async def _create_version(
+    request: Request,
+    response: Response,
+    tenant: str,
+    name: str,
+    body: VersionIn,
+    if_match: str | None,
+    *,
+    dry_run: bool,
+    force: bool,
 ) -> WriteResult:
     expected = _if_match(if_match)
     async with tenant_scope(request, tenant, "editor", rollback=dry_run) as scope:

@@ -1,0 +1,131 @@
+"""The version write's plain route (registry.api.plain): its ordinary case answered without
+FastAPI's routing, byte for byte as the FastAPI route answers it; every other request answered by
+that route, as before."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from registry.api.plain import PlainRoute
+from tests.api.conftest import Api
+
+P = "/api/v1/tenants/acme/prompts"
+WRITE = f"{P}/ask/versions"
+ROUTE = "POST /api/v1/tenants/{tenant}/prompts/{name}/versions"
+
+
+def body(text: str) -> dict[str, Any]:
+    return {
+        "arguments": [{"name": "who", "required": True}],
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        "labels": ["staging"],
+    }
+
+
+@pytest.fixture
+async def keys(api: Api) -> dict[str, str]:
+    keys = await api.tenant("acme")
+    created = await api.client.post(
+        P, json={"name": "ask", **body("Hi {{who}}")}, headers={"Authorization": keys["editor"]}
+    )
+    assert created.status_code == 201, created.text
+    return keys
+
+
+@pytest.fixture
+def answered(api: Api) -> list[int]:
+    """The status of each request the plain route answered itself (not passed on)."""
+    route = api.app.router.routes[0]
+    assert isinstance(route, PlainRoute) and route.path == WRITE.replace(
+        "acme", "{tenant}"
+    ).replace("ask", "{name}")
+    seen: list[int] = []
+    endpoint: Callable[..., Awaitable[Any]] = route.endpoint
+
+    async def counted(request: Any, raw: bytes) -> Any:
+        response = await endpoint(request, raw)
+        if response is not None:
+            seen.append(response.status_code)
+        return response
+
+    route.endpoint = counted
+    return seen
+
+
+def same_answer(plain: httpx.Response, routed: httpx.Response) -> None:
+    assert (plain.status_code, plain.content) == (routed.status_code, routed.content)
+    for header in ("content-type", "content-length", "etag", "x-content-type-options"):
+        assert plain.headers.get(header) == routed.headers.get(header), header
+
+
+async def test_the_plain_answer_is_the_routes_byte_for_byte(
+    api: Api, keys: dict[str, str], answered: list[int]
+) -> None:
+    editor = {"Authorization": keys["editor"]}
+    created_before = await created_count(api)
+    written = await api.client.post(WRITE, json=body("Hello {{who}}"), headers=editor)
+    assert written.status_code == 201 and written.json()["labels_moved"] == ["staging"]
+    assert written.headers["etag"] == '"2"' and answered == [201]
+    # The same content again: nothing new, 200; a query string (false is the default) sends the
+    # request to the FastAPI route, whose answer is the same bytes.
+    plain = await api.client.post(WRITE, json=body("Hello {{who}}"), headers=editor)
+    routed = await api.client.post(
+        f"{WRITE}?dry_run=false", json=body("Hello {{who}}"), headers=editor
+    )
+    assert plain.status_code == 200 and plain.json()["created"] is False
+    same_answer(plain, routed)
+    assert answered == [201, 200]
+    # If-Match, once, is the ordinary case too; a stale one is refused as the route refuses it.
+    stale = {**editor, "If-Match": '"1"'}
+    plain = await api.client.post(WRITE, json=body("Hey {{who}}"), headers=stale)
+    routed = await api.client.post(f"{WRITE}?force=false", json=body("Hey {{who}}"), headers=stale)
+    assert plain.status_code == 412
+    same_answer(plain, routed)
+    # Counted under the route's template (the one 201 here is the plain route's).
+    assert await created_count(api) == created_before + 1
+
+
+async def created_count(api: Api) -> float:
+    """The route's 201 answers so far, as /metrics counts them (in this process, every test's)."""
+    metrics = await api.client.get("/metrics", headers=api.operator)
+    counted = f'registry_requests_total{{kind="rest",name="{ROUTE}",outcome="201"}} '
+    found = [line for line in metrics.text.splitlines() if line.startswith(counted)]
+    return float(found[0].removeprefix(counted)) if found else 0.0
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "status"),
+    [
+        (b'{"messages": [', {"Content-Type": "application/json"}, 422),  # not JSON
+        (b"[1, 2]", {"Content-Type": "application/json"}, 422),  # not an object
+        (b'{"messages": "no"}', {"Content-Type": "application/json"}, 422),  # not a version
+        (b'{"messages": [{"role": "user", "text": "a"}]}', {"Content-Type": "text/plain"}, 422),
+        (b'{"messages": [{"role": "user", "text": "a"}]}', {"If-Match": "1, 2"}, 422),
+        (b'{"messages": [{"role": "user", "text": "a"}]}', {"If-Match": ["9", "1"]}, 412),
+        (b'{"messages": [{"role": "user", "text": "a"}]}', {"Authorization": ""}, 401),
+    ],
+)
+async def test_other_requests_are_the_routes_to_answer(
+    api: Api,
+    keys: dict[str, str],
+    answered: list[int],
+    content: bytes,
+    headers: dict[str, Any],
+    status: int,
+) -> None:
+    given = {"Authorization": keys["editor"], "Content-Type": "application/json", **headers}
+    sent = [  # a list repeats a header
+        (name, value)
+        for name, values in given.items()
+        for value in (values if isinstance(values, list) else [values])
+        if value
+    ]
+    plain = await api.client.post(WRITE, content=content, headers=sent)
+    routed = await api.client.post(f"{WRITE}?dry_run=false", content=content, headers=sent)
+    assert plain.status_code == status, plain.text
+    same_answer(plain, routed)
+    assert answered == []  # neither answered by the plain route
