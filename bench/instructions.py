@@ -7,7 +7,8 @@ bench/inproc, on the default event loop.
 
 Workloads: ``rest-read`` (a prompt read through the admin API), ``rest-write`` (a new version of it,
 new content each time), ``rest-publish`` (the same, moving the protected label ``production`` onto
-it, as the fan-out's writes do), ``mcp-get`` (a prompts/get answered from memory), ``mcp-miss`` (one that
+it, as the fan-out's writes do), ``rest-move`` (the label ``staging`` moved between two versions of
+it), ``mcp-get`` (a prompts/get answered from memory), ``mcp-miss`` (one that
 misses the worker's caches). Each is counted in two processes of its own under callgrind, both
 with the same start and warm-up and the instrumentation on only around the measured requests: one
 with a few of them, one with ``--requests`` more; their difference over ``--requests`` is one
@@ -31,7 +32,7 @@ from typing import Any
 
 from bench import inproc
 
-WORKLOADS = ("rest-read", "rest-write", "rest-publish", "mcp-get", "mcp-miss")
+WORKLOADS = ("rest-read", "rest-write", "rest-publish", "rest-move", "mcp-get", "mcp-miss")
 WARM = 30  # requests before the count, in both processes
 FEW = 10  # requests counted in the shorter process
 
@@ -60,6 +61,14 @@ async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
         body = inproc.version_body(f"{os.getpid()}.{next(written)}", ("production",))
         await one("POST", f"{inproc.PROMPT_PATH}/versions", rest, body, 201)
 
+    if workload == "rest-move":  # a second version to move the label to and from
+        await one("POST", f"{inproc.PROMPT_PATH}/versions", rest, inproc.version_body("move"), 201)
+    moves = iter(range(1 << 40))
+
+    async def rest_move() -> None:
+        body = b'{"version": %d}' % (1 + next(moves) % 2)
+        await one("PUT", f"{inproc.PROMPT_PATH}/labels/staging", rest, body, 200)
+
     async def mcp_get() -> None:
         await one("POST", "/mcp/inproc", get, get_body, 200)
 
@@ -69,7 +78,7 @@ async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
 
     chosen: dict[str, Callable[[], Awaitable[None]]] = {
         "rest-read": rest_read, "rest-write": rest_write, "rest-publish": rest_publish,
-        "mcp-get": mcp_get, "mcp-miss": mcp_miss,
+        "rest-move": rest_move, "mcp-get": mcp_get, "mcp-miss": mcp_miss,
     }  # fmt: skip
     return chosen[workload]
 

@@ -8,9 +8,9 @@ is not a JSON object its model accepts...), and the request is routed again past
 it read handed on. The middleware (security headers, metrics by the route's template, the body
 limit) and the error handlers are the same for both ways; the FastAPI route documents the path
 (the plain route is not in the API description) and shares the endpoint's work (one function each
-calls). What it bought: a version write is 5.79 million instructions of the worker through FastAPI
-alone, 4.07 million with no framework at all (bench/instructions, rest-write); see
-docs/benchmarks.md for the plain route's own figure.
+calls). What it bought: a version write, 6.04 million instructions of the worker through the
+FastAPI route, is 4.54 million through its plain route (bench/instructions, rest-write; a quarter
+less, as docs/benchmarks.md says).
 """
 
 from __future__ import annotations

@@ -259,10 +259,6 @@ async def plain_create_version(request: Request, body: bytes) -> Response | None
     return plain.json_answer(result, answer)
 
 
-# The routes that a plain endpoint answers first in their ordinary case (registry.api.plain).
-PLAIN = (("POST", router.prefix + _VERSIONS, plain_create_version),)
-
-
 async def _create_version(
     request: Request,
     response: Response,
@@ -389,11 +385,33 @@ async def list_labels(tenant: str, name: str, request: Request) -> dict[str, int
         return (await reading.get_prompt(scope.session, scope.tenant, name)).labels
 
 
-@router.put(
-    "/prompts/{name}/labels/{label}", response_model=LabelOut, summary="Set or move a label"
-)
+_LABEL = "/prompts/{name}/labels/{label}"
+
+
+@router.put(_LABEL, response_model=LabelOut, summary="Set or move a label")
 async def set_label(
     tenant: str, name: str, label: str, body: LabelMove, request: Request, force: Force = False
+) -> LabelOut:
+    return await _set_label(request, tenant, name, label, body, force=force)
+
+
+async def plain_set_label(request: Request, body: bytes) -> Response | None:
+    """``set_label`` for the ordinary move (no query: not forced; a JSON move the model accepts),
+    without FastAPI's routing and dependencies (registry.api.plain); None for any other request."""
+    if not plain.ordinary(request) or bearer(request) is None:
+        return None  # the route's own dependency says 401 when there is no credential
+    move = plain.model_of(LabelMove, body)
+    if move is None:
+        return None
+    params = request.path_params
+    result = await _set_label(
+        request, params["tenant"], params["name"], params["label"], move, force=False
+    )
+    return plain.json_answer(result, Response())
+
+
+async def _set_label(
+    request: Request, tenant: str, name: str, label: str, body: LabelMove, *, force: bool
 ) -> LabelOut:
     async with tenant_scope(request, tenant, "editor") as scope:
         return await writing.set_label(
@@ -566,3 +584,11 @@ async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
         "Content-Disposition": disposition,
     }
     return Response(data, media_type=mime, headers=headers)
+
+
+# The routes that a plain endpoint answers first in their ordinary case (registry.api.plain): a
+# new version and a label move, what a publisher sends.
+PLAIN = (
+    ("POST", router.prefix + _VERSIONS, plain_create_version),
+    ("PUT", router.prefix + _LABEL, plain_set_label),
+)

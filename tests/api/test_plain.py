@@ -1,6 +1,6 @@
-"""The version write's plain route (registry.api.plain): its ordinary case answered without
-FastAPI's routing, byte for byte as the FastAPI route answers it; every other request answered by
-that route, as before."""
+"""The plain routes of a version write and a label move (registry.api.plain): their ordinary case
+answered without FastAPI's routing, byte for byte as the FastAPI route answers it; every other
+request answered by that route, as before."""
 
 from __future__ import annotations
 
@@ -38,21 +38,24 @@ async def keys(api: Api) -> dict[str, str]:
 
 @pytest.fixture
 def answered(api: Api) -> list[int]:
-    """The status of each request the plain route answered itself (not passed on)."""
-    route = api.app.router.routes[0]
-    assert isinstance(route, PlainRoute) and route.path == WRITE.replace(
-        "acme", "{tenant}"
-    ).replace("ask", "{name}")
+    """The status of each request the plain routes answered themselves (not passed on)."""
+    routes = [route for route in api.app.router.routes if isinstance(route, PlainRoute)]
+    assert {(r.method, r.path) for r in routes} == {
+        ("POST", "/api/v1/tenants/{tenant}/prompts/{name}/versions"),
+        ("PUT", "/api/v1/tenants/{tenant}/prompts/{name}/labels/{label}"),
+    }
+    assert api.app.router.routes[: len(routes)] == routes  # ahead of every other route
     seen: list[int] = []
-    endpoint: Callable[..., Awaitable[Any]] = route.endpoint
+    for route in routes:
+        endpoint: Callable[..., Awaitable[Any]] = route.endpoint
 
-    async def counted(request: Any, raw: bytes) -> Any:
-        response = await endpoint(request, raw)
-        if response is not None:
-            seen.append(response.status_code)
-        return response
+        async def counted(request: Any, raw: bytes, endpoint: Any = endpoint) -> Any:
+            response = await endpoint(request, raw)
+            if response is not None:
+                seen.append(response.status_code)
+            return response
 
-    route.endpoint = counted
+        route.endpoint = counted
     return seen
 
 
@@ -95,6 +98,31 @@ async def created_count(api: Api) -> float:
     counted = f'registry_requests_total{{kind="rest",name="{ROUTE}",outcome="201"}} '
     found = [line for line in metrics.text.splitlines() if line.startswith(counted)]
     return float(found[0].removeprefix(counted)) if found else 0.0
+
+
+async def test_a_plain_label_move_is_the_routes_byte_for_byte(
+    api: Api, keys: dict[str, str], answered: list[int]
+) -> None:
+    editor = {"Authorization": keys["editor"]}
+    await api.client.post(WRITE, json=body("Hello {{who}}"), headers=editor)
+    moved = await api.client.put(f"{P}/ask/labels/staging", json={"version": 2}, headers=editor)
+    assert moved.status_code == 200 and moved.json()["version"] == 2
+    # There already: the same answer both ways, the FastAPI route's (with a query) and the plain.
+    plain = await api.client.put(f"{P}/ask/labels/staging", json={"version": 2}, headers=editor)
+    routed = await api.client.put(
+        f"{P}/ask/labels/staging?force=false", json={"version": 2}, headers=editor
+    )
+    same_answer(plain, routed)
+    # Refused the same way: a protected label needs the publisher role.
+    plain = await api.client.put(f"{P}/ask/labels/production", json={"version": 2}, headers=editor)
+    routed = await api.client.put(
+        f"{P}/ask/labels/production?force=false", json={"version": 2}, headers=editor
+    )
+    assert plain.status_code == 403
+    same_answer(plain, routed)
+    labels = await api.client.get(f"{P}/ask/labels", headers=editor)
+    assert labels.json() == {"latest": 2, "staging": 2}
+    assert answered == [201, 200, 200]
 
 
 @pytest.mark.parametrize(
