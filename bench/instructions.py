@@ -62,7 +62,13 @@ async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
         await one("POST", f"{inproc.PROMPT_PATH}/versions", rest, body, 201)
 
     if workload == "rest-move":  # a second version to move the label to and from
-        await one("POST", f"{inproc.PROMPT_PATH}/versions", rest, inproc.version_body("move"), 201)
+        await one(
+            "POST",
+            f"{inproc.PROMPT_PATH}/versions",
+            rest,
+            inproc.version_body(f"move {os.getpid()}"),
+            201,
+        )
     moves = iter(range(1 << 40))
 
     async def rest_move() -> None:
