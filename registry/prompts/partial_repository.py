@@ -12,6 +12,7 @@ from sqlalchemy import (
     Integer,
     Text,
     and_,
+    bindparam,
     column,
     func,
     select,
@@ -80,19 +81,23 @@ async def partial_tree(
     return [dict(row) for row in result.mappings().all()]
 
 
+# Built once, with bound parameters (as prompts/repository.py's reads of versions).
+_PARTIAL_LOCKS = (
+    select(PromptPartial)
+    .where(
+        PromptPartial.tenant_id == bindparam("tenant_id"),
+        PromptPartial.prompt_id == bindparam("prompt_id"),
+        PromptPartial.version.in_(bindparam("versions", expanding=True)),
+    )
+    .order_by(PromptPartial.version, PromptPartial.ref)
+)
+
+
 async def partial_locks(
     session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, versions: Sequence[int]
 ) -> Sequence[PromptPartial]:
-    result = await session.execute(
-        select(PromptPartial)
-        .where(
-            PromptPartial.tenant_id == tenant_id,
-            PromptPartial.prompt_id == prompt_id,
-            PromptPartial.version.in_(versions),
-        )
-        .order_by(PromptPartial.version, PromptPartial.ref)
-    )
-    return result.scalars().all()
+    params = {"tenant_id": tenant_id, "prompt_id": prompt_id, "versions": list(versions)}
+    return (await session.execute(_PARTIAL_LOCKS, params)).scalars().all()
 
 
 async def embedding(

@@ -372,39 +372,56 @@ async def changed_labels(
     return {label for label, kind in rows if serves_change(kind)}, len(rows)
 
 
+# Built once, with bound parameters (building a statement and its cache key cost a REST read more
+# than executing it).
+_VERSION_ROWS = (
+    select(PromptVersion)
+    .where(
+        PromptVersion.tenant_id == bindparam("tenant_id"),
+        PromptVersion.prompt_id == bindparam("prompt_id"),
+    )
+    .order_by(PromptVersion.version)
+)
+_SOME_VERSION_ROWS = _VERSION_ROWS.where(
+    PromptVersion.version.in_(bindparam("versions", expanding=True))
+)
+_ARGUMENTS = (
+    select(PromptArgument)
+    .where(
+        PromptArgument.tenant_id == bindparam("tenant_id"),
+        PromptArgument.prompt_id == bindparam("prompt_id"),
+        PromptArgument.version.in_(bindparam("versions", expanding=True)),
+    )
+    .order_by(PromptArgument.version, PromptArgument.position)
+)
+_MESSAGES = (
+    select(PromptMessage)
+    .where(
+        PromptMessage.tenant_id == bindparam("tenant_id"),
+        PromptMessage.prompt_id == bindparam("prompt_id"),
+        PromptMessage.version.in_(bindparam("versions", expanding=True)),
+    )
+    .order_by(PromptMessage.version, PromptMessage.position)
+)
+
+
 async def version_rows(
     session: AsyncSession, prompt: Prompt, versions: Iterable[int] | None = None
 ) -> Sequence[PromptVersion]:
-    query = select(PromptVersion).where(
-        PromptVersion.tenant_id == prompt.tenant_id, PromptVersion.prompt_id == prompt.id
-    )
-    if versions is not None:
-        query = query.where(PromptVersion.version.in_(list(versions)))
-    return (await session.execute(query.order_by(PromptVersion.version))).scalars().all()
+    params: dict[str, Any] = {"tenant_id": prompt.tenant_id, "prompt_id": prompt.id}
+    if versions is None:
+        return (await session.execute(_VERSION_ROWS, params)).scalars().all()
+    params["versions"] = list(versions)
+    return (await session.execute(_SOME_VERSION_ROWS, params)).scalars().all()
 
 
 async def version_children(
     session: AsyncSession, tenant_id: uuid.UUID, prompt_id: uuid.UUID, versions: Sequence[int]
 ) -> tuple[Sequence[PromptArgument], Sequence[PromptMessage]]:
     """Arguments and messages of some versions of one prompt, each in position order."""
-    arguments = await session.execute(
-        select(PromptArgument)
-        .where(
-            PromptArgument.tenant_id == tenant_id,
-            PromptArgument.prompt_id == prompt_id,
-            PromptArgument.version.in_(versions),
-        )
-        .order_by(PromptArgument.version, PromptArgument.position)
-    )
-    messages = await session.execute(
-        select(PromptMessage)
-        .where(
-            PromptMessage.tenant_id == tenant_id,
-            PromptMessage.prompt_id == prompt_id,
-            PromptMessage.version.in_(versions),
-        )
-        .order_by(PromptMessage.version, PromptMessage.position)
-    )
+    params = {"tenant_id": tenant_id, "prompt_id": prompt_id, "versions": list(versions)}
+    arguments = await session.execute(_ARGUMENTS, params)
+    messages = await session.execute(_MESSAGES, params)
     return arguments.scalars().all(), messages.scalars().all()
 
 
