@@ -71,18 +71,24 @@ class BodyLimit:
         if refused is not None:
             await _refuse(send, 422, "invalid_input", refused)
             return
-        replayed = False
+        await self.app(scope, replaying(body, receive, gone=disconnected), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            if disconnected:
-                return {"type": "http.disconnect"}
-            return await receive()  # after the body: wait for the client to go away
 
-        await self.app(scope, replay, send)
+def replaying(body: bytes, receive: Receive, *, gone: bool = False) -> Receive:
+    """A receive that gives ``body`` whole, once; then (the body read) waits on ``receive`` for the
+    client to go away, or says it has gone when it went while the body was read."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        if gone:
+            return {"type": "http.disconnect"}
+        return await receive()
+
+    return replay
 
 
 def _json_refusal(scope: Scope, body: bytes) -> str | None:

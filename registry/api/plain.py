@@ -23,7 +23,9 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, compile_path
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
+
+from registry.api.limits import replaying
 
 # Set on a request's scope once its plain route passed it on: routed again, it goes past.
 _PASSED = "registry.plain_passed"
@@ -56,7 +58,7 @@ class PlainRoute(BaseRoute):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _body(receive)
-        again = _replay(body, receive)
+        again = replaying(body, receive)
         scope["route"] = self
         response = await self.endpoint(Request(scope, again), body)
         if response is None:
@@ -77,20 +79,6 @@ async def _body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive that gives ``body`` once, then what ``receive`` gives (a disconnect)."""
-    given = False
-
-    async def again() -> Message:
-        nonlocal given
-        if not given:
-            given = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
 
 
 def ordinary(request: Request, *, headers: tuple[str, ...] = ()) -> bool:

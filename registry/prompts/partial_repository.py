@@ -12,7 +12,6 @@ from sqlalchemy import (
     Integer,
     Text,
     and_,
-    bindparam,
     column,
     func,
     select,
@@ -26,6 +25,7 @@ from registry.db.models import (
     Prompt,
     PromptPartial,
 )
+from registry.prompts import repository as repo
 
 _PARTIAL_TREE = text(
     """
@@ -81,16 +81,7 @@ async def partial_tree(
     return [dict(row) for row in result.mappings().all()]
 
 
-# Built once, with bound parameters (as prompts/repository.py's reads of versions).
-_PARTIAL_LOCKS = (
-    select(PromptPartial)
-    .where(
-        PromptPartial.tenant_id == bindparam("tenant_id"),
-        PromptPartial.prompt_id == bindparam("prompt_id"),
-        PromptPartial.version.in_(bindparam("versions", expanding=True)),
-    )
-    .order_by(PromptPartial.version, PromptPartial.ref)
-)
+_PARTIAL_LOCKS = repo.of_versions(PromptPartial, PromptPartial.version, PromptPartial.ref)
 
 
 async def partial_locks(

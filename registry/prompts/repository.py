@@ -12,10 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 from sqlalchemy import (
+    Select,
     and_,
     bindparam,
     delete,
@@ -372,8 +373,25 @@ async def changed_labels(
     return {label for label, kind in rows if serves_change(kind)}, len(rows)
 
 
-# Built once, with bound parameters (building a statement and its cache key cost a REST read more
-# than executing it).
+R = TypeVar("R")
+
+
+def of_versions(model: type[R], *order: Any) -> Select[R]:
+    """Rows of ``model`` that belong to some versions of one prompt, in ``order``: a statement
+    built once, its parameters bound at each call (``tenant_id``, ``prompt_id``, ``versions``).
+    Building a statement and its cache key at each call cost a REST read more than running it."""
+    rows: Any = model  # a mapped class of a version's child rows: these three columns
+    return (
+        select(model)
+        .where(
+            rows.tenant_id == bindparam("tenant_id"),
+            rows.prompt_id == bindparam("prompt_id"),
+            rows.version.in_(bindparam("versions", expanding=True)),
+        )
+        .order_by(*order)
+    )
+
+
 _VERSION_ROWS = (
     select(PromptVersion)
     .where(
@@ -382,27 +400,9 @@ _VERSION_ROWS = (
     )
     .order_by(PromptVersion.version)
 )
-_SOME_VERSION_ROWS = _VERSION_ROWS.where(
-    PromptVersion.version.in_(bindparam("versions", expanding=True))
-)
-_ARGUMENTS = (
-    select(PromptArgument)
-    .where(
-        PromptArgument.tenant_id == bindparam("tenant_id"),
-        PromptArgument.prompt_id == bindparam("prompt_id"),
-        PromptArgument.version.in_(bindparam("versions", expanding=True)),
-    )
-    .order_by(PromptArgument.version, PromptArgument.position)
-)
-_MESSAGES = (
-    select(PromptMessage)
-    .where(
-        PromptMessage.tenant_id == bindparam("tenant_id"),
-        PromptMessage.prompt_id == bindparam("prompt_id"),
-        PromptMessage.version.in_(bindparam("versions", expanding=True)),
-    )
-    .order_by(PromptMessage.version, PromptMessage.position)
-)
+_SOME_VERSION_ROWS = of_versions(PromptVersion, PromptVersion.version)
+_ARGUMENTS = of_versions(PromptArgument, PromptArgument.version, PromptArgument.position)
+_MESSAGES = of_versions(PromptMessage, PromptMessage.version, PromptMessage.position)
 
 
 async def version_rows(
