@@ -25,6 +25,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, compile_path
 from starlette.types import Receive, Scope, Send
 
+from registry.api.auth import bearer
 from registry.api.limits import replaying
 
 # Set on a request's scope once its plain route passed it on: routed again, it goes past.
@@ -81,21 +82,21 @@ async def _body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-def ordinary(request: Request, *, headers: tuple[str, ...] = ()) -> bool:
-    """Whether a request is the ordinary case a plain endpoint answers: no query string, a JSON
-    body by its content type, each of ``headers`` at most once."""
-    if request.scope["query_string"]:
-        return False
+def parsed(
+    request: Request, body: bytes, model: type[M], *, headers: tuple[str, ...] = ()
+) -> M | None:
+    """The body as ``model`` when the request is the ordinary case a plain endpoint answers: no
+    query string, a JSON body by its content type and as ``model`` accepts it, each of ``headers`` at
+    most once, and a credential (the prompts router's one dependency, ``auth.require_credential``,
+    says 401 without one); else None, and the FastAPI route answers. Anything orjson reads, the
+    standard library's parser that FastAPI uses reads alike; what orjson refuses goes on to it."""
+    if request.scope["query_string"] or bearer(request) is None:
+        return None
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if kind != "application/json":
-        return False
-    return all(len(request.headers.getlist(name)) <= 1 for name in headers)
-
-
-def model_of(model: type[M], body: bytes) -> M | None:
-    """``body`` as ``model``, or None when it is not a JSON object that the model accepts (the
-    FastAPI route then says why, as for every route). Anything orjson reads, the standard library's
-    parser that FastAPI uses reads alike; what orjson refuses goes on to it."""
+        return None
+    if any(len(request.headers.getlist(name)) > 1 for name in headers):
+        return None
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -77,7 +77,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
     with contextlib.suppress(KeyboardInterrupt), _removed(lambda: made):
         url = registry.url(serve=True)
         os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
-        count = _size_pools(settings, url)
+        count = _workers_and_pools(settings, url)
         # Several workers: /metrics adds up their files. One worker serves from this process, whose
         # metrics exist already (they were made before a folder could be named): it shows its own.
         if count > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
@@ -111,7 +111,7 @@ def _removed(folder: Callable[[], str | None]) -> Iterator[None]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _size_pools(settings: Settings, url: str) -> int:
+def _workers_and_pools(settings: Settings, url: str) -> int:
     """Decide the workers (REGISTRY_WORKERS, else one per core as the server's connections allow)
     and give each its share of the server's connections (REGISTRY_DB_WORKER_CONNECTIONS, read by
     every worker), unless the pools are sized by hand or a transaction pooler stands between, and

@@ -75,8 +75,7 @@ class PoolSizes:
 def per_worker(max_connections: int, reserved: int, workers: int) -> int:
     """Each worker's share of what the server accepts, less its reserved and a spare few, so that
     adding workers never takes the server past max_connections; ValueError when it cannot."""
-    budget = max_connections - reserved - SPARE_CONNECTIONS
-    each = budget // workers
+    each = _budget(max_connections, reserved) // workers
     if each < MIN_WORKER_CONNECTIONS:
         raise ValueError(
             f"{workers} workers cannot share the server's {max_connections} connections "
@@ -98,8 +97,13 @@ def usable_cores() -> int:
 def default_workers(max_connections: int, reserved: int, cores: int) -> int:
     """Workers when none are asked for: one per core, as many as can each have the least share of
     the server's connections that ``per_worker`` accepts (one at least)."""
-    budget = max_connections - reserved - SPARE_CONNECTIONS
-    return max(1, min(cores, budget // MIN_WORKER_CONNECTIONS))
+    return max(1, min(cores, _budget(max_connections, reserved) // MIN_WORKER_CONNECTIONS))
+
+
+def _budget(max_connections: int, reserved: int) -> int:
+    """The server's connections that the workers share: what it accepts, less its reserved ones
+    and a spare few."""
+    return max_connections - reserved - SPARE_CONNECTIONS
 
 
 async def connection_limits(url: str) -> tuple[int, int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, TypeVar
 
 import orjson
@@ -184,16 +184,17 @@ class StoredArgument:
     max_length: int | None
 
 
+# StoredArgument's columns of prompt_arguments ``a``: as a select list, and as a JSON object's members.
+_ARGUMENT_COLUMNS = ", ".join(f'a."{f.name}"' for f in fields(StoredArgument))
+_ARGUMENT_OBJECT = ", ".join(f"'{f.name}', a.\"{f.name}\"" for f in fields(StoredArgument))
+
 # The arguments of the versions that the labels $19 serve (before the statement), as one JSON object
 # of version -> arguments in position order: what a move of those labels onto the new version
 # compares contracts with (registry.prompts.writing.contract_changes), read with the write.
-_CONTRACTED = """LATERAL (
+_CONTRACTED = f"""LATERAL (
     SELECT jsonb_object_agg(served.version, served.arguments) AS contracts
       FROM (SELECT l.version,
-                   coalesce(jsonb_agg(jsonb_build_object(
-                       'name', a.name, 'title', a.title, 'description', a.description,
-                       'required', a.required, 'default', a."default", 'enum', a.enum,
-                       'pattern', a.pattern, 'max_length', a.max_length) ORDER BY a.position)
+                   coalesce(jsonb_agg(jsonb_build_object({_ARGUMENT_OBJECT}) ORDER BY a.position)
                      FILTER (WHERE a.name IS NOT NULL), '[]') AS arguments
               FROM labels l
               LEFT JOIN prompt_arguments a
@@ -491,9 +492,8 @@ async def blob_data(
 # The arguments of (prompt, version) pairs, in one round trip on the driver: the pairs come as two
 # arrays, unnested with their place in the request (a pair is found by its place: the driver's ids
 # are a type of its own), each pair reached on the primary key.
-_ARGUMENTS_OF = """
-SELECT p.place, a.name, a.title, a.description, a.required, a."default", a.enum, a.pattern,
-       a.max_length
+_ARGUMENTS_OF = f"""
+SELECT p.place, {_ARGUMENT_COLUMNS}
   FROM unnest($2::uuid[], $3::int[]) WITH ORDINALITY AS p(prompt_id, version, place)
   JOIN prompt_arguments a ON a.tenant_id = $1 AND a.prompt_id = p.prompt_id AND a.version = p.version
  ORDER BY p.place, a.position

@@ -9,7 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.routing import APIRoute
 
+from registry.api import prompts
+from registry.api.auth import require_credential
 from registry.api.plain import PlainRoute
 from tests.api.conftest import Api
 
@@ -57,6 +60,26 @@ def answered(api: Api) -> list[int]:
 
         route.endpoint = counted
     return seen
+
+
+def test_the_plain_endpoints_do_all_that_their_routes_dependencies_do() -> None:
+    """A plain endpoint skips FastAPI's dependencies: it checks the credential itself (the router's
+    one dependency). A dependency added to either route must be done by its plain endpoint too;
+    this fails until it is looked at."""
+    plain = {(method, path) for method, path, _ in prompts.PLAIN}
+    routes = [
+        route
+        for route in prompts.router.routes
+        if isinstance(route, APIRoute) and (method_of(route), route.path) in plain
+    ]
+    assert len(routes) == len(plain)
+    for route in routes:
+        assert [d.call for d in route.dependant.dependencies] == [require_credential], route.path
+
+
+def method_of(route: APIRoute) -> str:
+    assert route.methods is not None and len(route.methods) == 1
+    return next(iter(route.methods))
 
 
 def same_answer(plain: httpx.Response, routed: httpx.Response) -> None:
