@@ -92,7 +92,7 @@ def test_the_installed_wheel_migrates_and_serves_from_any_directory(
     assert migrated.returncode == 0, migrated.stderr
     port = free_port()
     process = subprocess.Popen(
-        [command, "serve", "--port", str(port)],
+        [command, "serve", "--port", str(port), "--workers", "1"],
         env=env, cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

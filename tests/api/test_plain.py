@@ -148,35 +148,32 @@ async def test_a_plain_label_move_is_the_routes_byte_for_byte(
     assert answered == [201, 200, 200]
 
 
-@pytest.mark.parametrize(
-    ("content", "headers", "status"),
-    [
-        (b'{"messages": [', {"Content-Type": "application/json"}, 422),  # not JSON
-        (b"[1, 2]", {"Content-Type": "application/json"}, 422),  # not an object
-        (b'{"messages": "no"}', {"Content-Type": "application/json"}, 422),  # not a version
-        (b'{"messages": [{"role": "user", "text": "a"}]}', {"Content-Type": "text/plain"}, 422),
-        (b'{"messages": [{"role": "user", "text": "a"}]}', {"If-Match": "1, 2"}, 422),
-        (b'{"messages": [{"role": "user", "text": "a"}]}', {"If-Match": ["9", "1"]}, 412),
-        (b'{"messages": [{"role": "user", "text": "a"}]}', {"Authorization": ""}, 401),
-    ],
-)
+# Requests that are not the ordinary case, or that fail: content, headers, the status both answer.
+OTHERS: list[tuple[bytes, dict[str, Any], int]] = [
+    (b'{"messages": [', {"Content-Type": "application/json"}, 422),  # not JSON
+    (b"[1, 2]", {"Content-Type": "application/json"}, 422),  # not an object
+    (b'{"messages": "no"}', {"Content-Type": "application/json"}, 422),  # not a version
+    (b'{"messages": [{"role": "user", "text": "a"}]}', {"Content-Type": "text/plain"}, 422),
+    (b'{"messages": [{"role": "user", "text": "a"}]}', {"If-Match": "1, 2"}, 422),
+    (b'{"messages": [{"role": "user", "text": "a"}]}', {"If-Match": ["9", "1"]}, 412),
+    (b'{"messages": [{"role": "user", "text": "a"}]}', {"Authorization": ""}, 401),
+]
+
+
 async def test_other_requests_are_the_routes_to_answer(
-    api: Api,
-    keys: dict[str, str],
-    answered: list[int],
-    content: bytes,
-    headers: dict[str, Any],
-    status: int,
+    api: Api, keys: dict[str, str], answered: list[int]
 ) -> None:
-    given = {"Authorization": keys["editor"], "Content-Type": "application/json", **headers}
-    sent = [  # a list repeats a header
-        (name, value)
-        for name, values in given.items()
-        for value in (values if isinstance(values, list) else [values])
-        if value
-    ]
-    plain = await api.client.post(WRITE, content=content, headers=sent)
-    routed = await api.client.post(f"{WRITE}?dry_run=false", content=content, headers=sent)
-    assert plain.status_code == status, plain.text
-    same_answer(plain, routed)
-    assert answered == []  # neither answered by the plain route
+    """None changes anything, so all are sent to the same prompt, each both ways."""
+    for content, headers, status in OTHERS:
+        given = {"Authorization": keys["editor"], "Content-Type": "application/json", **headers}
+        sent = [  # a list repeats a header
+            (name, value)
+            for name, values in given.items()
+            for value in (values if isinstance(values, list) else [values])
+            if value
+        ]
+        plain = await api.client.post(WRITE, content=content, headers=sent)
+        routed = await api.client.post(f"{WRITE}?dry_run=false", content=content, headers=sent)
+        assert plain.status_code == status, (headers, plain.text)
+        same_answer(plain, routed)
+    assert answered == []  # none answered by the plain route

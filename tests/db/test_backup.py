@@ -87,7 +87,7 @@ def test_backup_while_serving_restores_the_same_data(tmp_path: Path) -> None:
     restored = registry_command("restore", str(backup_file), env={"REGISTRY_DATA_DIR": str(target)})
     assert restored.returncode == 0, restored.stderr
     port = free_port()
-    process = serve_embedded(target, port)
+    process = serve_embedded(target, port, "--workers", "1")
     try:
         wait_ready(process, port)
         copy = export(f"http://127.0.0.1:{port}", secret)  # the key came back with the data
