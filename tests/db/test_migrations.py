@@ -182,16 +182,31 @@ async def test_the_code_serves_its_own_schema_and_a_later_one_never_an_older(
         await engine.dispose()
 
 
-def test_finding_the_head_loads_no_model_of_the_application() -> None:
-    """Every `registry` command and each worker's first /readyz learn the head, for which Alembic
-    executes every migration: a migration imports what its data fill needs inside its upgrade."""
+def test_finding_the_head_loads_neither_alembic_nor_a_model_of_the_application() -> None:
+    """Every `registry` command and each worker's first /readyz learn the head: from the migration
+    files' headers, without importing Alembic or running a migration."""
     probe = (
         "import sys; from registry.db import migrate; head = migrate.head_revision(); "
         "migrate.known_revisions(); "
         "print(head, sorted(m for m in sys.modules if m.startswith(('registry.prompts', "
-        "'registry.skills', 'registry.mcp', 'registry.api'))))"
+        "'registry.skills', 'registry.mcp', 'registry.api', 'alembic', 'mako'))))"
     )
     found = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert found.stdout.split(" ", 1) == [migrate.head_revision(), "[]\n"], found.stdout
+
+
+def test_the_headers_name_the_revisions_alembic_finds() -> None:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    assert migrate.head_revision() == script.get_current_head()
+    assert migrate.known_revisions() == {r.revision for r in script.walk_revisions()}
+
+
+def test_a_migration_header_that_is_not_one_revision_is_refused() -> None:
+    assert migrate._header('revision: str = "0007"\ndown_revision = None\n', "revision") == "0007"
+    assert migrate._header('revision = "0007"\ndown_revision = None\n', "down_revision") is None
+    with pytest.raises(RuntimeError, match="one revision expected"):
+        migrate._header('down_revision = ("0003", "0004")\n', "down_revision")
