@@ -136,7 +136,7 @@ def test_a_chosen_workload_runs_alone_and_an_unknown_one_is_refused(
     results = json.loads(result_file.read_text())
     assert [row["workload"] for row in results["wrk"]] == ["admin: new version"]
     assert results["wrk"][0]["errors"] == 0 and results["wrk"][0]["rps"] > 0
-    assert results["walk"] == {} and results["fanout"] == []
+    assert results["walk"] == {} and results["fanout"] == [] and results["db_ceiling"] == {}
     assert len(results["memory_kib"]["idle"]) == 2  # both workers were found and read
 
 
