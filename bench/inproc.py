@@ -8,7 +8,8 @@ migrated database of its own).
 Creates tenant ``inproc`` (with an operator token it sets itself), a key and one prompt; prints the
 fastest and the median of five runs of ``--calls`` calls (microseconds per call), and the CPU time of
 a prompts/get that misses the worker's caches and of a prompt read through the admin API (a fifth as
-many calls) and of a version write (a tenth; their wall time would include PostgreSQL's);
+many calls) and of a version write (a tenth; their wall time would include PostgreSQL's), and of the
+empty transaction every REST request opens, through the ORM session and on the driver alone;
 ``--profile`` adds cProfile's top functions for prompts/get.
 
 ``--memory TENANTS PROMPTS`` measures instead what a worker keeps per tenant and per cached prompt:
@@ -328,6 +329,13 @@ async def main() -> None:
             expect=(201, b'"created":true')))  # fmt: skip
         print(f"REST version write: {cpu[0]:.1f} µs of this process's CPU per call at best, "
               f"median {cpu[2]:.1f}")  # fmt: skip
+        orm, driver = await _entry_costs(app, max(1, args.calls // 10))
+        print(
+            f"empty tenant transaction, ORM session: {orm:.1f} µs of this process's CPU, median "
+            "(BEGIN, the statement entering the tenant with the caller's key, COMMIT)"
+        )
+        print(f"empty tenant transaction, driver alone: {driver:.1f} µs of this process's CPU, "
+              "median (the same three round trips on a plain asyncpg connection)")  # fmt: skip
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()
@@ -335,6 +343,46 @@ async def main() -> None:
                 await call(app, "POST", "/mcp/inproc", get, get_body)
             profile.disable()
             pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+
+
+async def _entry_costs(app: Any, transactions: int) -> tuple[float, float]:
+    """The CPU of the transaction every REST request opens, with nothing in it: through the ORM
+    session as the registry opens it (``named_tenant_tx``), and the same three round trips on a
+    plain asyncpg connection (medians of five runs, µs per transaction)."""
+    from registry.db import repository as repo
+    from registry.db.connect import APP_ROLE
+    from registry.tenants import service as tenants
+
+    db = app.state.db
+    key_hash = tenants.hash_secret(MCP["authorization"].removeprefix("Bearer "))
+    compiled = repo._ENTER_NAMED_TENANT_WITH_KEY.compile(dialect=db.engine.dialect)
+    values = compiled.construct_params(
+        {"role": APP_ROLE, "slug": "inproc", "secret_hash": key_hash}
+    )
+    sql, arguments = str(compiled), [values[name] for name in compiled.positiontup or ()]
+
+    async def orm() -> None:
+        async with db.named_tenant_tx("inproc", key_hash=key_hash) as (_, tenant, key):
+            if tenant is None or key is None:
+                raise RuntimeError("the ORM entry found no tenant inproc or no key")
+
+    async def driver() -> None:
+        async with connection.transaction():
+            row = await connection.fetchrow(sql, *arguments)
+            if row is None or row["id_1"] is None:
+                raise RuntimeError("the driver's entry found no tenant inproc or no key")
+
+    runs: dict[str, list[float]] = {"orm": [], "driver": []}
+    async with (await db.reads()).acquire() as connection:
+        for _ in range(5):
+            for name, one in (("orm", orm), ("driver", driver)):
+                for _ in range(20):
+                    await one()
+                started = time.process_time()
+                for _ in range(transactions):
+                    await one()
+                runs[name].append((time.process_time() - started) / transactions * 1e6)
+    return sorted(runs["orm"])[2], sorted(runs["driver"])[2]
 
 
 if __name__ == "__main__":

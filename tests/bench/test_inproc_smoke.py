@@ -13,7 +13,8 @@ from tests.conftest import ROOT, PgServer
 
 ROWS = (
     "prompts/get", "prompts/list", "prompts/get, not in memory", "REST prompt read",
-    "REST version write",
+    "REST version write", "empty tenant transaction, ORM session",
+    "empty tenant transaction, driver alone",
 )  # fmt: skip
 
 
