@@ -9,7 +9,9 @@ Workloads: ``rest-read`` (a prompt read through the admin API), ``rest-write`` (
 new content each time), ``rest-publish`` (the same, moving the protected label ``production`` onto
 it, as the fan-out's writes do), ``rest-move`` (the label ``staging`` moved between two versions of
 it), ``mcp-get`` (a prompts/get answered from memory), ``mcp-miss`` (one that
-misses the worker's caches). Each is counted in two processes of its own under callgrind, both
+misses the worker's caches), ``tx-orm`` and ``tx-driver`` (the empty transaction every REST request
+opens, through the ORM session and on the plain asyncpg pool: bench/inproc's
+``empty_transactions``). Each is counted in two processes of its own under callgrind, both
 with the same start and warm-up and the instrumentation on only around the measured requests: one
 with a few of them, one with ``--requests`` more; their difference over ``--requests`` is one
 request's count, what the two have in common cancelling out. PostgreSQL's work is not counted: it
@@ -32,7 +34,10 @@ from typing import Any
 
 from bench import inproc
 
-WORKLOADS = ("rest-read", "rest-write", "rest-publish", "rest-move", "mcp-get", "mcp-miss")
+WORKLOADS = (
+    "rest-read", "rest-write", "rest-publish", "rest-move", "mcp-get", "mcp-miss", "tx-orm",
+    "tx-driver",
+)  # fmt: skip
 WARM = 30  # requests before the count, in both processes
 FEW = 10  # requests counted in the shorter process
 
@@ -86,6 +91,8 @@ async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
         "rest-read": rest_read, "rest-write": rest_write, "rest-publish": rest_publish,
         "rest-move": rest_move, "mcp-get": mcp_get, "mcp-miss": mcp_miss,
     }  # fmt: skip
+    empty = inproc.empty_transactions(app)
+    chosen["tx-orm"], chosen["tx-driver"] = empty["orm"], empty["driver"]
     return chosen[workload]
 
 

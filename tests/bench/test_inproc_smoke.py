@@ -53,7 +53,7 @@ def test_instruction_counts_workloads_run(pg_server: PgServer, db_name: str) -> 
     env = {**os.environ, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
     env.pop("REGISTRY_DATA_DIR", None)
     # in one process, as no count is taken
-    workloads = "rest-read,rest-write,rest-publish,rest-move,mcp-get,mcp-miss"
+    workloads = "rest-read,rest-write,rest-publish,rest-move,mcp-get,mcp-miss,tx-orm,tx-driver"
     ran = subprocess.run(
         [sys.executable, "-m", "bench.instructions", "--inner", workloads, "3"],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
