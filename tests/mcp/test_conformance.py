@@ -15,7 +15,6 @@ import pytest
 
 from tests.conftest import (
     OPERATOR_TOKEN,
-    ROOT,
     LiveServer,
     PgServer,
     _create_database,
@@ -24,12 +23,11 @@ from tests.conftest import (
     stop_server,
 )
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS
-from tests.node import node, npm_package
+from tests.node import CONFORMANCE, node, npm_package
 
 pytestmark = pytest.mark.slow
 
-VERSION = "0.2.0-alpha.12"  # the first with server-session-lifecycle
-CACHE = ROOT / ".cache" / "conformance" / VERSION
+CACHE = CONFORMANCE.cache
 SCENARIOS = [
     "server-initialize",
     "ping",
@@ -49,8 +47,7 @@ SCENARIOS = [
 @pytest.fixture(scope="module")
 def conformance() -> list[str]:
     """The command that runs the suite: the wheel's node and the installed entry point."""
-    entry = CACHE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    return [node(), str(npm_package(CACHE, f"@modelcontextprotocol/conformance@{VERSION}", entry))]
+    return [node(), str(npm_package(CONFORMANCE))]
 
 
 @pytest.fixture(scope="module")

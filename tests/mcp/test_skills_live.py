@@ -19,15 +19,13 @@ import httpx
 import pytest
 from mcp import types
 
-from tests.conftest import ROOT, LiveServer, PgServer, module_server
+from tests.conftest import LiveServer, PgServer, module_server
 from tests.mcp.conftest import CONFORMANCE_SKILLS
 from tests.mcp.test_sdk import sdk_client
 from tests.mcp.test_stateless_live import META, REVISION, listen
-from tests.node import node, npm_package
+from tests.node import INSPECTOR, node, npm_package
 
 pytestmark = pytest.mark.slow
-INSPECTOR = "2.12.0"
-INSPECTOR_CACHE = ROOT / ".cache" / "inspector" / INSPECTOR
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 BINARY_SKILL = {
     "name": "brand-assets",
@@ -104,10 +102,7 @@ async def test_the_sdk_reads_every_file_with_matching_digests(
 
 
 def inspector() -> list[str]:
-    entry = INSPECTOR_CACHE / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients"
-    entry = entry / "launcher" / "build" / "index.js"
-    spec = f"@modelcontextprotocol/inspector@{INSPECTOR}"
-    return [node(), str(npm_package(INSPECTOR_CACHE, spec, entry)), "--cli"]
+    return [node(), str(npm_package(INSPECTOR)), "--cli"]
 
 
 def test_the_inspector_cli_lists_gets_and_verifies(served: tuple[LiveServer, str]) -> None:
@@ -118,7 +113,7 @@ def test_the_inspector_cli_lists_gets_and_verifies(served: tuple[LiveServer, str
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*inspector(), url, "--transport", "http", "--protocol-era", "modern", *auth, *args],
-            capture_output=True, text=True, timeout=120, check=False, cwd=INSPECTOR_CACHE,
+            capture_output=True, text=True, timeout=120, check=False, cwd=INSPECTOR.cache,
         )  # fmt: skip
 
     listed = run("--method", "skills/list", "--verify")

@@ -26,11 +26,10 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
 
-from tests.conftest import ROOT, free_port
-from tests.node import node, npm_package
+from tests.conftest import free_port
+from tests.node import OIDC_PROVIDER, node, npm_package
 
-VERSION = "9.13.3"
-CACHE = ROOT / ".cache" / "oidc-provider" / VERSION
+CACHE = OIDC_PROVIDER.cache
 SCRIPT = Path(__file__).with_name("provider.mjs")
 
 ACCOUNTS = {
@@ -44,9 +43,7 @@ INTROSPECTOR = ("registry-introspection", "introspection-secret-for-tests")
 
 def node_and_package() -> tuple[str, Path]:
     """Node from the wheel, and the provider's package installed with npm (once)."""
-    npm_package(
-        CACHE, f"oidc-provider@{VERSION}", CACHE / "node_modules" / "oidc-provider" / "package.json"
-    )
+    npm_package(OIDC_PROVIDER)
     return node(), CACHE
 
 
