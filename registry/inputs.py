@@ -4,7 +4,10 @@ the registry accepts (REST bodies, MCP messages), a bounded nesting depth and no
 (text that cannot be stored or sent back as UTF-8), and in free-form values (model config, content
 _meta) only numbers that can be sent back as they came; for every YAML document (prompt files, the
 console's editor), no anchors or aliases and a bounded number of nodes, checked while it is read,
-so a few hundred bytes cannot expand into gigabytes."""
+so a few hundred bytes cannot expand into gigabytes.
+
+jsonschema and PyYAML are imported where they are first used: the commands that read neither (such
+as ``registry tenant list``) do not load them, about a tenth of a second each."""
 
 from __future__ import annotations
 
@@ -12,15 +15,16 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from typing import Any, cast
+from functools import cache
+from typing import TYPE_CHECKING, Any, cast
 
-import jsonschema
-import jsonschema.validators
 import orjson
-import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from registry.naming import find_nul
+
+if TYPE_CHECKING:
+    import yaml
 
 
 class StrictInput(BaseModel):
@@ -155,8 +159,15 @@ def loads(raw: bytes | str) -> Any:
 
 
 MAX_YAML_NODES = 20_000  # scalars, sequences and mappings in one document (a prompt file: hundreds)
-# libyaml's parser and loader where the wheel has them (about 30 times faster than pure Python)
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@cache
+def _loader() -> type[yaml.SafeLoader]:
+    """libyaml's parser and loader where the wheel has them (about 30 times faster than pure
+    Python)."""
+    import yaml
+
+    return cast(type[yaml.SafeLoader], getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def load_yaml(text: str) -> Any:
@@ -164,19 +175,23 @@ def load_yaml(text: str) -> Any:
     anchors and aliases (an alias repeats a node without copying it in the text: billions of
     values from one line) and more than ``MAX_YAML_NODES`` nodes, before anything is built.
     yaml.YAMLError (with its problem and mark) when it cannot be read."""
-    nodes = 0
-    for event in yaml.parse(text, Loader=_LOADER):
+    import yaml
+
+    loader, nodes = _loader(), 0
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise _refused("anchors and aliases (&name, *name) are not accepted", event)
         if isinstance(event, yaml.NodeEvent):
             nodes += 1
             if nodes > MAX_YAML_NODES:
                 raise _refused(f"the document holds more than {MAX_YAML_NODES:,} values", event)
-    return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader, aliases refused above
+    return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader, aliases refused above
 
 
 def _refused(problem: str, event: yaml.Event) -> yaml.MarkedYAMLError:
     """A refusal read like the parser's own errors: its problem, and where (line and column)."""
+    import yaml
+
     mark = cast(yaml.Mark, event.start_mark)  # libyaml's marks have the same line and column
     return yaml.composer.ComposerError(None, None, problem, mark)
 
@@ -185,6 +200,9 @@ def json_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
     """``value`` if it is a valid JSON Schema (of the draft it names); a ValueError naming the place
     otherwise. A validator of every input field that holds one."""
     if value is not None:
+        import jsonschema
+        import jsonschema.validators
+
         try:
             jsonschema.validators.validator_for(value).check_schema(value)
         except jsonschema.SchemaError as error:

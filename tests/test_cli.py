@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import asyncpg
@@ -151,3 +153,18 @@ def test_webhooks_from_the_command_line(env: dict[str, str]) -> None:
     assert "http or https" in refused
     _ok("webhook", "delete", "--tenant", "acme", endpoint_id, env=env)
     assert "hooks.example" not in _ok("webhook", "list", "--tenant", "acme", env=env)
+
+
+def test_tenant_and_key_commands_load_no_parser_or_migration_tool_they_do_not_use() -> None:
+    """What `registry tenant list` and `registry key create` import: no JSON Schema validator, no
+    YAML reader, no Alembic (each a tenth of a second or more of every such command)."""
+    probe = (
+        "import sys; import registry.cli.base, registry.cli.tenants, registry.tenants.service, "
+        "registry.db.engine, registry.db.attach, registry.db.migrate; "
+        "registry.db.migrate.head_revision(); "
+        "print(sorted(m for m in ('jsonschema', 'yaml', 'alembic', 'mako') if m in sys.modules))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert found.stdout == "[]\n", found.stdout
