@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -167,6 +168,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def modules_loaded(statements: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules named by ``prefixes`` that a fresh interpreter holds after ``statements``."""
+    probe = (
+        f"import json, sys; {statements}; "
+        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded: list[str] = json.loads(found.stdout)
+    return loaded
 
 
 def registry_command(
