@@ -2,9 +2,13 @@
 
 Everything else asks a ``Revision`` (computed once per request: ``revision_of(name)``) instead of
 comparing revision strings: whether it serves a method, and what its messages can carry (titles,
-icons, audio, links, completions, logging, batches, statelessness). Which methods exist in which
-revision comes from the official ``mcp-types`` surface map; ordering questions go through its
-version helper, so an unknown string never sorts as a newer revision.
+icons, audio, links, completions, logging, batches, statelessness). Ordering questions go through
+``at_least``, so an unknown string never sorts as a newer revision.
+
+The tables below are the registry's own, checked against the official ``mcp-types`` package's
+surface map, version lists, wire constants and error codes by tests/mcp/test_revisions.py (a new
+``mcp-types`` release that disagrees fails that test). The package is not imported here: importing it
+builds every revision's Pydantic models, about 0.4 s of CPU in every worker and command.
 """
 
 from __future__ import annotations
@@ -12,11 +16,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from mcp_types.methods import CLIENT_REQUESTS
-from mcp_types.version import (
-    HANDSHAKE_PROTOCOL_VERSIONS,
-    MODERN_PROTOCOL_VERSIONS,
-    is_version_at_least,
+# Handshake (session) revisions, then the stateless ones (a per-request _meta envelope), oldest first.
+SESSION_REVISIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+STATELESS_REVISIONS: tuple[str, ...] = ("2026-07-28",)
+ALL_REVISIONS: tuple[str, ...] = SESSION_REVISIONS + STATELESS_REVISIONS
+LATEST_SESSION_REVISION = SESSION_REVISIONS[-1]
+
+# The client requests of the core protocol, by revision (the schema of each revision).
+_SESSION_METHODS = frozenset({
+    "initialize", "ping", "logging/setLevel", "completion/complete", "prompts/list", "prompts/get",
+    "resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
+    "resources/unsubscribe", "tools/list", "tools/call",
+})  # fmt: skip
+_STATELESS_METHODS = frozenset({
+    "server/discover", "subscriptions/listen", "completion/complete", "prompts/list",
+    "prompts/get", "resources/list", "resources/read", "resources/templates/list", "tools/list",
+    "tools/call",
+})  # fmt: skip
+CLIENT_REQUESTS: frozenset[tuple[str, str]] = frozenset(
+    (method, name)
+    for name in ALL_REVISIONS
+    for method in (_STATELESS_METHODS if name in STATELESS_REVISIONS else _SESSION_METHODS)
 )
 
 # The methods of the extensions this server declares (the Skills extension, SEP-2640): not in the
@@ -24,10 +44,14 @@ from mcp_types.version import (
 # before that read skills through the core resources methods alone.
 EXTENSION_METHODS = frozenset({"skills/list", "skills/get", "resources/directory/read"})
 
-SESSION_REVISIONS: tuple[str, ...] = HANDSHAKE_PROTOCOL_VERSIONS
-STATELESS_REVISIONS: tuple[str, ...] = MODERN_PROTOCOL_VERSIONS
-ALL_REVISIONS: tuple[str, ...] = SESSION_REVISIONS + STATELESS_REVISIONS
-LATEST_SESSION_REVISION = SESSION_REVISIONS[-1]
+
+def at_least(name: str, minimum: str) -> bool:
+    """Whether ``name`` is a revision this server knows, as new as ``minimum`` or newer (an unknown
+    name is never newer)."""
+    if minimum not in ALL_REVISIONS:
+        raise ValueError(f"not a revision this server speaks: {minimum!r}")
+    return name in ALL_REVISIONS and ALL_REVISIONS.index(name) >= ALL_REVISIONS.index(minimum)
+
 
 # The revision that first carries each feature below.
 _AUDIO = "2025-03-26"  # audio content, completions, JSON-RPC batches (2025-03-26 only)
@@ -72,14 +96,14 @@ def revision_of(name: str) -> Revision:
     return Revision(
         name=name,
         stateless=name in STATELESS_REVISIONS,
-        audio=is_version_at_least(name, _AUDIO),
-        links=is_version_at_least(name, _LINKS),
-        titles=is_version_at_least(name, _LINKS),
-        icons=is_version_at_least(name, _ICONS),
-        completions=is_version_at_least(name, _AUDIO),
-        logging=not is_version_at_least(name, _STATELESS),
+        audio=at_least(name, _AUDIO),
+        links=at_least(name, _LINKS),
+        titles=at_least(name, _LINKS),
+        icons=at_least(name, _ICONS),
+        completions=at_least(name, _AUDIO),
+        logging=not at_least(name, _STATELESS),
         batches=name == _AUDIO,
-        priming=is_version_at_least(name, _ICONS),
-        extensions=is_version_at_least(name, _STATELESS),
-        tool_annotations=is_version_at_least(name, _AUDIO),
+        priming=at_least(name, _ICONS),
+        extensions=at_least(name, _STATELESS),
+        tool_annotations=at_least(name, _AUDIO),
     )

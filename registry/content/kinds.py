@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from registry.templates.mustache import Template
 
-if TYPE_CHECKING:  # the pure layer reads a revision's flags; importing it would load mcp-types
+if TYPE_CHECKING:  # the pure layer reads a revision's flags, given by its callers
     from registry.revisions import Revision
 
 Block = dict[str, Any]

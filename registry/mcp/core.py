@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ValidationError
 
 from registry import inputs
@@ -21,7 +20,7 @@ from registry.events.cache import MISSING
 from registry.mcp import caching, handlers, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.call import Call
-from registry.mcp.errors import InvalidRequest, McpError, ParseError
+from registry.mcp.errors import INVALID_PARAMS, InvalidRequest, McpError, ParseError
 from registry.mcp.protocol import Message, classify, error_message, result_message
 from registry.principal import Principal
 from registry.revisions import revision_of

@@ -15,15 +15,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from mcp_types.jsonrpc import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
-)
 from pydantic import ValidationError
 
 from registry.db.errors import outage
@@ -32,6 +23,16 @@ from registry.sessions.service import SessionGone
 from registry.tenants import oauth
 
 logger = logging.getLogger("registry.mcp")
+
+# JSON-RPC 2.0's codes, and those MCP defines (the official mcp-types package's values, checked
+# against it by tests/mcp/test_revisions.py).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020  # 2026-07-28: an HTTP header disagrees with the body
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 # Implementation-defined codes (-32000 to -32019): the HTTP status tells 401 from 403.
 UNAUTHORIZED = -32001

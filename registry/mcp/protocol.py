@@ -1,5 +1,5 @@
-"""JSON-RPC 2.0 envelopes and the MCP wire constants (from the official ``mcp-types`` package); what
-each revision has is registry.revisions."""
+"""JSON-RPC 2.0 envelopes and the MCP wire constants (the official ``mcp-types`` package's, which
+tests/mcp/test_revisions.py checks them against); what each revision has is registry.revisions."""
 
 from __future__ import annotations
 
@@ -7,19 +7,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
-from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CLIENT_INFO_META_KEY,
-    PROTOCOL_VERSION_META_KEY,
-    SERVER_INFO_META_KEY,
-)
 
 from registry.mcp.errors import InvalidRequest
 
-META_VERSION = PROTOCOL_VERSION_META_KEY
-META_CAPABILITIES = CLIENT_CAPABILITIES_META_KEY
-META_CLIENT = CLIENT_INFO_META_KEY
-META_SERVER = SERVER_INFO_META_KEY
+# The 2026-07-28 envelope's _meta keys.
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT = "io.modelcontextprotocol/clientInfo"
+META_SERVER = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"  # not among mcp-types' constants
 SKILLS_EXTENSION = (
     "io.modelcontextprotocol/skills"  # SEP-2640's identifier in capabilities.extensions
