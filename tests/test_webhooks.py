@@ -231,7 +231,9 @@ def test_retries_in_order_with_a_log_and_redelivery(server: LiveServer, receiver
 def test_sigkill_loses_nothing_committed_and_sends_nothing_rolled_back(
     pg_server: PgServer, db_name: str, receiver: Receiver
 ) -> None:
-    env = {**ENV, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name)}
+    # A 2 s timeout: the delivery cut off is leased for 4 s, then sent again by the next server.
+    env = {**ENV, "REGISTRY_DATABASE_URL": pg_server.plain_url(db_name),
+           "REGISTRY_WEBHOOK_TIMEOUT_SECONDS": "2"}  # fmt: skip
     server = start_server(env)
     try:
         keys = server.tenant("acme", roles=("publisher", "admin"))

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 RETRY_FACTORS = (1, 6, 24, 120, 360, 720, 1440, 2880, 5760, 8640, 8640)
 PER_WORKER = 16  # deliveries one worker sends at once
 PER_TENANT = 4  # deliveries of one tenant in flight at once, across every worker and instance
-LEASE_MARGIN_SECONDS = 10.0  # how long a lease outlasts the send's timeout (time to settle it)
+LEASE_MARGIN_MIN_SECONDS = 1.0  # the least time a lease leaves to settle a send that timed out
 USER_AGENT = f"prompt-registry/{registry.__version__} (webhooks)"
 
 
@@ -67,6 +67,9 @@ class Dispatcher:
         self.db = db
         self.allow_private = settings.webhook_allow_private
         self.timeout = settings.webhook_timeout_seconds
+        # A lease outlasts the send's timeout by as long again, the time to settle it: at the
+        # default timeout (10 s), a delivery cut off with its worker is sent again 20 s later.
+        self.lease_seconds = self.timeout + max(self.timeout, LEASE_MARGIN_MIN_SECONDS)
         self.retry = settings.webhook_retry_seconds
         self.disable_after = timedelta(hours=settings.webhook_disable_after_hours)
         self.poll = settings.webhook_poll_seconds
@@ -105,7 +108,7 @@ class Dispatcher:
         async with self.db.operator_tx() as session:
             rows = await repo.claim_due(
                 session, free, per_tenant=PER_TENANT,
-                lease_seconds=self.timeout + LEASE_MARGIN_SECONDS,
+                lease_seconds=self.lease_seconds,
             )  # fmt: skip
         for row in rows:
             task = asyncio.create_task(self._deliver(row))
