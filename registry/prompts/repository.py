@@ -377,30 +377,25 @@ async def changed_labels(
 R = TypeVar("R")
 
 
-def of_versions(model: type[R], *order: Any) -> Select[R]:
-    """Rows of ``model`` that belong to some versions of one prompt, in ``order``: a statement
-    built once, its parameters bound at each call (``tenant_id``, ``prompt_id``, ``versions``).
-    Building a statement and its cache key at each call cost a REST read more than running it."""
-    rows: Any = model  # a mapped class of a version's child rows: these three columns
+def of_prompt(model: type[R], *order: Any) -> Select[R]:
+    """Rows of ``model`` that belong to one prompt, in ``order``: a statement built once, its
+    parameters bound at each call (``tenant_id``, ``prompt_id``). Building a statement and its
+    cache key at each call cost a REST read more than running it."""
+    rows: Any = model  # a mapped class of a prompt's version rows or their children
     return (
         select(model)
-        .where(
-            rows.tenant_id == bindparam("tenant_id"),
-            rows.prompt_id == bindparam("prompt_id"),
-            rows.version.in_(bindparam("versions", expanding=True)),
-        )
+        .where(rows.tenant_id == bindparam("tenant_id"), rows.prompt_id == bindparam("prompt_id"))
         .order_by(*order)
     )
 
 
-_VERSION_ROWS = (
-    select(PromptVersion)
-    .where(
-        PromptVersion.tenant_id == bindparam("tenant_id"),
-        PromptVersion.prompt_id == bindparam("prompt_id"),
-    )
-    .order_by(PromptVersion.version)
-)
+def of_versions(model: type[R], *order: Any) -> Select[R]:
+    """The rows of ``of_prompt`` that belong to some of its versions (``versions`` bound too)."""
+    rows: Any = model
+    return of_prompt(model, *order).where(rows.version.in_(bindparam("versions", expanding=True)))
+
+
+_VERSION_ROWS = of_prompt(PromptVersion, PromptVersion.version)
 _SOME_VERSION_ROWS = of_versions(PromptVersion, PromptVersion.version)
 _ARGUMENTS = of_versions(PromptArgument, PromptArgument.version, PromptArgument.position)
 _MESSAGES = of_versions(PromptMessage, PromptMessage.version, PromptMessage.position)
