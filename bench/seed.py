@@ -183,11 +183,12 @@ def tenant_rows(rows: Rows, rng: random.Random, slug: str, prompts: int) -> None
             rows.labels.append((tenant_id, prompt_id, "staging", name, count, "bench"))
 
 
-def peer_rows(rows: Rows) -> None:
-    """The tenant the peers are compared on: the same 10,000 prompts they serve."""
+def peer_rows(rows: Rows, peers: int = PEER_PROMPTS) -> None:
+    """The tenant the peers are compared on: the same prompts they serve (the first ``peers`` of
+    their 10,000)."""
     tenant_id = uuid.uuid4()
     rows.tenants.append((tenant_id, PEER_TENANT, "Benchmark peers", True))
-    for index in range(PEER_PROMPTS):
+    for index in range(peers):
         prompt = peer_prompt(index)
         prompt_id = uuid.uuid4()
         arguments = [
@@ -309,7 +310,9 @@ async def copy_rows(connection: asyncpg.Connection, rows: Rows) -> None:
                 await connection.copy_records_to_table(table, records=records, columns=columns)
 
 
-def batches(tenants: int, prompts: int, big: int, seed: int, per_batch: int = 50) -> Iterator[Rows]:
+def batches(
+    tenants: int, prompts: int, big: int, seed: int, per_batch: int = 50, peers: int = PEER_PROMPTS
+) -> Iterator[Rows]:
     """Tenants in batches (bounded memory: a batch is committed before the next is made)."""
     rng = random.Random(seed)  # noqa: S311 - benchmark data, not security
     rows = Rows()
@@ -320,19 +323,26 @@ def batches(tenants: int, prompts: int, big: int, seed: int, per_batch: int = 50
             rows = Rows()
     if big:
         tenant_rows(rows, rng, BIG_TENANT, big)
-    peer_rows(rows)
+    peer_rows(rows, peers)
     if len(rows):
         yield rows
 
 
 async def seed(
-    url: str, *, tenants: int, prompts: int, big: int, seed: int, out: Any = sys.stderr
+    url: str,
+    *,
+    tenants: int,
+    prompts: int,
+    big: int,
+    seed: int,
+    peers: int = PEER_PROMPTS,
+    out: Any = sys.stderr,
 ) -> int:
     connection = await asyncpg.connect(**asyncpg_arguments(url))
     started, total = time.monotonic(), 0
     try:
         await connection.execute("SET jit = off")
-        for rows in batches(tenants, prompts, big, seed):
+        for rows in batches(tenants, prompts, big, seed, peers=peers):
             await copy_rows(connection, rows)
             total += len(rows)
             print(
@@ -354,13 +364,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--seed", type=int, default=1, help="random seed (the same seed, the same data)"
     )
+    parser.add_argument(
+        "--peer-prompts",
+        type=int,
+        default=PEER_PROMPTS,
+        help=f"prompts of the peers' tenant {PEER_TENANT} (bench/run --peer-prompts: as many or fewer)",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.peer_prompts <= PEER_PROMPTS:
+        parser.error(f"--peer-prompts: 0 to {PEER_PROMPTS}")
 
     from registry.db.attach import attached_database
 
     with attached_database() as url:
         total = asyncio.run(
-            seed(url, tenants=args.tenants, prompts=args.prompts, big=args.big, seed=args.seed)
+            seed(
+                url,
+                tenants=args.tenants,
+                prompts=args.prompts,
+                big=args.big,
+                seed=args.seed,
+                peers=args.peer_prompts,
+            )
         )
     print(f"done: {total:,} rows", file=sys.stderr)
 

@@ -64,7 +64,9 @@ def seeded(
 def test_every_workload_completes_without_errors(
     wrk: str, pg_server: PgServer, db_name: str, tmp_path: Path
 ) -> None:
-    env, out = seeded(pg_server, db_name, tmp_path, tenants=3, prompts=30, big=400, seed=3)
+    env, out = seeded(
+        pg_server, db_name, tmp_path, tenants=3, prompts=30, big=400, seed=3, peers=300
+    )
     ran = subprocess.run(
         [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "0", "--connections", "4",
          "--streams", "60", "--fanout-tenants", "3", "--workers", "1", "--peer-prompts", "300",
@@ -119,7 +121,7 @@ def test_every_workload_completes_without_errors(
 def test_a_chosen_workload_runs_alone_and_an_unknown_one_is_refused(
     wrk: str, pg_server: PgServer, db_name: str, tmp_path: Path
 ) -> None:
-    env, out = seeded(pg_server, db_name, tmp_path, tenants=2, prompts=10, big=50, seed=4)
+    env, out = seeded(pg_server, db_name, tmp_path, tenants=2, prompts=10, big=50, seed=4, peers=0)
     command = [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "0",
                "--connections", "4", "--workers", "2", "--out", str(out)]  # fmt: skip
     refused = subprocess.run(
@@ -146,7 +148,7 @@ def test_the_collector_comparison_runs_both_sides(
     """bench/collector on a small dataset: both sides warm their caches and time their collections."""
     from bench.run import make_targets
 
-    env, _ = seeded(pg_server, db_name, tmp_path, tenants=2, prompts=20, big=0, seed=5)
+    env, _ = seeded(pg_server, db_name, tmp_path, tenants=2, prompts=20, big=0, seed=5, peers=0)
     targets = tmp_path / "targets.tsv"
     assert asyncio.run(make_targets(pg_server.url(db_name), targets, count=40)) > 0
     ran = subprocess.run(
