@@ -1,6 +1,8 @@
 """Connection hygiene: whatever kind of transaction a connection served, the next one on it sees no
 tenant's rows and runs as the connecting role. Each pool here has one connection, so "the next
-transaction" is on the same connection for certain (the backend pid says so)."""
+transaction" is on the same connection for certain (the backend pid says so). Through a transaction
+pooler (PgBouncer), the next transaction on the same server connection is another client's: it too
+sees no tenant."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.db.engine import Database
 from registry.prompts import serving
 from tests.conftest import PgServer
+from tests.pgbouncer import Pooler
 
 PID = text("SELECT pg_backend_pid()")
 SEEN = text("SELECT count(*) FROM prompts")
@@ -27,6 +30,20 @@ async def one_connection(pg_server: PgServer, db_name: str) -> AsyncIterator[Dat
     database = Database(pg_server.url(db_name), pool_size=1, max_overflow=0, read_pool_size=1)
     yield database
     await database.dispose()
+
+
+@pytest.fixture
+async def two_clients_of_a_pooler(
+    pgbouncer: Pooler, db_name: str
+) -> AsyncIterator[tuple[Database, Database]]:
+    """Two registries' databases through the same PgBouncer (transaction mode): one serves a
+    transaction, the other's next transaction takes the server connection it left (PgBouncer hands
+    out the connection released last; the backend pid says so)."""
+    url = pgbouncer.url(db_name).replace("postgresql://", "postgresql+asyncpg://", 1)
+    made = [Database(url, pool_size=1, max_overflow=0, pooled=True) for _ in range(2)]
+    yield made[0], made[1]
+    for database in made:
+        await database.dispose()
 
 
 async def _tenant(db: Database, alpha: uuid.UUID) -> int:
@@ -98,6 +115,25 @@ async def test_the_next_transaction_on_a_connection_sees_no_tenant(
         assert (await session.execute(SEEN)).scalar_one() == 0
         assert (await session.execute(SETTING)).scalar_one() in (None, "")
     async with db.operator_tx() as session:
+        assert (await session.execute(PID)).scalar_one() == used
+        assert (await session.execute(text("SELECT current_user = session_user"))).scalar_one()
+        assert (await session.execute(SETTING)).scalar_one() in (None, "")
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_another_clients_next_transaction_through_a_pooler_sees_no_tenant(
+    two_clients_of_a_pooler: tuple[Database, Database],
+    two_tenants: tuple[uuid.UUID, uuid.UUID],
+    kind: str,
+) -> None:
+    served, other = two_clients_of_a_pooler
+    alpha, _ = two_tenants
+    used = await KINDS[kind](served, alpha)
+    async with other.app_tx() as session:
+        assert (await session.execute(PID)).scalar_one() == used  # the same server connection
+        assert (await session.execute(SEEN)).scalar_one() == 0
+        assert (await session.execute(SETTING)).scalar_one() in (None, "")
+    async with other.operator_tx() as session:
         assert (await session.execute(PID)).scalar_one() == used
         assert (await session.execute(text("SELECT current_user = session_user"))).scalar_one()
         assert (await session.execute(SETTING)).scalar_one() in (None, "")
