@@ -5,15 +5,22 @@ once), skipped while lagging past the bound or unreachable, used again once it c
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
+from sqlalchemy import text
 
+from registry.db import repository as repo
+from registry.db.connect import APP_ROLE
+from registry.db.engine import Database
 from registry.db.replicas import Replicas
+from registry.prompts import serving
 from tests.conftest import OPERATOR_TOKEN, PgServer, start_server, stop_server
+from tests.db.test_hygiene import PID, SEEN, SETTING
 from tests.replica import Replica
 from tests.streams import initialize
 
@@ -213,3 +220,60 @@ async def test_a_replica_that_never_answers_is_down_within_the_check_timeout() -
         server.close()
         for writer in accepted:
             writer.close()
+
+
+async def test_the_next_transaction_on_a_replica_connection_sees_no_tenant(
+    pg_server: PgServer,
+    db_name: str,
+    replica: Replica,
+    superuser: asyncpg.Connection,
+    two_tenants: tuple[uuid.UUID, uuid.UUID],
+) -> None:
+    """Connection hygiene on a replica: after a tenant's read transaction there (``tenant_read_tx``)
+    and after the hot path's statement on its plain pool, the next transaction on the same
+    connection (one each: the backend pid says so) sees no tenant and runs as the connecting role.
+    Two things keep it so, each enough alone: the settings are the transaction's own, and a read
+    transaction on a replica ends by rolling back."""
+    alpha, _ = two_tenants
+    standby = await replica.connect(db_name)
+    try:
+        await until(
+            lambda: standby.fetchval("SELECT count(*) = 2 FROM tenants"), "both tenants replayed"
+        )
+    finally:
+        await standby.close()
+    url = replica.url(db_name).replace("postgresql://", "postgresql+asyncpg://", 1)
+    replicas = Replicas([url], pool_size=1, pooled=False, max_lag_seconds=60)
+    replicas.trusted = lambda: True  # as when the worker's LISTEN connection is up
+    db = Database(pg_server.url(db_name), pool_size=1, max_overflow=0, replicas=replicas)
+    position = await superuser.fetchval("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")
+    await replicas.check(asyncio.get_running_loop().time(), int(position))
+    [standby_replica] = replicas.replicas
+    assert standby_replica.usable, standby_replica.problem
+    try:
+        async with db.tenant_read_tx(alpha) as session:
+            used = (await session.execute(PID)).scalar_one()
+            assert (await session.execute(SEEN)).scalar_one() == 1  # alpha's row, and only it
+            assert (await session.execute(text("SELECT pg_is_in_recovery()"))).scalar_one()
+        after = standby_replica.sessions()
+        try:
+            assert (await after.execute(PID)).scalar_one() == used
+            assert (await after.execute(text("SELECT current_user = session_user"))).scalar_one()
+            assert (await after.execute(SETTING)).scalar_one() in (None, "")
+            await repo.enter_role(after, APP_ROLE)  # the application role with no tenant
+            assert (await after.execute(SEEN)).scalar_one() == 0
+        finally:
+            await after.close()
+
+        pool = await replicas.pool(alpha)
+        assert pool is not None, "the replica's plain pool did not take the read"
+        assert (
+            await serving.served_page(pool, alpha, "production", after=None, limit=10) is not None
+        )
+        async with pool.acquire() as connection:
+            assert await connection.fetchval(
+                "SELECT current_setting('registry.tenant_id', true)"
+            ) in (None, "")
+            assert await connection.fetchval("SELECT current_user = session_user")
+    finally:
+        await db.dispose()
