@@ -66,7 +66,6 @@ _ENTER_NAMED_TENANT = (
     )
     .where(Tenant.slug == bindparam("slug"))
 )
-_KEY_COLUMNS = 4  # where the key's columns start in a row of _ENTER_NAMED_TENANT_WITH_KEY
 
 
 class StoredKey(NamedTuple):
@@ -116,7 +115,7 @@ async def enter_named_tenant(
         await enter_role(session, role)
         return None, None
     tenant: Tenant = row[0]
-    found = row[_KEY_COLUMNS:]
+    found = row[-len(_KEY.c) :]  # the key's columns come last, in StoredKey's order
     key = StoredKey(*found) if key_hash is not None and found[0] is not None else None
     return tenant, key
 
