@@ -103,21 +103,26 @@ KINDS: dict[str, Callable[[Database, uuid.UUID], Awaitable[int]]] = {
 }
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
-async def test_the_next_transaction_on_a_connection_sees_no_tenant(
-    one_connection: Database, two_tenants: tuple[uuid.UUID, uuid.UUID], kind: str
-) -> None:
-    db = one_connection
-    alpha, _ = two_tenants
-    used = await KINDS[kind](db, alpha)
+async def _sees_no_tenant(db: Database, used: int) -> None:
+    """``db``'s next two transactions run on the server connection with backend pid ``used``: as
+    the application role with no tenant, and as the connecting role; neither sees a tenant."""
     async with db.app_tx() as session:
-        assert (await session.execute(PID)).scalar_one() == used  # the same connection
+        assert (await session.execute(PID)).scalar_one() == used  # the same server connection
         assert (await session.execute(SEEN)).scalar_one() == 0
         assert (await session.execute(SETTING)).scalar_one() in (None, "")
     async with db.operator_tx() as session:
         assert (await session.execute(PID)).scalar_one() == used
         assert (await session.execute(text("SELECT current_user = session_user"))).scalar_one()
         assert (await session.execute(SETTING)).scalar_one() in (None, "")
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_the_next_transaction_on_a_connection_sees_no_tenant(
+    one_connection: Database, two_tenants: tuple[uuid.UUID, uuid.UUID], kind: str
+) -> None:
+    db = one_connection
+    alpha, _ = two_tenants
+    await _sees_no_tenant(db, await KINDS[kind](db, alpha))
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -128,15 +133,7 @@ async def test_another_clients_next_transaction_through_a_pooler_sees_no_tenant(
 ) -> None:
     served, other = two_clients_of_a_pooler
     alpha, _ = two_tenants
-    used = await KINDS[kind](served, alpha)
-    async with other.app_tx() as session:
-        assert (await session.execute(PID)).scalar_one() == used  # the same server connection
-        assert (await session.execute(SEEN)).scalar_one() == 0
-        assert (await session.execute(SETTING)).scalar_one() in (None, "")
-    async with other.operator_tx() as session:
-        assert (await session.execute(PID)).scalar_one() == used
-        assert (await session.execute(text("SELECT current_user = session_user"))).scalar_one()
-        assert (await session.execute(SETTING)).scalar_one() in (None, "")
+    await _sees_no_tenant(other, await KINDS[kind](served, alpha))
 
 
 async def test_a_tenant_transaction_plans_generically_and_leaves_the_connection_as_it_was(
