@@ -82,15 +82,21 @@ async def _body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
+def ordinary(request: Request) -> bool:
+    """Whether a request is the ordinary case a plain endpoint may answer: no query string, and a
+    credential (the prompts router's one dependency, ``auth.require_credential``, says 401 without
+    one); else the FastAPI route answers."""
+    return not request.scope["query_string"] and bearer(request) is not None
+
+
 def parsed(
     request: Request, body: bytes, model: type[M], *, headers: tuple[str, ...] = ()
 ) -> M | None:
-    """The body as ``model`` when the request is the ordinary case a plain endpoint answers: no
-    query string, a JSON body by its content type and as ``model`` accepts it, each of ``headers`` at
-    most once, and a credential (the prompts router's one dependency, ``auth.require_credential``,
-    says 401 without one); else None, and the FastAPI route answers. Anything orjson reads, the
-    standard library's parser that FastAPI uses reads alike; what orjson refuses goes on to it."""
-    if request.scope["query_string"] or bearer(request) is None:
+    """The body as ``model`` when the request is the ordinary case a plain endpoint answers
+    (``ordinary``, a JSON body by its content type and as ``model`` accepts it, each of ``headers``
+    at most once); else None, and the FastAPI route answers. Anything orjson reads, the standard
+    library's parser that FastAPI uses reads alike; what orjson refuses goes on to it."""
+    if not ordinary(request):
         return None
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if kind != "application/json":

@@ -169,6 +169,16 @@ async def get_prompt(tenant: str, name: str, request: Request) -> Response:
     return conditional.answer(request, found, prefix=f"{found.latest_version}.")
 
 
+async def plain_get_prompt(request: Request, body: bytes) -> Response | None:
+    """``get_prompt`` for the ordinary read (no query, a credential), without FastAPI's routing and
+    dependencies (registry.api.plain); None for any other request, which the route above answers.
+    What an application's client asks all day; its answer is the route's, the same Response."""
+    if not plain.ordinary(request):
+        return None
+    params = request.path_params
+    return await get_prompt(params["tenant"], params["name"], request)
+
+
 @router.patch(
     "/prompts/{name}",
     response_model=PromptOut,
@@ -583,9 +593,11 @@ async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
 
 
 # The routes that a plain endpoint answers first in their ordinary case (registry.api.plain): a
-# new version and a label move, what a publisher sends. The plain endpoint does what the route's
-# dependencies do (the router's credential check): tests/api/test_plain.py fails when they grow.
+# new version and a label move, what a publisher sends, and a prompt read, what an application
+# sends. The plain endpoint does what the route's dependencies do (the router's credential check):
+# tests/api/test_plain.py fails when they grow.
 PLAIN = (
+    ("GET", router.prefix + "/prompts/{name}", plain_get_prompt),
     ("POST", router.prefix + _VERSIONS, plain_create_version),
     ("PUT", router.prefix + _LABEL, plain_set_label),
 )

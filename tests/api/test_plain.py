@@ -1,9 +1,10 @@
-"""The plain routes of a version write and a label move (registry.api.plain): their ordinary case
-answered without FastAPI's routing, byte for byte as the FastAPI route answers it; every other
-request answered by that route, as before."""
+"""The plain routes of a version write, a label move and a prompt read (registry.api.plain): their
+ordinary case answered without FastAPI's routing, byte for byte as the FastAPI route answers it;
+every other request answered by that route, as before; and no other route shadowed."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -44,6 +45,7 @@ def answered(api: Api) -> list[int]:
     """The status of each request the plain routes answered themselves (not passed on)."""
     routes = [route for route in api.app.router.routes if isinstance(route, PlainRoute)]
     assert {(r.method, r.path) for r in routes} == {
+        ("GET", "/api/v1/tenants/{tenant}/prompts/{name}"),
         ("POST", "/api/v1/tenants/{tenant}/prompts/{name}/versions"),
         ("PUT", "/api/v1/tenants/{tenant}/prompts/{name}/labels/{label}"),
     }
@@ -75,6 +77,19 @@ def test_the_plain_endpoints_do_all_that_their_routes_dependencies_do() -> None:
     assert len(routes) == len(plain)
     for route in routes:
         assert [d.call for d in route.dependant.dependencies] == [require_credential], route.path
+
+
+def test_a_plain_route_takes_no_other_routes_requests(api: Api) -> None:
+    """A plain route comes first: a path it matches must be its own route's alone (a literal path
+    such as /prompts/export, declared by any router, would be answered by the plain one instead)."""
+    plain = [route for route in api.app.router.routes if isinstance(route, PlainRoute)]
+    others = [route for route in api.app.router.routes if isinstance(route, APIRoute)]
+    for route in plain:
+        for other in others:
+            if route.method not in (other.methods or ()) or other.path == route.path:
+                continue
+            sample = re.sub(r"\{[^}]+\}", "x", other.path)  # one segment each, :path too
+            assert route.path_regex.match(sample) is None, (route.path, other.path)
 
 
 def method_of(route: APIRoute) -> str:
@@ -177,3 +192,29 @@ async def test_other_requests_are_the_routes_to_answer(
         assert plain.status_code == status, (headers, plain.text)
         same_answer(plain, routed)
     assert answered == []  # none answered by the plain route
+
+
+async def test_a_plain_prompt_read_is_the_routes_byte_for_byte(
+    api: Api, keys: dict[str, str], answered: list[int]
+) -> None:
+    reader = {"Authorization": keys["reader"]}
+    plain = await api.client.get(f"{P}/ask", headers=reader)
+    routed = await api.client.get(f"{P}/ask?fresh=1", headers=reader)  # a query: the route's
+    assert plain.status_code == 200 and plain.json()["name"] == "ask"
+    same_answer(plain, routed)
+    assert plain.headers["cache-control"] == routed.headers["cache-control"]
+    # Held already (If-None-Match): 304 both ways; a prompt that is not there: 404 both ways.
+    held = {**reader, "If-None-Match": plain.headers["etag"]}
+    plain = await api.client.get(f"{P}/ask", headers=held)
+    routed = await api.client.get(f"{P}/ask?fresh=1", headers=held)
+    assert plain.status_code == 304
+    same_answer(plain, routed)
+    plain = await api.client.get(f"{P}/nothing", headers=reader)
+    routed = await api.client.get(f"{P}/nothing?fresh=1", headers=reader)
+    assert plain.status_code == 404
+    same_answer(plain, routed)
+    assert answered == [200, 304]  # the 404 was raised, not answered: the app's handler wrote it
+    # No credential: the route's dependency answers 401, as for every prompts route.
+    refused = await api.client.get(f"{P}/ask")
+    assert refused.status_code == 401
+    assert answered == [200, 304]
