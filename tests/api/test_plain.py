@@ -11,10 +11,12 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.routing import APIRoute
+from starlette.routing import Route
 
 from registry.api import prompts
 from registry.api.auth import require_credential
 from registry.api.plain import PlainRoute
+from registry.app import ROUTERS
 from tests.api.conftest import Api
 
 P = "/api/v1/tenants/acme/prompts"
@@ -81,15 +83,23 @@ def test_the_plain_endpoints_do_all_that_their_routes_dependencies_do() -> None:
 
 def test_a_plain_route_takes_no_other_routes_requests(api: Api) -> None:
     """A plain route comes first: a path it matches must be its own route's alone (a literal path
-    such as /prompts/export, declared by any router, would be answered by the plain one instead)."""
+    such as /prompts/export, declared by any router, would be answered by the plain one instead).
+    Every route of every router the app includes, and the app's own, is looked at."""
     plain = [route for route in api.app.router.routes if isinstance(route, PlainRoute)]
-    others = [route for route in api.app.router.routes if isinstance(route, APIRoute)]
+    routes = [
+        (method, route.path)
+        for route in [*(r for router in ROUTERS for r in router.routes), *api.app.router.routes]
+        if isinstance(route, Route | APIRoute) and not isinstance(route, PlainRoute)
+        for method in route.methods or ()
+    ]
+    # Not looking at nothing: the routes the plain ones stand in front of are among them.
+    assert {(route.method, route.path) for route in plain} <= set(routes)
     for route in plain:
-        for other in others:
-            if route.method not in (other.methods or ()) or other.path == route.path:
+        for method, path in routes:
+            if method != route.method or path == route.path:
                 continue
-            sample = re.sub(r"\{[^}]+\}", "x", other.path)  # one segment each, :path too
-            assert route.path_regex.match(sample) is None, (route.path, other.path)
+            sample = re.sub(r"\{[^}]+\}", "x", path)  # one segment for each parameter
+            assert route.path_regex.match(sample) is None, (route.path, path)
 
 
 def method_of(route: APIRoute) -> str:
