@@ -183,7 +183,7 @@ def tenant_rows(rows: Rows, rng: random.Random, slug: str, prompts: int) -> None
             rows.labels.append((tenant_id, prompt_id, "staging", name, count, "bench"))
 
 
-def peer_rows(rows: Rows, peers: int = PEER_PROMPTS) -> None:
+def peer_rows(rows: Rows, peers: int) -> None:
     """The tenant the peers are compared on: the same prompts they serve (the first ``peers`` of
     their 10,000)."""
     tenant_id = uuid.uuid4()
@@ -311,7 +311,7 @@ async def copy_rows(connection: asyncpg.Connection, rows: Rows) -> None:
 
 
 def batches(
-    tenants: int, prompts: int, big: int, seed: int, per_batch: int = 50, peers: int = PEER_PROMPTS
+    tenants: int, prompts: int, big: int, seed: int, peers: int, per_batch: int = 50
 ) -> Iterator[Rows]:
     """Tenants in batches (bounded memory: a batch is committed before the next is made)."""
     rng = random.Random(seed)  # noqa: S311 - benchmark data, not security
@@ -342,7 +342,7 @@ async def seed(
     started, total = time.monotonic(), 0
     try:
         await connection.execute("SET jit = off")
-        for rows in batches(tenants, prompts, big, seed, peers=peers):
+        for rows in batches(tenants, prompts, big, seed, peers):
             await copy_rows(connection, rows)
             total += len(rows)
             print(

@@ -22,17 +22,16 @@ STATELESS_REVISIONS: tuple[str, ...] = ("2026-07-28",)
 ALL_REVISIONS: tuple[str, ...] = SESSION_REVISIONS + STATELESS_REVISIONS
 LATEST_SESSION_REVISION = SESSION_REVISIONS[-1]
 
-# The client requests of the core protocol, by revision (the schema of each revision).
-_SESSION_METHODS = frozenset({
-    "initialize", "ping", "logging/setLevel", "completion/complete", "prompts/list", "prompts/get",
-    "resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
-    "resources/unsubscribe", "tools/list", "tools/call",
+# The client requests of the core protocol, by revision (the schema of each revision): those of
+# both eras, then what each era alone has.
+_BOTH_ERAS = frozenset({
+    "completion/complete", "prompts/list", "prompts/get", "resources/list", "resources/read",
+    "resources/templates/list", "tools/list", "tools/call",
 })  # fmt: skip
-_STATELESS_METHODS = frozenset({
-    "server/discover", "subscriptions/listen", "completion/complete", "prompts/list",
-    "prompts/get", "resources/list", "resources/read", "resources/templates/list", "tools/list",
-    "tools/call",
-})  # fmt: skip
+_SESSION_METHODS = _BOTH_ERAS | {
+    "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+}  # fmt: skip
+_STATELESS_METHODS = _BOTH_ERAS | {"server/discover", "subscriptions/listen"}
 CLIENT_REQUESTS: frozenset[tuple[str, str]] = frozenset(
     (method, name)
     for name in ALL_REVISIONS
