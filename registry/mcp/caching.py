@@ -1,8 +1,9 @@
 """What the MCP endpoint keeps in memory, and the cached paths through the prompts service.
 
 Compiled versions and blobs never change, so they are kept until evicted. What a label serves (which
-version a name resolves to, the listing pages and their count, and the encoded answers to prompts/get
-already given) is dropped for a tenant as soon as that tenant's change notification reaches this
+version a name resolves to, the listing pages and their count, and the encoded answers already given
+to the requests that read what it serves: prompts/get, tools/call, skills/get and resources/read) is
+dropped for a tenant as soon as that tenant's change notification reaches this
 worker (or its own write to the tenant commits), and so are tenants (looked up by slug) and checked
 credentials (on a key change; and at least once a minute, when the key's last use is recorded). While
 the LISTEN connection is down nothing cached is trusted: every request reads the database.
@@ -28,8 +29,10 @@ from registry.mcp import shaping
 from registry.mcp.protocol import Message
 from registry.principal import Principal
 from registry.prompts import reading, rendering
+from registry.prompts import tools as prompt_tools
 from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
+from registry.prompts.tools import FIND
 from registry.revisions import Revision
 from registry.tenants.service import TOUCH_EVERY
 
@@ -183,26 +186,38 @@ class McpCaches:
             cache.clear()
 
 
+# The requests whose answers are kept: each reads what the tenant serves under a label and nothing
+# else (no time, no caller but whether it is anonymous), so its answer is a function of the key below
+# until the tenant changes. Not find_prompts (a tools/call): its pages carry cursors that expire.
+KEPT = frozenset({"prompts/get", "tools/call", "skills/get", "resources/read"})
+
+
 def answer_key(
     caches: McpCaches, label: str, revision: Revision, principal: Principal, message: Message
 ) -> bytes | None:
-    """What a prompts/get answer depends on besides its tenant, or None when it is not kept.
+    """What the answer to a request of ``KEPT`` depends on besides its tenant, or None when it is
+    not kept.
 
-    A rendered answer is a function of the served label, the revision (its shape and ``_meta``),
-    whether the caller is anonymous (which labels it may read) and every param but ``_meta`` (the
-    name with its version or label, the arguments, and any field a later check might refuse),
-    compared as canonical JSON; the rest is the tenant's, whose change drops the answers. Retries of
-    an input-required result (``requestState``) and the forms they answer are never kept.
+    Such an answer is a function of the served label, the revision (its shape and ``_meta``),
+    whether the caller is anonymous (which labels it may read), the method and every param but
+    ``_meta`` (the name or URI with its version or label, the arguments, and any field a later
+    check might refuse), compared as canonical JSON; the rest is the tenant's, whose change drops
+    the answers. Retries of an input-required result (``requestState``) and the forms they answer
+    are never kept.
     """
+    method = message.method
     if (
         not caches.enabled
         or message.kind != "request"
-        or message.method != "prompts/get"
+        or method not in KEPT
         or "requestState" in message.params
+        or (method == "tools/call" and message.params.get("name") == FIND)
     ):
         return None
+    assert method is not None
     params = {k: v for k, v in message.params.items() if k != "_meta"}
-    return b"%s\0%s\0%d\0%s" % (
+    return b"%s\0%s\0%s\0%d\0%s" % (
+        method.encode(),
         label.encode(),
         revision.name.encode(),
         principal.anonymous,
@@ -217,8 +232,9 @@ def remember_answer(
     answer: dict[str, Any],
     generation: tuple[int, int],
 ) -> None:
-    """Keep a successful, complete prompts/get answer the second time it is asked for (encoded once:
-    the transport sends the same bytes); errors and input-required results are answered afresh."""
+    """Keep a successful, complete answer (``answer_key``) the second time it is asked for (encoded
+    once: the transport sends the same bytes); errors and input-required results are answered
+    afresh."""
     result = answer.get("result")
     if not isinstance(result, dict) or result.get("resultType") == "input_required":
         return
@@ -304,6 +320,26 @@ async def render(
         compiled, arguments, blobs, max_value_length=max_value_length,
         max_rendered_chars=max_rendered_chars,
     )  # fmt: skip
+
+
+async def tool_target(
+    caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str, tool: str
+) -> tuple[str, int] | None:
+    """The prompt and the version that ``label`` serves as the marked tool ``tool`` (None: no such
+    tool): from memory once this worker has resolved it, until the tenant changes (a mark, a label
+    move, an archive), as a prompt's label is."""
+    enabled = caches.enabled
+    key = ("tool", label, tool)
+    if enabled:
+        found = caches.resolved.get(tenant.id, key)
+        if found is not MISSING:
+            return found  # type: ignore[no-any-return]
+        generation = caches.resolved.generation(tenant.id)
+    served = await prompt_tools.prompt_of_tool(await tx.session(), tenant, label, tool)
+    target = None if served is None else (served.prompt, served.version)
+    if enabled:
+        caches.resolved.put(tenant.id, key, target, generation)
+    return target
 
 
 @dataclass(frozen=True)

@@ -338,8 +338,9 @@ class McpEndpoint:
             answer, key = await self.core.call(tx, tenant, principal, served, revision, message)
         assert answer is not None
         if key is not None and "result" in answer:  # perhaps kept: the bytes may be answered again
+            assert message.method is not None  # a request's (only requests' answers are kept)
             credential = access.parse_bearer(request.headers.get("authorization"))
-            request.served = Served(tenant, principal, credential, key)
+            request.served = Served(tenant, principal, credential, key, message.method)
         return json_answer(answer)
 
     def _listen(

@@ -1,6 +1,7 @@
 """Kept answers sent again from a request's bytes, before any request object is built.
 
-A stateless prompts/get that this worker answered from its answer cache is remembered by the digest
+A stateless request that this worker answered from its answer cache (a prompts/get, tools/call,
+skills/get or resources/read: ``caching.KEPT``) is remembered by the digest
 of everything its answer was decided from: the path, the query, every header but Content-Length
 (which follows the id's length), and the body without its id. The same bytes again (any id) are
 answered with the kept answer, the new id spliced in, as long as everything the full path consulted
@@ -34,13 +35,13 @@ import orjson
 from registry.db.models import Tenant
 from registry.events.cache import MISSING, Grouped
 from registry.mcp import handlers
-from registry.mcp.caching import Answer, CredentialKey, McpCaches, credential_key
+from registry.mcp.caching import KEPT, Answer, CredentialKey, McpCaches, credential_key
 from registry.mcp.protocol import encode_json, result_message, valid_id
 from registry.principal import Principal
 
 CONTENT_LENGTH = b"content-length"
 _name = itemgetter(0)
-PROMPTS_GET = b"prompts/get"
+_KEPT_BYTES = tuple(sorted(method.encode() for method in KEPT))
 
 
 class Digest(NamedTuple):
@@ -55,6 +56,7 @@ class Served(NamedTuple):
     principal: Principal
     credential: str | None
     answer_key: bytes
+    method: str
 
 
 class Replay(NamedTuple):
@@ -63,6 +65,7 @@ class Replay(NamedTuple):
     credential: CredentialKey | None
     answer_key: bytes
     answer: Answer
+    method: str  # what the metrics count it as
     headers: list[tuple[bytes, bytes]]  # the response's, without Content-Length
     size: int  # what McpCaches.replays weighs: the answer it holds, its key, about 300 bytes more
 
@@ -78,8 +81,8 @@ class Replays:
     @staticmethod
     def identify(scope: Any, body: bytes) -> Digest | None:
         """The request's digest and id; None for anything but one JSON-RPC request object that
-        may be prompts/get (the only method answered again: others pay one search of the body)."""
-        if PROMPTS_GET not in body:
+        may be of a method whose answers are kept (others pay a search of the body for each)."""
+        if not any(method in body for method in _KEPT_BYTES):
             return None
         try:
             message = orjson.loads(body)
@@ -127,7 +130,7 @@ class Replays:
         headers = [(CONTENT_LENGTH, b"%d" % len(encoded)), *replay.headers]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": encoded})
-        handlers.count_method("prompts/get", started, "ok")
+        handlers.count_method(replay.method, started, "ok")
         return True
 
     def keep(self, found: Digest, served: Served, headers: list[tuple[bytes, bytes]]) -> None:
@@ -150,5 +153,7 @@ class Replays:
             return
         kept = [(name, value) for name, value in headers if name != CONTENT_LENGTH]
         size = answer.size + len(served.answer_key) + 300
-        replay = Replay(tenant, principal, credential, served.answer_key, answer, kept, size)
+        replay = Replay(
+            tenant, principal, credential, served.answer_key, answer, served.method, kept, size
+        )
         self.entries.keep(tenant.id, found.key, replay)

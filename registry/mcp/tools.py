@@ -132,21 +132,19 @@ async def tools_call(call: Call, params: CallParams) -> dict[str, Any]:
         arguments = given.get("arguments") or {}
         if not isinstance(arguments, dict):
             return _tool_error("arguments: an object of the prompt's arguments by name")
-        try:
-            _, version = await reading.resolve_version(
-                await call.tx.session(), call.tenant, name, version=None, label=call.label
-            )
-        except NotFound as error:
-            return _tool_error(error.message)
-        return await _render(call, name, version, arguments)
-    tool = await prompt_tools.prompt_of_tool(await call.tx.session(), call.tenant, call.label,
-                                             params.name)  # fmt: skip
-    if tool is None:
+        return await _render(call, name, None, arguments)
+    target = await caching.tool_target(call.caches, call.tx, call.tenant, call.label, params.name)
+    if target is None:
         raise InvalidParams(f"unknown tool {params.name!r} (tools/list names the tools)")
-    return await _render(call, tool.prompt, tool.version, given)
+    return await _render(call, *target, given)
 
 
-async def _render(call: Call, name: str, version: int, given: dict[str, Any]) -> dict[str, Any]:
+async def _render(
+    call: Call, name: str, version: int | None, given: dict[str, Any]
+) -> dict[str, Any]:
+    """The prompt ``name`` rendered as a tool's result: at ``version`` (a marked tool's, resolved),
+    or at the one the endpoint's label serves (render_prompt: a prompt it does not serve is a tool
+    error the model can correct)."""
     arguments: dict[str, str] = {}
     for key, value in given.items():
         if isinstance(value, bool):
@@ -165,17 +163,24 @@ async def _render(call: Call, name: str, version: int, given: dict[str, Any]) ->
         )  # fmt: skip
     except InvalidArgument as error:  # the model reads it and can correct the call
         return _tool_error(error.message)
+    except NotFound as error:
+        if version is not None:
+            raise
+        return _tool_error(error.message)
+    served_version = rendered.version
     messages = shaping.messages(call.revision, rendered.messages, call.tenant.slug)
     result: dict[str, Any] = {"content": _content(messages)}
     if call.revision.links:  # structuredContent from 2025-06-18
-        structured: dict[str, Any] = {"prompt": name, "version": version, "messages": messages}
+        structured: dict[str, Any] = {
+            "prompt": name, "version": served_version, "messages": messages,
+        }  # fmt: skip
         if rendered.config:
             structured["config"] = rendered.config
         result["structuredContent"] = structured
     meta: dict[str, Any] = {}
     if rendered.config:
         meta[META_CONFIG] = rendered.config
-    served = {"prompt": name, "version": version, "partials": list(rendered.partials)}
+    served = {"prompt": name, "version": served_version, "partials": list(rendered.partials)}
     meta[RECEIPT] = call.receipt(served, arguments, messages)
     result["_meta"] = meta
     return result

@@ -16,10 +16,12 @@ from prometheus_client import REGISTRY
 from registry import metrics
 from registry.events.cache import MISSING
 from registry.mcp import caching
+from registry.mcp import tools as mcp_tools
 from registry.mcp.caching import McpCaches
-from registry.prompts import rendering
+from registry.prompts import rendering, tools
+from registry.skills import service as skill_service
 from tests.conftest import Api, auth
-from tests.mcp.conftest import CONFORMANCE_PROMPTS, RawMcp, add_prompts
+from tests.mcp.conftest import CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS, RawMcp, add_prompts
 from tests.mcp.test_stateless import Stateless, meta
 
 ARGS = {"arg1": "one", "arg2": "two"}
@@ -180,3 +182,121 @@ def test_a_kept_answer_holds_no_more_memory_than_its_bytes() -> None:
     assert all(caches.answers.get(tenant, key) is not MISSING for key in keys)
     encoded = len(orjson.dumps({"text": text}))
     assert held < 1.5 * encoded, f"{held:.0f} bytes held per answer of {encoded}"
+
+
+REPLY = {
+    "name": "support.reply", "as_tool": True, "labels": ["production"],
+    "arguments": [{"name": "topic", "required": True}],
+    "messages": [{"role": "user", "content": {"type": "text", "text": "About {{topic}}."}}],
+}  # fmt: skip
+SKILL_MD = "skill://code-review/SKILL.md"
+
+
+async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
+    api: Api, renders: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tools/call (a marked prompt's tool, render_prompt), skills/get and resources/read answers
+    are kept as prompts/get's are, and dropped by the change that alters them: an unmarked tool,
+    a new skill version, the tenant's tools turned off; find_prompts' pages are never kept."""
+    read: list[str] = []
+    served_file, find, of_tool = skill_service.served_file, mcp_tools._find, tools.prompt_of_tool
+
+    async def counted_file(*args: Any, **kwargs: Any) -> Any:
+        read.append(args[-1])
+        return await served_file(*args, **kwargs)
+
+    async def counted_find(*args: Any, **kwargs: Any) -> Any:
+        read.append("find")
+        return await find(*args, **kwargs)
+
+    async def counted_tool(*args: Any, **kwargs: Any) -> Any:
+        read.append(f"tool {args[-1]}")
+        return await of_tool(*args, **kwargs)
+
+    monkeypatch.setattr(skill_service, "served_file", counted_file)
+    monkeypatch.setattr(mcp_tools, "_find", counted_find)
+    monkeypatch.setattr(tools, "prompt_of_tool", counted_tool)
+    keys = await api.tenant("acme")
+    publisher = auth(keys["publisher"])
+    made = await api.client.post("/api/v1/tenants/acme/prompts", json=REPLY, headers=publisher)
+    assert made.status_code == 201, made.text
+    on = await api.client.patch(
+        "/api/v1/tenants/acme", json={"mcp_tools": True}, headers=auth(keys["admin"])
+    )
+    assert on.status_code == 200, on.text
+    skill = CONFORMANCE_SKILLS[1]
+    made = await api.client.post(
+        "/api/v1/tenants/acme/skills", json={**skill, "labels": ["production"]}, headers=publisher
+    )
+    assert made.status_code == 201, made.text
+    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+
+    async def ask(method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
+        response = await client.post(method, {"_meta": meta(), **params}, **{"Mcp-Name": name})
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    async def tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await ask("tools/call", {"name": name, "arguments": arguments}, name)
+
+    async def skill_md() -> dict[str, Any]:
+        return await ask("resources/read", {"uri": SKILL_MD}, SKILL_MD)
+
+    called = [await tool("support_reply", {"topic": "billing"}) for _ in range(3)]
+    assert called[0]["result"] == called[2]["result"]
+    assert called[2]["result"]["content"][0]["text"] == "About billing."
+    rendered = [
+        await tool("render_prompt", {"name": "support.reply", "arguments": {"topic": "x"}})
+        for _ in range(3)
+    ]
+    assert rendered[2]["result"]["content"][0]["text"] == "About x."
+    assert len(renders) == 4  # each rendered twice, then kept
+    texts = [(await skill_md())["result"]["contents"][0]["text"] for _ in range(3)]
+    entries = [(await ask("skills/get", {"uri": SKILL_MD}, SKILL_MD))["result"] for _ in range(3)]
+    assert texts[2] == skill["files"][0]["text"] and entries[0] == entries[2]
+    for _ in range(3):
+        assert "result" in await tool("find_prompts", {"query": "support"})
+    # New arguments each time: rendered each time, the tool's prompt and version resolved once.
+    for topic in ("a", "b", "c"):
+        text = (await tool("support_reply", {"topic": topic}))["result"]["content"][0]["text"]
+        assert text == f"About {topic}."
+    assert len(renders) == 7
+    assert read == ["tool support_reply", "SKILL.md", "SKILL.md", "find", "find", "find"]
+
+    # A new version of the skill on the label: read anew at once (this worker wrote it).
+    second = "---\nname: code-review\ndescription: How we review a change\n---\n# Review, v2\n"
+    files = [{"path": "SKILL.md", "text": second}, *skill["files"][1:]]
+    written = await api.client.post(
+        "/api/v1/tenants/acme/skills/code-review/versions",
+        json={"files": files, "labels": ["production"]},
+        headers=publisher,
+    )
+    assert written.status_code == 201, written.text
+    assert (await skill_md())["result"]["contents"][0]["text"] == second
+    digest = (await ask("skills/get", {"uri": SKILL_MD}, SKILL_MD))["result"]["skill"]
+    assert digest["resources"] != entries[0]["skill"]["resources"]
+
+    # The prompt unmarked: its tool is gone at once; the tenant's tools off: tools/call is too.
+    unmarked = await api.client.patch(
+        "/api/v1/tenants/acme/prompts/support.reply", json={"as_tool": False}, headers=publisher
+    )
+    assert unmarked.status_code == 200, unmarked.text
+    assert (await tool("support_reply", {"topic": "billing"}))["error"]["code"] == -32602
+    for _ in range(2):  # kept again
+        assert "result" in await tool(
+            "render_prompt", {"name": "support.reply", "arguments": {"topic": "x"}}
+        )
+    off = await api.client.patch(
+        "/api/v1/tenants/acme", json={"mcp_tools": False}, headers=auth(keys["admin"])
+    )
+    assert off.status_code == 200, off.text
+    refused = await client.post(
+        "tools/call",
+        {
+            "_meta": meta(),
+            "name": "render_prompt",
+            "arguments": {"name": "support.reply", "arguments": {"topic": "x"}},
+        },
+        **{"Mcp-Name": "render_prompt"},
+    )
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == -32601, refused.text

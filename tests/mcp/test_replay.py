@@ -1,4 +1,5 @@
-"""A stateless prompts/get answered from the answer cache is answered again from its bytes
+"""A stateless prompts/get (or another request whose answers are kept: a tool call, a skill read)
+answered from the answer cache is answered again from its bytes
 (registry.mcp.replay): the same answer with its own id, byte for byte what the full path sends, and
 only while every check of the full path would decide the same (the listener live, the tenant, the
 caller and the answer still the ones remembered)."""
@@ -10,10 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
+from registry import metrics
 from registry.mcp.core import Core
 from tests.conftest import Api, auth
-from tests.mcp.conftest import CONFORMANCE_PROMPTS, add_prompts
+from tests.mcp.conftest import CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS, add_prompts
 from tests.mcp.test_directory import eventually
 from tests.mcp.test_stateless import Stateless, meta
 
@@ -204,3 +207,49 @@ async def test_a_new_version_is_served_at_once(api: Api, full_path: list[str]) -
     )  # fmt: skip
     assert written.status_code == 201, written.text
     assert (await _get(client)).json()["result"]["description"] == "second"
+
+
+async def test_tool_calls_and_skill_reads_are_answered_again_and_counted_so(
+    api: Api, full_path: list[str]
+) -> None:
+    """Every method whose answers are kept (caching.KEPT) is answered again from its bytes, and
+    counted in the metrics under its own name."""
+    keys, client = await _acme(api)
+    marked = await api.client.patch(
+        f"/api/v1/tenants/acme/prompts/{NAME}",
+        json={"as_tool": True},
+        headers=auth(keys["publisher"]),
+    )
+    assert marked.status_code == 200, marked.text
+    on = await api.client.patch(
+        "/api/v1/tenants/acme", json={"mcp_tools": True}, headers=auth(keys["admin"])
+    )
+    assert on.status_code == 200, on.text
+    made = await api.client.post(
+        "/api/v1/tenants/acme/skills",
+        json={**CONFORMANCE_SKILLS[1], "labels": ["production"]},
+        headers=auth(keys["publisher"]),
+    )
+    assert made.status_code == 201, made.text
+    uri = "skill://code-review/SKILL.md"
+    for method, params, name in (
+        ("tools/call", {"name": NAME, "arguments": ARGS}, NAME),
+        ("resources/read", {"uri": uri}, uri),
+        ("skills/get", {"uri": uri}, uri),
+    ):
+        before = _ok(method)
+        answers = [
+            await client.post(method, {"_meta": meta(), **params}, **{"Mcp-Name": name})
+            for _ in range(4)
+        ]
+        assert [a.status_code for a in answers] == [200] * 4, answers[0].text
+        assert answers[1].json()["result"] == answers[3].json()["result"]
+        assert answers[3].json()["id"] == client.next_id
+        assert full_path.count(method) == 2, full_path  # the last two from their bytes
+        assert _ok(method) == before + 4
+
+
+def _ok(method: str) -> float:
+    metrics.flush()
+    labels = {"kind": "mcp", "name": method, "outcome": "ok"}
+    return REGISTRY.get_sample_value("registry_requests_total", labels) or 0.0
