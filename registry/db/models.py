@@ -195,6 +195,13 @@ class Prompt(Base):
         ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
         CheckConstraint(r"name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'", name="name_format"),
         UniqueConstraint("tenant_id", "name"),
+        # A marked prompt found by its tool name (registry.naming.TOOL_NAME_MAX and _REPLACED).
+        Index(
+            "ix_prompts_tenant_id_tool_name",
+            "tenant_id",
+            text("translate(left(name, 64), '.:', '__')"),
+            postgresql_where=text("as_tool"),
+        ),
     )
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)

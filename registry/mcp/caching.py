@@ -335,8 +335,7 @@ async def tool_target(
         if found is not MISSING:
             return found  # type: ignore[no-any-return]
         generation = caches.resolved.generation(tenant.id)
-    served = await prompt_tools.prompt_of_tool(await tx.session(), tenant, label, tool)
-    target = None if served is None else (served.prompt, served.version)
+    target = await prompt_tools.tool_target(await tx.session(), tenant, label, tool)
     if enabled:
         caches.resolved.put(tenant.id, key, target, generation)
     return target

@@ -5,7 +5,6 @@ the naming rule, the check a mark must pass, and what a label serves as tools.""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import Prompt, Tenant
 from registry.errors import Conflict
+from registry.naming import TOOL_NAME_MAX, TOOL_NAME_REPLACED
 from registry.prompts import label_repository as label_repo
 from registry.prompts import listing
 from registry.prompts import repository as repo
@@ -21,14 +21,13 @@ from registry.prompts import repository as repo
 FIND = "find_prompts"  # the general tools, offered with any marked ones
 RENDER = "render_prompt"
 GENERAL = (FIND, RENDER)
-MAX_NAME = 64  # what clients take safely (the protocol allows 128)
-_NOT_TOOL = re.compile(r"[^A-Za-z0-9_-]")
+_TO_TOOL = str.maketrans(TOOL_NAME_REPLACED, "_" * len(TOOL_NAME_REPLACED))
 
 
 def tool_name(prompt_name: str) -> str:
     """The tool a marked prompt is: its name with every character a tool name may not hold (``.``,
-    ``:``) as ``_``, at most 64 characters."""
-    return _NOT_TOOL.sub("_", prompt_name)[:MAX_NAME]
+    ``:``) as ``_``, at most 64 characters (registry.naming.TOOL_NAME_MAX)."""
+    return prompt_name[:TOOL_NAME_MAX].translate(_TO_TOOL)
 
 
 async def check_mark(session: AsyncSession, tenant: Tenant, prompt: Prompt) -> None:
@@ -40,13 +39,13 @@ async def check_mark(session: AsyncSession, tenant: Tenant, prompt: Prompt) -> N
             f"prompt {prompt.name!r} would be the tool {name!r}, the name of a general tool",
             field="as_tool",
         )
-    for other in await repo.marked_names(session, tenant.id):
-        if other != prompt.name and tool_name(other) == name:
-            raise Conflict(
-                f"prompt {prompt.name!r} would be the tool {name!r}, which the marked prompt "
-                f"{other!r} already is: unmark it, or rename one",
-                field="as_tool",
-            )
+    other = await repo.marked_as_tool(session, tenant.id, name, besides=prompt.name)
+    if other is not None:
+        raise Conflict(
+            f"prompt {prompt.name!r} would be the tool {name!r}, which the marked prompt "
+            f"{other!r} already is: unmark it, or rename one",
+            field="as_tool",
+        )
 
 
 @dataclass(frozen=True)
@@ -68,11 +67,8 @@ async def served_tools(
     *,
     after: str | None = None,
     limit: int,
-    prompt: str | None = None,
 ) -> list[ServedTool]:
-    rows = await repo.served_marked(
-        session, tenant.id, label, after=after, limit=limit, name=prompt
-    )
+    rows = await repo.served_marked(session, tenant.id, label, after=after, limit=limit)
     arguments = await repo.arguments_of(session, tenant.id, [(p.id, v.version) for p, v in rows])
     return [
         ServedTool(
@@ -87,15 +83,12 @@ async def served_tools(
     ]
 
 
-async def prompt_of_tool(
+async def tool_target(
     session: AsyncSession, tenant: Tenant, label: str, tool: str
-) -> ServedTool | None:
-    """The marked prompt ``label`` serves as the tool ``tool``, if any."""
-    for name in await repo.marked_names(session, tenant.id):
-        if tool_name(name) == tool:
-            found = await served_tools(session, tenant, label, limit=1, prompt=name)
-            return found[0] if found else None
-    return None
+) -> tuple[str, int] | None:
+    """The marked prompt that ``label`` serves as the tool ``tool``, and the version it serves;
+    None when there is none (one indexed statement, however many prompts are marked)."""
+    return await repo.served_tool(session, tenant.id, label, tool)
 
 
 async def declared_arguments(
