@@ -14,8 +14,8 @@ PROMPT_NAME_RE = re.compile(PROMPT_NAME_PATTERN)
 # A marked prompt's MCP tool name: its first TOOL_NAME_MAX characters, each of TOOL_NAME_REPLACED as
 # "_". Prompt names hold [A-Za-z0-9_.:-] (above), tool names [A-Za-z0-9_-] at most 64 long (what
 # clients take safely; the protocol allows 128), so "." and ":" are the characters replaced. The
-# rule is computed in Python (registry.prompts.tools.tool_name) and in SQL, where an index finds a
-# tool's prompt (registry.prompts.repository._tool_name, migration 0025); a test holds them equal.
+# rule is applied in Python (registry.prompts.tools.tool_name) and by the database, which keeps a
+# marked prompt's tool name on its row (prompts.tool_name, migration 0025); a test holds them equal.
 TOOL_NAME_MAX = 64
 TOOL_NAME_REPLACED = ".:"
 MIME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"

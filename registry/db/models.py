@@ -195,12 +195,12 @@ class Prompt(Base):
         ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
         CheckConstraint(r"name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'", name="name_format"),
         UniqueConstraint("tenant_id", "name"),
-        # A marked prompt found by its tool name (registry.naming.TOOL_NAME_MAX and _REPLACED).
+        # A marked prompt found by its tool name (tools/call).
         Index(
             "ix_prompts_tenant_id_tool_name",
             "tenant_id",
-            text("translate(left(name, 64), '.:', '__')"),
-            postgresql_where=text("as_tool"),
+            "tool_name",
+            postgresql_where=text("tool_name IS NOT NULL"),
         ),
     )
 
@@ -212,6 +212,9 @@ class Prompt(Base):
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'::text[]"))
     # Offered as an MCP tool of its own where the tenant serves tools.
     as_tool: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    # Its tool name when marked, else NULL: set by the database (trigger tool_name_v1 of migration
+    # 0025, the rule of registry.naming), never written by the application.
+    tool_name: Mapped[str | None] = mapped_column(Text)
     # Test cases (registry.testcases), run on every version written and on the versions a change
     # request moves labels to.
     tests: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))

@@ -16,15 +16,12 @@ from typing import Any, NamedTuple, TypeVar
 
 import orjson
 from sqlalchemy import (
-    ColumnElement,
     Select,
-    Text,
     and_,
     bindparam,
     delete,
     func,
     insert,
-    literal_column,
     or_,
     select,
     update,
@@ -48,7 +45,7 @@ from registry.db.models import (
 )
 from registry.db.repository import driver as _driver
 from registry.db.repository import journal_ctes, journal_json
-from registry.naming import TOOL_NAME_MAX, TOOL_NAME_REPLACED, serves_change
+from registry.naming import serves_change
 from registry.prompts import label_repository as label_repo
 
 # --- prompts ----------------------------------------------------------------------------------
@@ -552,24 +549,13 @@ async def served_marked(
     return [(row[0], row[1]) for row in (await session.execute(query)).all()]
 
 
-# A prompt's tool name in SQL: the rule of registry.prompts.tools.tool_name, written as the index of
-# migration 0025 holds it (literally, so that the planner uses the index).
-_tool_name: ColumnElement[str] = literal_column(
-    f"translate(left(prompts.name, {TOOL_NAME_MAX}), '{TOOL_NAME_REPLACED}', "
-    f"'{'_' * len(TOOL_NAME_REPLACED)}')",
-    type_=Text,
-)
-
-
 async def marked_as_tool(
     session: AsyncSession, tenant_id: uuid.UUID, tool: str, *, besides: str
 ) -> str | None:
     """The name of a marked prompt other than ``besides`` whose tool name is ``tool``, if any."""
     query = (
         select(Prompt.name)
-        .where(Prompt.tenant_id == tenant_id, Prompt.as_tool, _tool_name == tool)
-        .where(Prompt.name != besides)
-        .order_by(Prompt.name)
+        .where(Prompt.tenant_id == tenant_id, Prompt.tool_name == tool, Prompt.name != besides)
         .limit(1)
     )
     return (await session.execute(query)).scalar()
@@ -580,16 +566,15 @@ async def served_tool(
 ) -> tuple[str, int] | None:
     """The marked prompt (not archived) whose tool name is ``tool`` and the version ``label``
     serves of it, if ``label`` serves it; the first by name should two marks ever share a tool
-    name (a mark is checked, not constrained)."""
+    name (a mark is checked, not constrained). No ORDER BY: with one, the planner may walk the
+    tenant's labels in name order instead of taking the tool-name index."""
     query = (
         select(Prompt.name, Label.version)
         .join(Label, and_(Label.tenant_id == Prompt.tenant_id, Label.prompt_id == Prompt.id))
-        .where(Prompt.tenant_id == tenant_id, Prompt.as_tool, _tool_name == tool)
+        .where(Prompt.tenant_id == tenant_id, Prompt.tool_name == tool)
         .where(Prompt.archived_at.is_(None), Label.label == label)
-        .order_by(Prompt.name)
-        .limit(1)
     )
-    found = (await session.execute(query)).first()
+    found = min((await session.execute(query)).all(), default=None)
     return None if found is None else (found[0], found[1])
 
 

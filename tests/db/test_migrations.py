@@ -113,6 +113,37 @@ async def test_upgrading_fills_the_entries_of_versions_written_before_them(
         await conn.close()
 
 
+async def test_upgrading_keeps_the_tool_name_of_prompts_marked_before(
+    pg_server: PgServer, empty_db_name: str
+) -> None:
+    """0025: a prompt marked as a tool at schema 0024 has its tool name on its row after the
+    upgrade, one not marked has none, and the downgrade takes the column away again."""
+    url = pg_server.url(empty_db_name)
+    await asyncio.to_thread(migrate.upgrade, url, "0024")
+    conn = await pg_server.connect(empty_db_name)
+    try:
+        tenant = await seed_tenant(conn, "alpha")
+        await conn.execute(
+            "INSERT INTO prompts (tenant_id, name, as_tool) VALUES ($1, 'a.b:c', true), "
+            "($1, 'd.e', false)",
+            tenant,
+        )
+        await asyncio.to_thread(migrate.upgrade, url)
+        found = await conn.fetch(
+            "SELECT name, tool_name FROM prompts WHERE tenant_id = $1 AND name IN ('a.b:c', 'd.e')",
+            tenant,
+        )
+        assert {r["name"]: r["tool_name"] for r in found} == {"a.b:c": "a_b_c", "d.e": None}
+        await asyncio.to_thread(migrate.downgrade, url, "0024")
+        columns = await conn.fetchval(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'prompts' "
+            "AND column_name = 'tool_name'"
+        )
+        assert columns == 0
+    finally:
+        await conn.close()
+
+
 async def test_upgrading_moves_each_tenants_change_sequence_to_its_own_row(
     pg_server: PgServer, empty_db_name: str
 ) -> None:

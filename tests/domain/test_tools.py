@@ -1,8 +1,11 @@
-"""A marked prompt's tool name: computed in Python (``tools.tool_name``, what tools/list offers) and
-in SQL (the expression the index of migration 0025 holds, which tools/call finds a tool's prompt
-by); the two agree on every name a prompt may have, and the statement uses the index."""
+"""A marked prompt's tool name: applied in Python (``tools.tool_name``, what tools/list offers) and
+by the database, which keeps it on the prompt's row (migration 0025) where tools/call finds the
+prompt through an index; the two agree on every name a prompt may have, the column follows a mark,
+an unmark and any write to it, and the lookup uses the index under row-level security."""
 
 from __future__ import annotations
+
+import uuid
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +20,11 @@ from tests.domain.conftest import Domain, prompt
 
 NAMES = st.from_regex(PROMPT_NAME_PATTERN, fullmatch=True)
 EDGES = ["a", "a.b:c_d-e", "x" * 64, "x" * 63 + ".", "y" * 65 + ":z", "A:" * 64, "Z_9.:-" * 21]
+MARKED = text(
+    "INSERT INTO prompts (tenant_id, name, as_tool) SELECT :tenant, n, true "
+    "FROM unnest(CAST(:names AS text[])) AS n "
+    "ON CONFLICT (tenant_id, name) DO UPDATE SET as_tool = true RETURNING name, tool_name"
+)
 
 
 @settings(
@@ -24,17 +32,15 @@ EDGES = ["a", "a.b:c_d-e", "x" * 64, "x" * 63 + ".", "y" * 65 + ":z", "A:" * 64,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(names=st.lists(NAMES, min_size=1, max_size=30))
-async def test_the_sql_tool_name_is_the_python_one(db: Database, names: list[str]) -> None:
-    expression = str(repo._tool_name.compile())
-    assert "prompts.name" in expression
-    over = text(
-        f"SELECT {expression.replace('prompts.name', 'n')} FROM unnest(CAST(:names AS text[])) WITH ORDINALITY AS u(n, i) ORDER BY i"
-    )
-    given_names = [*EDGES, *names]
+@given(names=st.lists(NAMES, min_size=1, max_size=30, unique=True))
+async def test_the_database_keeps_the_python_tool_name(
+    domain: Domain, db: Database, names: list[str]
+) -> None:
+    tenant = await domain.tenant(f"t-{uuid.uuid4().hex[:12]}")
     async with db.operator_tx() as session:
-        computed = list((await session.execute(over, {"names": given_names})).scalars())
-    assert computed == [tools.tool_name(name) for name in given_names]
+        given_names = list(dict.fromkeys([*EDGES, *names]))
+        rows = (await session.execute(MARKED, {"tenant": tenant.id, "names": given_names})).all()
+    assert dict(rows) == {n: tools.tool_name(n) for n in given_names}
 
 
 async def test_a_tool_is_found_through_the_index_and_a_taken_name_is_refused(
@@ -58,12 +64,17 @@ async def test_a_tool_is_found_through_the_index_and_a_taken_name_is_refused(
         assert await repo.marked_as_tool(
             session, tenant.id, "support_reply", besides="support.reply"
         ) is None  # fmt: skip
-    async with db.operator_tx() as session:
+        # As a tenant's transaction reads (row-level security on): through the index.
         await session.execute(text("SET LOCAL enable_seqscan = off"))
-        plan = "\n".join(
-            (await session.execute(text(
-                "EXPLAIN SELECT name FROM prompts WHERE tenant_id = :t AND as_tool AND "
-                + str(repo._tool_name.compile()) + " = 'support_reply'"
-            ), {"t": tenant.id})).scalars()
-        )  # fmt: skip
-    assert "ix_prompts_tenant_id_tool_name" in plan, plan
+        plan = "\n".join((await session.execute(text(
+            "EXPLAIN SELECT name FROM prompts WHERE tenant_id = :t AND tool_name = 'support_reply'"
+        ), {"t": tenant.id})).scalars())  # fmt: skip
+        assert "ix_prompts_tenant_id_tool_name" in plan, plan
+    async with db.operator_tx() as session:  # unmarked, and a write to the column itself
+        changed = text(
+            "UPDATE prompts SET as_tool = :marked, tool_name = 'x' WHERE tenant_id = :t "
+            "AND name = 'support.reply' RETURNING tool_name"
+        )
+        for marked, kept in ((False, None), (True, "support_reply")):
+            found = await session.execute(changed, {"t": tenant.id, "marked": marked})
+            assert found.scalar_one() == kept
