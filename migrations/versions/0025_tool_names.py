@@ -1,5 +1,6 @@
 """a marked prompt's tool name is kept on its row (set by a trigger) and indexed, so that tools/call
-finds the prompt in one indexed statement; expand only
+finds the prompt in one indexed statement (registry_served_tool_v1, on the hot path's pool); expand
+only
 
 Revision ID: 0025
 Revises: 0024
@@ -25,6 +26,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("DROP FUNCTION registry_served_tool_v1(uuid, text, text)")
     op.drop_index("ix_prompts_tenant_id_tool_name", table_name="prompts")
     op.execute("DROP TRIGGER tool_name_v1 ON prompts")
     op.execute("DROP FUNCTION registry_prompt_tool_name_v1()")

@@ -28,8 +28,7 @@ from registry.events.cache import MISSING, Grouped, Lru, TenantScoped
 from registry.mcp import shaping
 from registry.mcp.protocol import Message
 from registry.principal import Principal
-from registry.prompts import reading, rendering
-from registry.prompts import tools as prompt_tools
+from registry.prompts import reading, rendering, serving
 from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
 from registry.prompts.tools import FIND
@@ -323,11 +322,11 @@ async def render(
 
 
 async def tool_target(
-    caches: McpCaches, tx: LazyTx, tenant: Tenant, label: str, tool: str
+    caches: McpCaches, db: Database, tenant: Tenant, label: str, tool: str
 ) -> tuple[str, int] | None:
     """The prompt and the version that ``label`` serves as the marked tool ``tool`` (None: no such
     tool): from memory once this worker has resolved it, until the tenant changes (a mark, a label
-    move, an archive), as a prompt's label is."""
+    move, an archive), as a prompt's label is; else one round trip on the hot path's pool."""
     enabled = caches.enabled
     key = ("tool", label, tool)
     if enabled:
@@ -335,7 +334,7 @@ async def tool_target(
         if found is not MISSING:
             return found  # type: ignore[no-any-return]
         generation = caches.resolved.generation(tenant.id)
-    target = await prompt_tools.tool_target(await tx.session(), tenant, label, tool)
+    target = await serving.served_tool(await db.read_pool(tenant.id), tenant.id, label, tool)
     if enabled:
         caches.resolved.put(tenant.id, key, target, generation)
     return target

@@ -133,7 +133,7 @@ async def tools_call(call: Call, params: CallParams) -> dict[str, Any]:
         if not isinstance(arguments, dict):
             return _tool_error("arguments: an object of the prompt's arguments by name")
         return await _render(call, name, None, arguments)
-    target = await caching.tool_target(call.caches, call.tx, call.tenant, call.label, params.name)
+    target = await caching.tool_target(call.caches, call.db, call.tenant, call.label, params.name)
     if target is None:
         raise InvalidParams(f"unknown tool {params.name!r} (tools/list names the tools)")
     return await _render(call, *target, given)

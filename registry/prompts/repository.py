@@ -561,23 +561,6 @@ async def marked_as_tool(
     return (await session.execute(query)).scalar()
 
 
-async def served_tool(
-    session: AsyncSession, tenant_id: uuid.UUID, label: str, tool: str
-) -> tuple[str, int] | None:
-    """The marked prompt (not archived) whose tool name is ``tool`` and the version ``label``
-    serves of it, if ``label`` serves it; the first by name should two marks ever share a tool
-    name (a mark is checked, not constrained). No ORDER BY: with one, the planner may walk the
-    tenant's labels in name order instead of taking the tool-name index."""
-    query = (
-        select(Prompt.name, Label.version)
-        .join(Label, and_(Label.tenant_id == Prompt.tenant_id, Label.prompt_id == Prompt.id))
-        .where(Prompt.tenant_id == tenant_id, Prompt.tool_name == tool)
-        .where(Prompt.archived_at.is_(None), Label.label == label)
-    )
-    found = min((await session.execute(query)).all(), default=None)
-    return None if found is None else (found[0], found[1])
-
-
 async def prompts_by_names(
     session: AsyncSession, tenant_id: uuid.UUID, names: Sequence[str]
 ) -> Sequence[Prompt]:

@@ -18,6 +18,7 @@ SERVED_VERSION = "SELECT registry_served_version_v3($1, $2, $3, $4)"
 SERVED_PAGE = "SELECT registry_served_page_v1($1, $2, $3, $4)"
 SERVED_ENTRIES = "SELECT name, entry, served FROM registry_served_entries_v2($1, $2, $3, $4)"
 SERVED_COUNT = "SELECT registry_served_count_v2($1, $2)"
+SERVED_TOOL = "SELECT prompt_name, served_version FROM registry_served_tool_v1($1, $2, $3)"
 
 
 async def served_version(
@@ -32,6 +33,17 @@ async def served_version(
     pool or inside a tenant transaction."""
     raw = await (await driver(reads)).fetchval(SERVED_VERSION, tenant_id, name, label, version)
     found: dict[str, Any] = _parsed(raw)
+    return found
+
+
+async def served_tool(
+    reads: asyncpg.Pool | AsyncSession, tenant_id: uuid.UUID, label: str, tool: str
+) -> tuple[str, int] | None:
+    """The marked prompt (not archived) whose tool name is ``tool`` and the version ``label``
+    serves of it, if ``label`` serves it (the first by name, should two marks ever share a tool
+    name): one round trip through the tool-name index."""
+    rows = await (await driver(reads)).fetch(SERVED_TOOL, tenant_id, label, tool)
+    found = min(((row[0], row[1]) for row in rows), default=None)
     return found
 
 

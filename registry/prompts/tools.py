@@ -83,14 +83,6 @@ async def served_tools(
     ]
 
 
-async def tool_target(
-    session: AsyncSession, tenant: Tenant, label: str, tool: str
-) -> tuple[str, int] | None:
-    """The marked prompt that ``label`` serves as the tool ``tool``, and the version it serves;
-    None when there is none (one indexed statement, however many prompts are marked)."""
-    return await repo.served_tool(session, tenant.id, label, tool)
-
-
 async def declared_arguments(
     session: AsyncSession, tenant: Tenant, label: str, names: Sequence[str]
 ) -> dict[str, list[repo.StoredArgument]]:

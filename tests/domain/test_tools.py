@@ -14,7 +14,7 @@ from sqlalchemy import text
 from registry.db.engine import Database
 from registry.naming import PROMPT_NAME_PATTERN
 from registry.prompts import repository as repo
-from registry.prompts import tools
+from registry.prompts import serving, tools
 from registry.prompts.writing import create_prompt
 from tests.domain.conftest import Domain, prompt
 
@@ -53,11 +53,10 @@ async def test_a_tool_is_found_through_the_index_and_a_taken_name_is_refused(
             body = prompt(name, "Hello", labels=["production"], as_tool=name != "plain")
             await create_prompt(session, tenant, publisher, body, max_blob_bytes=1024)
     async with domain.tx(tenant) as session:
-        assert await tools.tool_target(session, tenant, "production", "support_reply") == (
-            "support.reply", 1,
-        )  # fmt: skip
-        assert await tools.tool_target(session, tenant, "staging", "support_reply") is None
-        assert await tools.tool_target(session, tenant, "production", "plain") is None
+        found = await serving.served_tool(session, tenant.id, "production", "support_reply")
+        assert found == ("support.reply", 1)
+        assert await serving.served_tool(session, tenant.id, "staging", "support_reply") is None
+        assert await serving.served_tool(session, tenant.id, "production", "plain") is None
         assert await repo.marked_as_tool(session, tenant.id, "support_reply", besides="x") == (
             "support.reply"
         )
@@ -67,7 +66,9 @@ async def test_a_tool_is_found_through_the_index_and_a_taken_name_is_refused(
         # As a tenant's transaction reads (row-level security on): through the index.
         await session.execute(text("SET LOCAL enable_seqscan = off"))
         plan = "\n".join((await session.execute(text(
-            "EXPLAIN SELECT name FROM prompts WHERE tenant_id = :t AND tool_name = 'support_reply'"
+            "EXPLAIN SELECT p.name, l.version FROM prompts p JOIN labels l ON l.tenant_id = "
+            "p.tenant_id AND l.prompt_id = p.id AND l.label = 'production' WHERE p.tenant_id = :t "
+            "AND p.tool_name = 'support_reply' AND p.archived_at IS NULL"
         ), {"t": tenant.id})).scalars())  # fmt: skip
         assert "ix_prompts_tenant_id_tool_name" in plan, plan
     async with db.operator_tx() as session:  # unmarked, and a write to the column itself
@@ -76,5 +77,5 @@ async def test_a_tool_is_found_through_the_index_and_a_taken_name_is_refused(
             "AND name = 'support.reply' RETURNING tool_name"
         )
         for marked, kept in ((False, None), (True, "support_reply")):
-            found = await session.execute(changed, {"t": tenant.id, "marked": marked})
-            assert found.scalar_one() == kept
+            written = await session.execute(changed, {"t": tenant.id, "marked": marked})
+            assert written.scalar_one() == kept

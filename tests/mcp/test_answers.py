@@ -18,7 +18,7 @@ from registry.events.cache import MISSING
 from registry.mcp import caching
 from registry.mcp import tools as mcp_tools
 from registry.mcp.caching import McpCaches
-from registry.prompts import rendering, tools
+from registry.prompts import rendering, serving
 from registry.skills import service as skill_service
 from tests.conftest import Api, auth
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS, RawMcp, add_prompts
@@ -199,7 +199,7 @@ async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
     are kept as prompts/get's are, and dropped by the change that alters them: an unmarked tool,
     a new skill version, the tenant's tools turned off; find_prompts' pages are never kept."""
     read: list[str] = []
-    served_file, find, of_tool = skill_service.served_file, mcp_tools._find, tools.tool_target
+    served_file, find, of_tool = skill_service.served_file, mcp_tools._find, serving.served_tool
 
     async def counted_file(*args: Any, **kwargs: Any) -> Any:
         read.append(args[-1])
@@ -215,7 +215,7 @@ async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
 
     monkeypatch.setattr(skill_service, "served_file", counted_file)
     monkeypatch.setattr(mcp_tools, "_find", counted_find)
-    monkeypatch.setattr(tools, "tool_target", counted_tool)
+    monkeypatch.setattr(serving, "served_tool", counted_tool)
     keys = await api.tenant("acme")
     publisher = auth(keys["publisher"])
     made = await api.client.post("/api/v1/tenants/acme/prompts", json=REPLY, headers=publisher)
