@@ -5,11 +5,14 @@ migrated database of its own).
 
     REGISTRY_DATABASE_URL=postgresql://... python -m bench.inproc [--calls 5000] [--profile]
 
-Creates tenant ``inproc`` (with an operator token it sets itself), a key and one prompt; prints the
-fastest and the median of five runs of ``--calls`` calls (microseconds per call), and the CPU time of
-a prompts/get that misses the worker's caches and of a prompt read through the admin API (a fifth as
-many calls) and of a version write (a tenth; their wall time would include PostgreSQL's), and of the
-empty transaction every REST request opens, through the ORM session and on the driver alone;
+Creates tenant ``inproc`` (with an operator token it sets itself), a key, one prompt (offered as a
+tool too) and one skill; prints the fastest and the median of five runs of ``--calls`` calls
+(microseconds per call: prompts/get, prompts/list, tools/call of the prompt's tool and
+resources/read of the skill's SKILL.md, each asked the same way each time), and the CPU time of a
+tools/call with new arguments each time, of a prompts/get that misses the worker's caches, of a
+prompt read through the admin API (each a fifth as many calls), of a version write (a tenth; their
+wall time would include PostgreSQL's), and of the empty transaction every REST request opens,
+through the ORM session and on the driver alone;
 ``--profile`` adds cProfile's top functions for prompts/get.
 
 ``--memory TENANTS PROMPTS`` measures instead what a worker keeps per tenant and per cached prompt:
@@ -102,6 +105,17 @@ async def prepare(app: Any) -> None:
         app, "PUT", "/api/v1/tenants/inproc/prompts/p1/labels/production", writer, b'{"version": 1}'
     )
     assert status == 200, body
+    # The prompt as a tool, and a skill: what tools/call and resources/read serve.
+    status, body = await call(
+        app, "PATCH", "/api/v1/tenants/inproc", operator, b'{"mcp_tools": true}'
+    )
+    assert status == 200, body
+    status, body = await call(app, "PATCH", PROMPT_PATH, writer, b'{"as_tool": true}')
+    assert status == 200, body
+    status, body = await call(app, "POST", "/api/v1/tenants/inproc/skills", writer, json.dumps({
+        "name": "s1", "labels": ["production"], "files": [{"path": "SKILL.md", "text": SKILL}],
+    }).encode())  # fmt: skip
+    assert status in (201, 409), body
     MCP["authorization"] = writer["authorization"]
 
 
@@ -115,6 +129,22 @@ def prompts_get() -> tuple[dict[str, str], bytes]:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {
         "_meta": META, "name": "p1", "arguments": {"topic": "billing"}}}).encode()  # fmt: skip
     return {**MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}, body
+
+
+SKILL = "---\nname: s1\ndescription: Review a change\n---\n# Review\n\n1. Tests pass.\n"
+SKILL_URI = "skill://s1/SKILL.md"
+
+
+def mcp_request(method: str, name: str, params: dict[str, Any]) -> tuple[dict[str, str], bytes]:
+    """The headers and body of a request of ``method`` for ``name`` (its Mcp-Name)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                       "params": {"_meta": META, **params}}).encode()  # fmt: skip
+    return {**MCP, "mcp-method": method, "mcp-name": name}, body
+
+
+def tool_call(topic: str = "billing") -> tuple[dict[str, str], bytes]:
+    """A tools/call of p1's tool."""
+    return mcp_request("tools/call", "p1", {"name": "p1", "arguments": {"topic": topic}})
 
 
 def version_body(take: str, labels: tuple[str, ...] = ()) -> bytes:
@@ -301,9 +331,17 @@ async def main() -> None:
         for name, headers, body in (
             ("prompts/get", get, get_body),
             ("prompts/list", listing, list_body),
+            ("tools/call", *tool_call()),
+            ("resources/read", *mcp_request("resources/read", SKILL_URI, {"uri": SKILL_URI})),
         ):
             runs = await _time(app, headers, body, args.calls)
             print(f"{name}: {runs[0][0]:.1f} µs per call at best, median {runs[2][0]:.1f}")
+        # New arguments each time: rendered each time, from the worker's compiled version.
+        topics = iter(range(1 << 40))
+        cpu = sorted(run[1] for run in await _time(
+            app, tool_call()[0], lambda: tool_call(f"t{next(topics)}")[1], args.calls // 5))  # fmt: skip
+        print(f"tools/call, new arguments each time: {cpu[0]:.1f} µs of this process's CPU per "
+              f"call at best, median {cpu[2]:.1f}")  # fmt: skip
         # A miss: the version resolved, read (one round trip), compiled and rendered.
         assert app.mcp is not None
         caches = app.mcp.caches

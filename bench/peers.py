@@ -1,6 +1,8 @@
-"""What users would run instead, serving the same 10,000 prompts: the official MCP Python SDK's
-low-level server and its high-level server (FastMCP's lineage), plus a bare ASGI JSON endpoint that
-marks the HTTP ceiling. Each is a factory for uvicorn (`--factory`), run like the registry."""
+"""What users would run instead, serving the same 10,000 prompts (as prompts, and as tools of the
+same names and arguments) and the same 1,000 skills' SKILL.md files (as resources): the official MCP
+Python SDK's low-level server and its high-level server (FastMCP's lineage), plus a bare ASGI JSON
+endpoint that marks the HTTP ceiling. Each is a factory for uvicorn (`--factory`), run like the
+registry."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import Any
 # (bench/run --peer-prompts sets it for the servers it starts; the registry's tenant keeps 10,000).
 PEER_PROMPTS = int(os.environ.get("BENCH_PEER_PROMPTS", "10000"))
 PEER_TENANT = "bench-peer"
+# How many skills the registry's peer tenant and the peers serve alike (bench/run --peer-skills).
+PEER_SKILLS = int(os.environ.get("BENCH_PEER_SKILLS", "1000"))
 TONES = ["formal", "casual", "friendly", "terse"]
 
 
@@ -30,6 +34,38 @@ def peer_prompt(index: int) -> dict[str, Any]:
 
 def _render(index: int, topic: str, tone: str) -> str:
     return f"Write about {topic} in a {tone} tone. (prompt {index})"
+
+
+def peer_skill_name(index: int) -> str:
+    return f"peer-skill-{index:04d}"
+
+
+def peer_skill(index: int) -> str:
+    """The SKILL.md of skill ``index``: front matter, then about a kilobyte of instructions."""
+    name = peer_skill_name(index)
+    steps = "\n".join(
+        f"{n}. Check item {n} of the {name} checklist and note it." for n in range(20)
+    )
+    return f"---\nname: {name}\ndescription: Peer skill {index}\n---\n# {name}\n\n{steps}\n"
+
+
+def skill_uri(index: int) -> str:
+    return f"skill://{peer_skill_name(index)}/SKILL.md"
+
+
+TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "topic": {"type": "string", "description": "what to write about"},
+        "tone": {
+            "type": "string",
+            "description": "how to sound",
+            "enum": TONES,
+            "default": "formal",
+        },
+    },
+    "required": ["topic"],
+}
 
 
 def lowlevel_app() -> Any:
@@ -70,7 +106,62 @@ def lowlevel_app() -> Any:
             ],
         )
 
-    server = Server("bench-lowlevel", on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+    tools = [
+        types.Tool(name=p.name, description=p.description, input_schema=TOOL_SCHEMA)
+        for p in prompts
+    ]
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+        start = int(params.cursor) if params and params.cursor else 0
+        more = start + 100 < len(tools)
+        return types.ListToolsResult(
+            tools=tools[start : start + 100], next_cursor=str(start + 100) if more else None
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        i = index.get(params.name)
+        arguments = params.arguments or {}
+        if i is None or not isinstance(arguments.get("topic"), str):
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text="unknown tool or no topic")],
+                is_error=True,
+            )
+        text = _render(i, arguments["topic"], arguments.get("tone", "formal"))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+    skills = {skill_uri(i): peer_skill(i) for i in range(PEER_SKILLS)}
+
+    async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(uri=uri, name=uri.split("/")[2], mime_type="text/markdown")
+                for uri in list(skills)[:100]
+            ]
+        )
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+        text = skills[str(params.uri)]  # an unknown URI: the SDK answers its error
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(uri=params.uri, mime_type="text/markdown", text=text)
+            ]
+        )
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        """What the SDK checks a call's Mcp-Param headers against: without it, it runs the
+        tools/list handler through every page for each call (81 ms of CPU a call here)."""
+        return TOOL_SCHEMA if name in index else None
+
+    server = Server(
+        "bench-lowlevel",
+        get_tool_input_schema=input_schema,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
     return server.streamable_http_app(
         streamable_http_path="/mcp", json_response=True, stateless_http=True
     )
@@ -79,6 +170,7 @@ def lowlevel_app() -> Any:
 def highlevel_app() -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.prompts.base import Prompt
+    from mcp.server.mcpserver.resources import TextResource
 
     server = MCPServer("bench-highlevel")
     for i in range(PEER_PROMPTS):
@@ -92,6 +184,12 @@ def highlevel_app() -> Any:
         server.add_prompt(
             Prompt.from_function(make(), name=f"peer-{i:05d}", description=f"Peer prompt {i}")
         )
+        server.add_tool(make(), name=f"peer-{i:05d}", description=f"Peer prompt {i}")
+    for i in range(PEER_SKILLS):
+        server.add_resource(
+            TextResource(uri=skill_uri(i), name=peer_skill_name(i), text=peer_skill(i),
+                         mime_type="text/markdown")
+        )  # fmt: skip
     return server.streamable_http_app(
         streamable_http_path="/mcp", json_response=True, stateless_http=True
     )

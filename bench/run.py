@@ -14,6 +14,8 @@ embedded server) or REGISTRY_DATABASE_URL. Writes a JSON result and a Markdown t
   d  list_changed fan-out to 1,000 and 5,000 open streams over 50 tenants (bench/fanout.py)
   e  admin writes: new versions through the REST API, concurrent writers
   f  resident memory of each worker: idle, after the reads, with the streams open
+  g  the newer surfaces, against the same peers: tools/call of the peer prompts' tools (the same
+     arguments, then new ones each time) and resources/read of 1,000 skills' SKILL.md
   ceilings: a bare ASGI JSON endpoint under the same uvicorn settings; asyncpg primary-key selects
 """
 
@@ -42,7 +44,7 @@ import httpx
 import psutil
 
 from bench import fanout
-from bench.peers import PEER_PROMPTS, PEER_TENANT
+from bench.peers import PEER_PROMPTS, PEER_SKILLS, PEER_TENANT, peer_skill, peer_skill_name
 from bench.seed import BIG_TENANT
 from registry.db.connect import asyncpg_arguments
 
@@ -60,6 +62,20 @@ PEER_WORKLOADS = (
     ("prompts/get (peer set)", "peer"),
     ("prompts/get (peer set, new arguments)", "peer-new"),
 )
+# The newer surfaces (workload group "surfaces"), on the same peer set: the prompts as tools, the
+# same arguments every time and then a new topic in every request, and the skills' SKILL.md files.
+SURFACE_WORKLOADS = (
+    ("tools/call (peer set)", "tool"),
+    ("tools/call (peer set, new arguments)", "tool-new"),
+    ("resources/read (peer skills)", "skill"),
+)
+
+
+def peer_count(names: str, peer_prompts: int) -> int:
+    """How many peer items a workload of the Lua script's mode ``get`` picks among."""
+    return (
+        int(os.environ.get("BENCH_PEER_SKILLS", PEER_SKILLS)) if names == "skill" else peer_prompts
+    )
 
 
 def free_port() -> int:
@@ -546,6 +562,10 @@ def ratios(
             found[f"registry / {peer}, the same with new arguments each time, c{c}"] = rps(
                 new, "registry", c
             ) / rps(new, peer, c)
+            for surface, _ in SURFACE_WORKLOADS:
+                found[f"registry / {peer}, {surface}, c{c}"] = rps(surface, "registry", c) / rps(
+                    surface, peer, c
+                )
         found[f"registry prompts/get (random tenant) / bare ASGI, c{c}"] = rps(
             "prompts/get", "registry", c
         ) / rps("prompts/get (peer set)", "bare ASGI", c)
@@ -581,10 +601,17 @@ def main(argv: list[str] | None = None) -> None:
         "register: their start-up grows with it)",
     )
     parser.add_argument(
+        "--peer-skills",
+        type=int,
+        default=PEER_SKILLS,
+        help="how many skills the surfaces' workload reads (written to the registry once, and "
+        "served by the peers)",
+    )
+    parser.add_argument(
         "--workloads",
         default=",".join(WORKLOADS),
         help="which parts to run, of: reads (the registry's, the walk, the peers and the bare ASGI "
-        "ceiling), writes, fanout",
+        "ceiling), writes, fanout, surfaces (tools and skills, the registry's and the peers')",
     )
     args = parser.parse_args(argv)
     workloads = {w for w in args.workloads.split(",") if w}
@@ -592,7 +619,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--workloads: a comma-separated list of {', '.join(WORKLOADS)}")
     if not 1 <= args.peer_prompts <= PEER_PROMPTS:
         parser.error(f"--peer-prompts: 1 to {PEER_PROMPTS}")
+    if args.peer_skills < 1:
+        parser.error("--peer-skills: at least 1")
     os.environ["BENCH_PEER_PROMPTS"] = str(args.peer_prompts)  # the peers the run starts
+    os.environ["BENCH_PEER_SKILLS"] = str(args.peer_skills)
     if shutil.which("wrk") is None:
         sys.exit("bench/run needs wrk: apt-get install wrk")
     if autogroup():
@@ -691,6 +721,15 @@ def run(
         if "reads" in workloads and connections:
             paced(rows, registry.url, duration, warmup, pids, postmaster, token, connections[0],
                   targets, peer_prompts)  # fmt: skip
+        if "surfaces" in workloads:
+            asyncio.run(prepare_skills(registry.url, token))
+            for c in connections:
+                measure = _measure(
+                    rows, registry.url, c, duration, warmup, "registry", pids, postmaster, token
+                )
+                for workload, names in SURFACE_WORKLOADS:
+                    among = str(peer_count(names, peer_prompts))
+                    measure(workload, f"/mcp/{PEER_TENANT}", "get", "1", among, names)
         memory["after reads"] = {str(pid): rss_kib(pid) for pid in pids}
         if "writes" in workloads:
             asyncio.run(prepare_writes(registry.url, token))
@@ -724,23 +763,7 @@ def run(
             fanouts.append(result)
             print(f"fan-out: {result}", file=sys.stderr)
         memory["after streams closed"] = {str(pid): rss_kib(pid) for pid in pids}
-    peer_targets = [("bare ASGI", "bench.peers:bare_app", "/mcp")]
-    if peers:
-        peer_targets = [
-            ("low-level SDK", "bench.peers:lowlevel_app", "/mcp"),
-            ("high-level SDK", "bench.peers:highlevel_app", "/mcp"),
-            *peer_targets,
-        ]
-    for name, factory, path in peer_targets if "reads" in workloads else []:
-        with server(uvicorn(factory, workers), {}, path, timeout=300) as peer:
-            peer_pids = worker_pids(peer.pid)
-            for c in connections:
-                measure = _measure(rows, peer.url, c, duration, warmup, name, peer_pids, None)
-                # The bare endpoint answers every request alike: one workload is its ceiling.
-                for workload, names in (
-                    PEER_WORKLOADS[:1] if name == "bare ASGI" else PEER_WORKLOADS
-                ):
-                    measure(workload, "/mcp", "get", "1", str(peer_prompts), names)
+    _peers(rows, workloads, peers, connections, duration, warmup, workers, peer_prompts)
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
@@ -760,6 +783,38 @@ def run(
         "memory_kib": memory,
         "ratios": ratios(rows, db, fanouts),
     }
+
+
+def _peers(
+    rows: list[dict[str, Any]],
+    workloads: set[str],
+    peers: bool,
+    connections: list[int],
+    duration: int,
+    warmup: int,
+    workers: int,
+    peer_prompts: int,
+) -> None:
+    """The peers' runs of the workloads they share with the registry (those of the reads and of
+    the surfaces among ``workloads``); the bare ASGI ceiling's, of the first only."""
+    peer_targets = [("bare ASGI", "bench.peers:bare_app", "/mcp")]
+    if peers:
+        peer_targets = [
+            ("low-level SDK", "bench.peers:lowlevel_app", "/mcp"),
+            ("high-level SDK", "bench.peers:highlevel_app", "/mcp"),
+            *peer_targets,
+        ]
+    compared = [*(PEER_WORKLOADS if "reads" in workloads else ())]
+    compared += SURFACE_WORKLOADS if "surfaces" in workloads else ()
+    for name, factory, path in peer_targets if compared else []:
+        with server(uvicorn(factory, workers), {}, path, timeout=300) as peer:
+            peer_pids = worker_pids(peer.pid)
+            for c in connections:
+                measure = _measure(rows, peer.url, c, duration, warmup, name, peer_pids, None)
+                # The bare endpoint answers every request alike: one workload is its ceiling.
+                for workload, names in compared[:1] if name == "bare ASGI" else compared:
+                    count = str(peer_count(names, peer_prompts))
+                    measure(workload, "/mcp", "get", "1", count, names)
 
 
 def _measure(
@@ -786,7 +841,7 @@ def _measure(
             postmaster=postmaster,
             metrics=(lambda: scrape(url, token)) if token else None,
             rate=rate,
-            gets=workload.startswith("prompts/get"),
+            gets=workload.startswith(("prompts/get", "tools/call")),
         )
         rows.append({"workload": workload, "target": target, "connections": connections, **result})
         print(rows[-1], file=sys.stderr)
@@ -839,7 +894,7 @@ def paced(
             measure(f"{workload} at {share:.0%} load", path, *script, rate=share * capacity)
 
 
-WORKLOADS = ("reads", "writes", "fanout")
+WORKLOADS = ("reads", "writes", "fanout", "surfaces")
 WRITE_TENANT = "bench-writes"
 WRITE_PROMPTS = 100
 
@@ -861,6 +916,27 @@ async def prepare_writes(url: str, token: str) -> None:
             )
             if prompt.status_code not in (201, 409):
                 raise RuntimeError(f"creating w-{i:03d}: {prompt.status_code} {prompt.text}")
+
+
+async def prepare_skills(url: str, token: str) -> None:
+    """The skills of the peer tenant, the SKILL.md files the peers serve as resources: written
+    through the admin API once (a second run finds them), labelled production."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as api:
+
+        async def write(indexes: range) -> None:
+            for i in indexes:
+                body = {
+                    "name": peer_skill_name(i),
+                    "files": [{"path": "SKILL.md", "text": peer_skill(i)}],
+                    "labels": ["production"],
+                }
+                made = await api.post(f"/api/v1/tenants/{PEER_TENANT}/skills", json=body)
+                if made.status_code not in (201, 409):
+                    raise RuntimeError(f"skill {i}: {made.status_code} {made.text}")
+
+        skills = int(os.environ.get("BENCH_PEER_SKILLS", PEER_SKILLS))
+        await asyncio.gather(*(write(range(k, skills, 4)) for k in range(4)))
 
 
 def worker_pids(parent: int) -> list[int]:

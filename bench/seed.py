@@ -5,8 +5,9 @@
 By default: 1,000 tenants of 1,000 prompts each, every prompt with 1-5 immutable versions, 0-4 typed
 arguments (required ones, enums, patterns, lengths), `latest` and `production` labels (a fifth also
 `staging`), a few image blobs; one tenant `bench-big` with 100,000 prompts; and `bench-peer`, the
-10,000 prompts the peer servers of bench/peers.py serve too. The database is
-REGISTRY_DATABASE_URL (or the embedded server); the connecting role must bypass row-level security
+10,000 prompts the peer servers of bench/peers.py serve too, as prompts and as tools (bench/run
+writes its skills through the admin API). The database is REGISTRY_DATABASE_URL (or the embedded
+server); the connecting role must bypass row-level security
 (the schema owner: the embedded server's superuser, or registry_owner of deploy/roles.sql).
 """
 
@@ -112,14 +113,14 @@ def _messages(
 def tenant_rows(rows: Rows, rng: random.Random, slug: str, prompts: int) -> None:
     tenant_id = uuid.uuid4()
     # Public-read, as the peers have no credentials either; keyed access is measured on its own.
-    rows.tenants.append((tenant_id, slug, f"Benchmark {slug}", True))
+    rows.tenants.append((tenant_id, slug, f"Benchmark {slug}", True, False))
     sha = hashlib.sha256(PNG + slug.encode()).digest()  # a blob of its own per tenant
     rows.blobs.append((tenant_id, sha, "image/png", len(PNG) + len(slug), PNG + slug.encode()))
     for index in range(prompts):
         prompt_id = uuid.uuid4()
         name = f"prompt-{index:06d}"
         count = rng.randint(1, 5)
-        rows.prompts.append((tenant_id, prompt_id, name, [rng.choice(TOPICS)], count))
+        rows.prompts.append((tenant_id, prompt_id, name, [rng.choice(TOPICS)], count, False))
         for version in range(1, count + 1):
             arguments = _arguments(rng)
             blob = sha.hex() if rng.random() < 0.01 else None
@@ -185,9 +186,9 @@ def tenant_rows(rows: Rows, rng: random.Random, slug: str, prompts: int) -> None
 
 def peer_rows(rows: Rows, peers: int) -> None:
     """The tenant the peers are compared on: the same prompts they serve (the first ``peers`` of
-    their 10,000)."""
+    their 10,000), offered as tools too (its MCP tools on, every prompt marked)."""
     tenant_id = uuid.uuid4()
-    rows.tenants.append((tenant_id, PEER_TENANT, "Benchmark peers", True))
+    rows.tenants.append((tenant_id, PEER_TENANT, "Benchmark peers", True, True))
     for index in range(peers):
         prompt = peer_prompt(index)
         prompt_id = uuid.uuid4()
@@ -212,7 +213,7 @@ def peer_rows(rows: Rows, peers: int) -> None:
             "icons": None,
             "commit_message": None,
         }
-        rows.prompts.append((tenant_id, prompt_id, prompt["name"], [], 1))
+        rows.prompts.append((tenant_id, prompt_id, prompt["name"], [], 1, True))
         rows.versions.append(
             (
                 tenant_id,
@@ -252,9 +253,9 @@ def peer_rows(rows: Rows, peers: int) -> None:
 
 
 COPIES = [
-    ("tenants", ["id", "slug", "title", "public_read"], "tenants"),
+    ("tenants", ["id", "slug", "title", "public_read", "mcp_tools"], "tenants"),
     ("blobs", ["tenant_id", "sha256", "mime_type", "size", "data"], "blobs"),
-    ("prompts", ["tenant_id", "id", "name", "tags", "latest_version"], "prompts"),
+    ("prompts", ["tenant_id", "id", "name", "tags", "latest_version", "as_tool"], "prompts"),
     (
         "prompt_versions",
         [

@@ -6,6 +6,9 @@
 --                   proportion to 1/k^S, and within it its prompts ranked in file order, alike
 --   get 1 N peer    prompts/get of a random peer prompt (peer-00000 .. N-1) on the URL's path
 --   get 1 N peer-new the same with a new topic each time (no answer given before can be sent again)
+--   get 1 N tool    tools/call of a random peer prompt's tool (the same names and arguments)
+--   get 1 N tool-new the same with a new topic each time
+--   get 1 N skill   resources/read of the SKILL.md of a random peer skill (peer-skill-0000 .. N-1)
 --   list CURSOR     prompts/list from CURSOR ("" for the first page)
 --   write T N TOKEN admin API: a new version of a random prompt w-000 .. N-1 of tenant T (201)
 -- JSON-RPC errors arrive with HTTP 200, so bodies are checked and counted as errors too.
@@ -139,6 +142,26 @@ function request()
       .. ',"name":"' .. target[2] .. '","arguments":' .. target[3] .. '}}'
     return wrk.format("POST", target[1], headers, body)
   end
+  if mode == "get" and names == "skill" then
+    local uri = string.format("skill://peer-skill-%04d/SKILL.md", math.random(0, prompts - 1))
+    headers["Mcp-Method"] = "resources/read"
+    headers["Mcp-Name"] = uri
+    local body = '{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{' .. meta
+      .. ',"uri":"' .. uri .. '"}}'
+    return wrk.format("POST", wrk.path, headers, body)
+  end
+  if mode == "get" and (names == "tool" or names == "tool-new") then
+    local name = string.format("peer-%05d", math.random(0, prompts - 1))
+    local arguments = '{"topic":"billing"}'
+    if names == "tool-new" then
+      arguments = '{"topic":"t' .. math.random(1, 1000000000) .. '"}'
+    end
+    headers["Mcp-Method"] = "tools/call"
+    headers["Mcp-Name"] = name
+    local body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{' .. meta
+      .. ',"name":"' .. name .. '","arguments":' .. arguments .. '}}'
+    return wrk.format("POST", wrk.path, headers, body)
+  end
   if mode == "get" then
     local name, path
     local arguments = '{"topic":"billing"}'
@@ -173,7 +196,8 @@ function response(status, headers, body)
     if status ~= 201 then errors = errors + 1 end
     return
   end
-  if status ~= 200 or not string.find(body, '"result"', 1, true) then
+  if status ~= 200 or not string.find(body, '"result"', 1, true)
+      or string.find(body, '"isError":true', 1, true) then
     errors = errors + 1
   end
 end

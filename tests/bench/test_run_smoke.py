@@ -38,7 +38,13 @@ WORKLOADS = {
     ("prompts/get (peer set)", "high-level SDK"),
     ("prompts/get (peer set, new arguments)", "high-level SDK"),
     ("prompts/get (peer set)", "bare ASGI"),
-}
+    *(
+        (surface, target)
+        for surface in ("tools/call (peer set)", "tools/call (peer set, new arguments)",
+                        "resources/read (peer skills)")
+        for target in ("registry", "low-level SDK", "high-level SDK")
+    ),
+}  # fmt: skip
 
 
 @pytest.fixture
@@ -70,7 +76,7 @@ def test_every_workload_completes_without_errors(
     ran = subprocess.run(
         [sys.executable, "-m", "bench.run", "--duration", "1", "--warmup", "0", "--connections", "4",
          "--streams", "60", "--fanout-tenants", "3", "--workers", "1", "--peer-prompts", "300",
-         "--out", str(out)],
+         "--peer-skills", "20", "--out", str(out)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-4000:]
@@ -90,7 +96,7 @@ def test_every_workload_completes_without_errors(
         if row["target"] == "registry":  # its collector pauses, read from /metrics around the run
             assert row["gc_full_collections"] >= 0 and row["gc_paused_s"] >= 0, row
             assert row["gc_longest_pause_ms_at_most"] >= 0, row
-            if row["workload"].startswith("prompts/get"):  # how many read no database
+            if row["workload"].startswith(("prompts/get", "tools/call")):  # read no database
                 assert 0 <= row["hit_ratio"] <= 1, row
     assert results["db_ceiling"]["rps"] > 0
     walk = results["walk"]
