@@ -158,10 +158,13 @@ async def test_the_hot_paths_plain_connection_keeps_no_tenant(
     db = one_connection
     alpha, _ = two_tenants
     pool = await db.read_pool(alpha)
-    rows = await serving.served_page(pool, alpha, "production", after=None, limit=10)
-    assert rows is not None
-    async with pool.acquire() as connection:
-        assert await connection.fetchval("SELECT current_setting('registry.tenant_id', true)") in (
-            None, "",
-        )  # fmt: skip
-        assert await connection.fetchval("SELECT current_user = session_user")
+    for statement in (
+        lambda: serving.served_page(pool, alpha, "production", after=None, limit=10),
+        lambda: serving.served_tool(pool, alpha, "production", "some_tool"),
+    ):
+        await statement()
+        async with pool.acquire() as connection:
+            assert await connection.fetchval(
+                "SELECT current_setting('registry.tenant_id', true)"
+            ) in (None, "")
+            assert await connection.fetchval("SELECT current_user = session_user")
