@@ -126,9 +126,7 @@ PROMPT_PATH = "/api/v1/tenants/inproc/prompts/p1"
 
 def prompts_get() -> tuple[dict[str, str], bytes]:
     """The headers and body of a prompts/get of p1."""
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {
-        "_meta": META, "name": "p1", "arguments": {"topic": "billing"}}}).encode()  # fmt: skip
-    return {**MCP, "mcp-method": "prompts/get", "mcp-name": "p1"}, body
+    return mcp_request("prompts/get", "p1", {"name": "p1", "arguments": {"topic": "billing"}})
 
 
 SKILL = "---\nname: s1\ndescription: Review a change\n---\n# Review\n\n1. Tests pass.\n"

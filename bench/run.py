@@ -71,11 +71,9 @@ SURFACE_WORKLOADS = (
 )
 
 
-def peer_count(names: str, peer_prompts: int) -> int:
+def peer_count(names: str, peer_prompts: int, peer_skills: int) -> int:
     """How many peer items a workload of the Lua script's mode ``get`` picks among."""
-    return (
-        int(os.environ.get("BENCH_PEER_SKILLS", PEER_SKILLS)) if names == "skill" else peer_prompts
-    )
+    return peer_skills if names == "skill" else peer_prompts
 
 
 def free_port() -> int:
@@ -638,6 +636,7 @@ def main(argv: list[str] | None = None) -> None:
         workers=args.workers,
         workloads=workloads,
         peer_prompts=args.peer_prompts,
+        peer_skills=args.peer_skills,
     )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     (args.out / f"{stamp}.json").write_text(json.dumps(results, indent=2))
@@ -658,6 +657,7 @@ def run(
     workers: int = 2,
     workloads: set[str] | None = None,
     peer_prompts: int = PEER_PROMPTS,
+    peer_skills: int = PEER_SKILLS,
 ) -> dict[str, Any]:
     """Every workload (or those of ``workloads``), one after the other on the same machine; the
     results as one JSON value."""
@@ -722,13 +722,13 @@ def run(
             paced(rows, registry.url, duration, warmup, pids, postmaster, token, connections[0],
                   targets, peer_prompts)  # fmt: skip
         if "surfaces" in workloads:
-            asyncio.run(prepare_skills(registry.url, token))
+            asyncio.run(prepare_skills(registry.url, token, peer_skills))
             for c in connections:
                 measure = _measure(
                     rows, registry.url, c, duration, warmup, "registry", pids, postmaster, token
                 )
                 for workload, names in SURFACE_WORKLOADS:
-                    among = str(peer_count(names, peer_prompts))
+                    among = str(peer_count(names, peer_prompts, peer_skills))
                     measure(workload, f"/mcp/{PEER_TENANT}", "get", "1", among, names)
         memory["after reads"] = {str(pid): rss_kib(pid) for pid in pids}
         if "writes" in workloads:
@@ -763,7 +763,8 @@ def run(
             fanouts.append(result)
             print(f"fan-out: {result}", file=sys.stderr)
         memory["after streams closed"] = {str(pid): rss_kib(pid) for pid in pids}
-    _peers(rows, workloads, peers, connections, duration, warmup, workers, peer_prompts)
+    counts = (peer_prompts, peer_skills)
+    _peers(rows, workloads, peers, connections, duration, warmup, workers, counts)
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
@@ -793,10 +794,11 @@ def _peers(
     duration: int,
     warmup: int,
     workers: int,
-    peer_prompts: int,
+    counts: tuple[int, int],
 ) -> None:
     """The peers' runs of the workloads they share with the registry (those of the reads and of
-    the surfaces among ``workloads``); the bare ASGI ceiling's, of the first only."""
+    the surfaces among ``workloads``, over ``counts``: the peer prompts and skills asked for); the
+    bare ASGI ceiling's, of the first only."""
     peer_targets = [("bare ASGI", "bench.peers:bare_app", "/mcp")]
     if peers:
         peer_targets = [
@@ -813,7 +815,7 @@ def _peers(
                 measure = _measure(rows, peer.url, c, duration, warmup, name, peer_pids, None)
                 # The bare endpoint answers every request alike: one workload is its ceiling.
                 for workload, names in compared[:1] if name == "bare ASGI" else compared:
-                    count = str(peer_count(names, peer_prompts))
+                    count = str(peer_count(names, *counts))
                     measure(workload, "/mcp", "get", "1", count, names)
 
 
@@ -918,7 +920,7 @@ async def prepare_writes(url: str, token: str) -> None:
                 raise RuntimeError(f"creating w-{i:03d}: {prompt.status_code} {prompt.text}")
 
 
-async def prepare_skills(url: str, token: str) -> None:
+async def prepare_skills(url: str, token: str, skills: int) -> None:
     """The skills of the peer tenant, the SKILL.md files the peers serve as resources: written
     through the admin API once (a second run finds them), labelled production."""
     headers = {"Authorization": f"Bearer {token}"}
@@ -935,7 +937,6 @@ async def prepare_skills(url: str, token: str) -> None:
                 if made.status_code not in (201, 409):
                     raise RuntimeError(f"skill {i}: {made.status_code} {made.text}")
 
-        skills = int(os.environ.get("BENCH_PEER_SKILLS", PEER_SKILLS))
         await asyncio.gather(*(write(range(k, skills, 4)) for k in range(4)))
 
 

@@ -43,8 +43,7 @@ async def served_tool(
     serves of it, if ``label`` serves it (the first by name, should two marks ever share a tool
     name): one round trip through the tool-name index."""
     rows = await (await driver(reads)).fetch(SERVED_TOOL, tenant_id, label, tool)
-    found = min(((row[0], row[1]) for row in rows), default=None)
-    return found
+    return min(((row[0], row[1]) for row in rows), default=None)
 
 
 def _parsed(raw: Any) -> Any:
