@@ -8,7 +8,8 @@ migrated database of its own).
 Creates tenant ``inproc`` (with an operator token it sets itself), a key, one prompt (offered as a
 tool too) and one skill; prints the fastest and the median of five runs of ``--calls`` calls
 (microseconds per call: prompts/get, prompts/list, tools/call of the prompt's tool and
-resources/read of the skill's SKILL.md, each asked the same way each time), and the CPU time of a
+resources/read of the skill's SKILL.md, tools/list, skills/list and resources/list, each asked the
+same way each time, with this process's CPU time per call), and the CPU time of a
 tools/call with new arguments each time, of a prompts/get that misses the worker's caches, of a
 prompt read through the admin API (each a fifth as many calls), of a version write (a tenth; their
 wall time would include PostgreSQL's), and of the empty transaction every REST request opens,
@@ -133,11 +134,16 @@ SKILL = "---\nname: s1\ndescription: Review a change\n---\n# Review\n\n1. Tests 
 SKILL_URI = "skill://s1/SKILL.md"
 
 
-def mcp_request(method: str, name: str, params: dict[str, Any]) -> tuple[dict[str, str], bytes]:
-    """The headers and body of a request of ``method`` for ``name`` (its Mcp-Name)."""
+def mcp_request(
+    method: str, name: str | None = None, params: dict[str, Any] | None = None
+) -> tuple[dict[str, str], bytes]:
+    """The headers and body of a request of ``method`` for ``name`` (its Mcp-Name, if it has one)."""
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
-                       "params": {"_meta": META, **params}}).encode()  # fmt: skip
-    return {**MCP, "mcp-method": method, "mcp-name": name}, body
+                       "params": {"_meta": META, **(params or {})}}).encode()  # fmt: skip
+    headers = {**MCP, "mcp-method": method}
+    if name is not None:
+        headers["mcp-name"] = name
+    return headers, body
 
 
 def tool_call(topic: str = "billing") -> tuple[dict[str, str], bytes]:
@@ -322,18 +328,19 @@ async def main() -> None:
             return
         await prepare(app)
         get, get_body = prompts_get()
-        listing = {**MCP, "mcp-method": "prompts/list"}
-        list_body = json.dumps(
-            {"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": {"_meta": META}}
-        ).encode()
         for name, headers, body in (
             ("prompts/get", get, get_body),
-            ("prompts/list", listing, list_body),
+            ("prompts/list", *mcp_request("prompts/list")),
             ("tools/call", *tool_call()),
             ("resources/read", *mcp_request("resources/read", SKILL_URI, {"uri": SKILL_URI})),
+            ("tools/list", *mcp_request("tools/list")),
+            ("skills/list", *mcp_request("skills/list")),
+            ("resources/list", *mcp_request("resources/list")),
         ):
             runs = await _time(app, headers, body, args.calls)
-            print(f"{name}: {runs[0][0]:.1f} µs per call at best, median {runs[2][0]:.1f}")
+            cpu = sorted(run[1] for run in runs)
+            print(f"{name}: {runs[0][0]:.1f} µs per call at best, median {runs[2][0]:.1f}; "
+                  f"CPU median {cpu[2]:.1f}")  # fmt: skip
         # New arguments each time: rendered each time, from the worker's compiled version.
         topics = iter(range(1 << 40))
         cpu = sorted(run[1] for run in await _time(

@@ -1,9 +1,9 @@
 """What the MCP endpoint keeps in memory, and the cached paths through the prompts service.
 
 Compiled versions and blobs never change, so they are kept until evicted. What a label serves (which
-version a name or a tool resolves to, the listing pages and their count, and the encoded answers
-already given to the requests that read what it serves: prompts/get, tools/call, skills/get and
-resources/read) is dropped for a tenant as soon as that tenant's change notification reaches this
+version a name or a tool resolves to, the pages of prompts, tools, skills and resources listed and
+their count, and the encoded answers already given to the requests that read what it serves:
+prompts/get, tools/call, skills/get, resources/read and resources/directory/read) is dropped for a tenant as soon as that tenant's change notification reaches this
 worker (or its own write to the tenant commits), and so are tenants (looked up by slug) and checked
 credentials (on a key change; and at least once a minute, when the key's last use is recorded). While
 the LISTEN connection is down nothing cached is trusted: every request reads the database.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -188,7 +188,9 @@ class McpCaches:
 # The requests whose answers are kept: each reads what the tenant serves under a label and nothing
 # else (no time, no caller but whether it is anonymous), so its answer is a function of the key below
 # until the tenant changes. Not find_prompts (a tools/call): its pages carry cursors that expire.
-KEPT = frozenset({"prompts/get", "tools/call", "skills/get", "resources/read"})
+KEPT = frozenset(
+    {"prompts/get", "tools/call", "skills/get", "resources/read", "resources/directory/read"}
+)
 
 
 def answer_key(
@@ -342,12 +344,38 @@ async def tool_target(
 
 @dataclass(frozen=True)
 class Listing:
-    """One prompts/list page as a revision shapes it, encoded once (served while the list stands)."""
+    """One page of a list (prompts, tools, skills, resources) as a revision shapes it, encoded once
+    and served while the list stands; its cursor is made afresh for each request (cursors expire)."""
 
     entries: orjson.Fragment
     size: int  # bytes: what the cache weighs
-    last_name: str | None
+    last_name: str | None  # where the next page starts, when there is one
     more: bool
+
+
+# What a page's reader hands back: the page's entries, the name the next page starts after, and
+# whether there is a next page.
+PageRead = tuple[Any, str | None, bool]
+
+
+async def kept_page(
+    caches: McpCaches,
+    tenant: Tenant,
+    key: tuple[Any, ...],
+    read: Callable[[], Awaitable[PageRead]],
+) -> Listing:
+    """The page ``key`` names (its kind, label, start and every option its entries depend on) from
+    memory while the tenant has not changed, else as ``read`` finds it, encoded once and kept."""
+    found = caches.listings.get(tenant.id, key) if caches.enabled else MISSING
+    if found is not MISSING:
+        return found
+    generation = caches.listings.generation(tenant.id)
+    entries, last_name, more = await read()
+    encoded = entries if isinstance(entries, bytes) else encoded_to_keep(entries)
+    made = Listing(orjson.Fragment(encoded), len(encoded), last_name, more)
+    if caches.enabled:
+        caches.listings.put(tenant.id, key, made, generation)
+    return made
 
 
 async def listing(
@@ -360,25 +388,19 @@ async def listing(
     limit: int,
     revision: Revision,
 ) -> Listing:
-    # Keyed by what an entry carries, not by revision: revisions that list the same shape share a page.
-    key = ("listing", label, after, limit, *shaping.entry_options(revision).values())
-    found = caches.listings.get(tenant.id, key) if caches.enabled else MISSING
-    if found is not MISSING:
-        return found
-    generation = caches.listings.generation(tenant.id)
-    reads = await db.read_pool(tenant.id)
-    if shaping.serves_stored_entries(revision):  # each version's entry as written, concatenated
-        encoded, last_name, more = await reading.served_entries(
-            reads, tenant, label, after=after, limit=limit
-        )
-    else:
+    """A prompts/list page."""
+
+    async def read() -> PageRead:
+        reads = await db.read_pool(tenant.id)
+        if shaping.serves_stored_entries(revision):  # each version's entry as written, concatenated
+            return await reading.served_entries(reads, tenant, label, after=after, limit=limit)
         page, more = await reading.served_page(reads, tenant, label, after=after, limit=limit)
-        encoded = encoded_to_keep(shaping.prompt_entries(revision, page))
-        last_name = page[-1].name if page else None
-    made = Listing(orjson.Fragment(encoded), len(encoded), last_name, more)
-    if caches.enabled:
-        caches.listings.put(tenant.id, key, made, generation)
-    return made
+        return shaping.prompt_entries(revision, page), page[-1].name if page else None, more
+
+    # Keyed by what an entry carries, not by revision: revisions that list the same shape share a
+    # page.
+    key = ("listing", label, after, limit, *shaping.entry_options(revision).values())
+    return await kept_page(caches, tenant, key, read)
 
 
 async def served_count(caches: McpCaches, db: Database, tenant: Tenant, label: str) -> int:

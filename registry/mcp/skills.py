@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import base64
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from registry.mcp import caching
 from registry.mcp import cursor as cursors
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
@@ -112,25 +114,40 @@ def signer_of(path: Path) -> provenance_rules.Signer:
 # --- the methods ------------------------------------------------------------------------------
 
 
-async def _page(call: Call, cursor: str | None, kind: str) -> tuple[list[ServedSkill], str | None]:
+async def _page(
+    call: Call,
+    cursor: str | None,
+    kind: str,
+    entries: Callable[[list[ServedSkill]], list[dict[str, Any]]],
+    *options: Any,
+) -> dict[str, Any]:
+    """A page of the served skills as ``kind`` lists them (``entries``, whose fields depend on
+    ``options`` besides the skills), from memory while the tenant has not changed; its cursor is
+    made afresh."""
     after = None
     if cursor is not None:
         after, _ = cursors.decode(
             call.tokens, cursor, call.tenant.id, call.label,
             max_age_seconds=call.settings.session_idle_seconds, kind=kind,
         )  # fmt: skip
-    session = await call.tx.session()
-    found = await skills.served_skills(
-        session, call.tenant, call.label, after=after, limit=PAGE + 1
-    )
-    more = len(found) > PAGE
-    page = found[:PAGE]
-    following = None
-    if more:
-        following = cursors.encode(
-            call.tokens, call.tenant.id, call.label, page[-1].name, PAGE, kind=kind
+
+    async def read() -> caching.PageRead:
+        session = await call.tx.session()
+        found = await skills.served_skills(
+            session, call.tenant, call.label, after=after, limit=PAGE + 1
         )
-    return page, following
+        page = found[:PAGE]
+        return entries(page), page[-1].name if page else None, len(found) > PAGE
+
+    listed = await caching.kept_page(
+        call.caches, call.tenant, (kind, call.label, after, *options), read
+    )
+    result: dict[str, Any] = {kind: listed.entries}
+    if listed.more and listed.last_name is not None:
+        result["nextCursor"] = cursors.encode(
+            call.tokens, call.tenant.id, call.label, listed.last_name, PAGE, kind=kind
+        )
+    return _cacheable(call, result)
 
 
 def _cacheable(call: Call, result: dict[str, Any]) -> dict[str, Any]:
@@ -141,11 +158,7 @@ def _cacheable(call: Call, result: dict[str, Any]) -> dict[str, Any]:
 
 
 async def skills_list(call: Call, params: ListParams) -> dict[str, Any]:
-    page, following = await _page(call, params.cursor, "skills")
-    result: dict[str, Any] = {"skills": [entry(call, s) for s in page]}
-    if following:
-        result["nextCursor"] = following
-    return _cacheable(call, result)
+    return await _page(call, params.cursor, "skills", lambda page: [entry(call, s) for s in page])
 
 
 async def _served(call: Call, name: str, uri: str) -> ServedSkill:
@@ -165,24 +178,25 @@ async def skills_get(call: Call, params: UriParams) -> dict[str, Any]:
 
 
 async def resources_list(call: Call, params: ListParams) -> dict[str, Any]:
-    page, following = await _page(call, params.cursor, "resources")
-    resources = []
-    for skill in page:
-        size = next(f.size for f in skill.files if f.path == SKILL_MD)
-        resource: dict[str, Any] = {
-            "uri": skill_uri(skill.name),
-            "name": skill.name,
-            "description": skill.description,
-            "mimeType": "text/markdown",
-            "size": size,
-        }
-        if call.revision.links:  # _meta on a Resource from 2025-06-18
-            resource["_meta"] = {META_SKILL: {"version": skill.version, "label": call.label}}
-        resources.append(resource)
-    result: dict[str, Any] = {"resources": resources}
-    if following:
-        result["nextCursor"] = following
-    return _cacheable(call, result)
+    links = call.revision.links  # _meta on a Resource from 2025-06-18
+
+    def resources(page: list[ServedSkill]) -> list[dict[str, Any]]:
+        listed = []
+        for skill in page:
+            size = next(f.size for f in skill.files if f.path == SKILL_MD)
+            resource: dict[str, Any] = {
+                "uri": skill_uri(skill.name),
+                "name": skill.name,
+                "description": skill.description,
+                "mimeType": "text/markdown",
+                "size": size,
+            }
+            if links:
+                resource["_meta"] = {META_SKILL: {"version": skill.version, "label": call.label}}
+            listed.append(resource)
+        return listed
+
+    return await _page(call, params.cursor, "resources", resources, links)
 
 
 async def resources_templates_list(call: Call, params: ListParams) -> dict[str, Any]:

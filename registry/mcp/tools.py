@@ -101,17 +101,25 @@ async def tools_list(call: Call, params: ListParams) -> dict[str, Any]:
             call.tokens, params.cursor, call.tenant.id, call.label,
             max_age_seconds=call.settings.session_idle_seconds, kind="tools",
         )  # fmt: skip
-    session = await call.tx.session()
-    found = await prompt_tools.served_tools(
-        session, call.tenant, call.label, after=after, limit=PAGE + 1
-    )
-    page = found[:PAGE]
-    entries = [] if after is not None else _general(call)
-    entries += [_entry(call, t.name, t.description, t.input_schema, t.title) for t in page]
-    result: dict[str, Any] = {"tools": entries}
-    if len(found) > PAGE:
+
+    async def read() -> caching.PageRead:
+        session = await call.tx.session()
+        found = await prompt_tools.served_tools(
+            session, call.tenant, call.label, after=after, limit=PAGE + 1
+        )
+        page = found[:PAGE]
+        entries = [] if after is not None else _general(call)
+        entries += [_entry(call, t.name, t.description, t.input_schema, t.title) for t in page]
+        return entries, page[-1].prompt if page else None, len(found) > PAGE
+
+    # Keyed by what an entry carries besides the tenant's prompts: the label, where the page starts
+    # and the revision's fields.
+    key = ("tools", call.label, after, call.revision.titles, call.revision.tool_annotations)
+    listed = await caching.kept_page(call.caches, call.tenant, key, read)
+    result: dict[str, Any] = {"tools": listed.entries}
+    if listed.more and listed.last_name is not None:
         result["nextCursor"] = cursors.encode(
-            call.tokens, call.tenant.id, call.label, page[-1].prompt, PAGE, kind="tools"
+            call.tokens, call.tenant.id, call.label, listed.last_name, PAGE, kind="tools"
         )
     if call.revision.stateless:
         result["ttlMs"] = call.tenant.list_ttl_ms or call.settings.list_ttl_ms

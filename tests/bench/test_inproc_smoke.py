@@ -12,7 +12,8 @@ import sys
 from tests.conftest import ROOT, PgServer
 
 ROWS = (
-    "prompts/get", "prompts/list", "tools/call", "resources/read",
+    "prompts/get", "prompts/list", "tools/call", "resources/read", "tools/list", "skills/list",
+    "resources/list",
     "tools/call, new arguments each time", "prompts/get, not in memory", "REST prompt read",
     "REST version write", "empty tenant transaction, ORM session",
     "empty tenant transaction, driver alone",

@@ -19,6 +19,7 @@ from registry.mcp import caching
 from registry.mcp import tools as mcp_tools
 from registry.mcp.caching import McpCaches
 from registry.prompts import rendering, serving
+from registry.prompts import tools as prompt_tools
 from registry.skills import service as skill_service
 from tests.conftest import Api, auth
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS, RawMcp, add_prompts
@@ -300,3 +301,99 @@ async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
         **{"Mcp-Name": "render_prompt"},
     )
     assert refused.status_code == 404 and refused.json()["error"]["code"] == -32601, refused.text
+
+
+async def test_tool_skill_and_resource_lists_are_kept_until_the_tenant_changes(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tools/list, skills/list and resources/list pages are read once and kept as prompts/list's
+    are (each page's cursor made afresh, so the next page is reached from a kept one), and
+    resources/directory/read answers as prompts/get's are; a new marked prompt, a new skill version
+    and a revision that shapes the entries otherwise are each read anew."""
+    read: list[str] = []
+    tools_of, skills_of = prompt_tools.served_tools, skill_service.served_skills
+
+    async def counted_tools(*args: Any, **kwargs: Any) -> Any:
+        read.append(f"tools after {kwargs['after']}")
+        return await tools_of(*args, **kwargs)
+
+    async def counted_skills(*args: Any, **kwargs: Any) -> Any:
+        read.append(f"skill {kwargs['name']}" if kwargs.get("name") else "skills")
+        return await skills_of(*args, **kwargs)
+
+    monkeypatch.setattr(prompt_tools, "served_tools", counted_tools)
+    monkeypatch.setattr(skill_service, "served_skills", counted_skills)
+    monkeypatch.setattr(mcp_tools, "PAGE", 1)  # two marked prompts: two pages
+    keys = await api.tenant("acme")
+    publisher = auth(keys["publisher"])
+    for prompt in (REPLY, {**REPLY, "name": "support.triage"}):
+        made = await api.client.post("/api/v1/tenants/acme/prompts", json=prompt, headers=publisher)
+        assert made.status_code == 201, made.text
+    on = await api.client.patch(
+        "/api/v1/tenants/acme", json={"mcp_tools": True}, headers=auth(keys["admin"])
+    )
+    assert on.status_code == 200, on.text
+    skill = CONFORMANCE_SKILLS[1]
+    made = await api.client.post(
+        "/api/v1/tenants/acme/skills", json={**skill, "labels": ["production"]}, headers=publisher
+    )
+    assert made.status_code == 201, made.text
+    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+
+    async def ask(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        response = await client.post(method, {"_meta": meta(), **(params or {})})
+        assert response.status_code == 200, response.text
+        assert "result" in response.json(), response.text
+        return dict(response.json()["result"])
+
+    async def walk() -> list[str]:
+        first = await ask("tools/list")
+        second = await ask("tools/list", {"cursor": first["nextCursor"]})
+        assert "nextCursor" not in second
+        return [tool["name"] for tool in first["tools"] + second["tools"]]
+
+    walks = [await walk() for _ in range(3)]
+    assert (
+        walks[0] == walks[2] == ["find_prompts", "render_prompt", "support_reply", "support_triage"]
+    )
+    skill_lists = [await ask("skills/list") for _ in range(3)]
+    resource_lists = [await ask("resources/list") for _ in range(3)]
+    folders = [
+        await ask("resources/directory/read", {"uri": "skill://code-review/"}) for _ in range(3)
+    ]
+    assert skill_lists[0] == skill_lists[2] and resource_lists[0] == resource_lists[2]
+    assert folders[0] == folders[2]
+    assert [r["name"] for r in folders[0]["resources"]] == ["SKILL.md", "references"]
+    assert read == [
+        "tools after None", "tools after support.reply", "skills", "skills",
+        "skill code-review", "skill code-review",  # kept the second time asked for, as prompts/get
+    ]  # fmt: skip
+
+    # Another revision shapes the entries otherwise (no titles, no annotations): a page of its own.
+    read.clear()
+    session = RawMcp(api.client, "/mcp/acme", auth(keys["reader"]))
+    await session.initialize("2024-11-05")
+    older = await session.result("tools/list")
+    assert "annotations" not in older["tools"][0] and "title" not in older["tools"][0]
+    assert read == ["tools after None"]
+
+    # A third marked prompt and a new version of the skill: read anew at once.
+    read.clear()
+    third = {**REPLY, "name": "support.close"}
+    made = await api.client.post("/api/v1/tenants/acme/prompts", json=third, headers=publisher)
+    assert made.status_code == 201, made.text
+    first = await ask("tools/list")
+    assert [t["name"] for t in first["tools"]] == ["find_prompts", "render_prompt", "support_close"]
+    second = "---\nname: code-review\ndescription: How we review it now\n---\n# Review, v2\n"
+    files = [{"path": "SKILL.md", "text": second}, *skill["files"][1:]]
+    written = await api.client.post(
+        "/api/v1/tenants/acme/skills/code-review/versions",
+        json={"files": files, "labels": ["production"]},
+        headers=publisher,
+    )
+    assert written.status_code == 201, written.text
+    listed = (await ask("resources/list"))["resources"][0]
+    assert listed["description"] == "How we review it now" and listed["size"] == len(second)
+    entry = (await ask("skills/list"))["skills"][0]
+    assert entry["frontmatter"]["description"] == "How we review it now"
+    assert read == ["tools after None", "skills", "skills"]
