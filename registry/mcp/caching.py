@@ -3,10 +3,11 @@
 Compiled versions and blobs never change, so they are kept until evicted. What a label serves (which
 version a name or a tool resolves to, the pages of prompts, tools, skills and resources listed and
 their count, and the encoded answers already given to the requests that read what it serves:
-prompts/get, tools/call, skills/get, resources/read and resources/directory/read) is dropped for a tenant as soon as that tenant's change notification reaches this
-worker (or its own write to the tenant commits), and so are tenants (looked up by slug) and checked
-credentials (on a key change; and at least once a minute, when the key's last use is recorded). While
-the LISTEN connection is down nothing cached is trusted: every request reads the database.
+prompts/get, tools/call, skills/get, resources/read and resources/directory/read) is dropped for a
+tenant as soon as that tenant's change notification reaches this worker (or its own write to the
+tenant commits), and so are tenants (looked up by slug) and checked credentials (on a key change;
+and at least once a minute, when the key's last use is recorded). While the LISTEN connection is
+down nothing cached is trusted: every request reads the database.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -549,10 +550,23 @@ async def served_marked(
     return [(row[0], row[1]) for row in (await session.execute(query)).all()]
 
 
+# A mark's check holds a transaction lock of the tool name it takes (the first key says "tool
+# names", the second names the tenant and the tool; registry.releases.repository numbers change
+# requests under a space of its own): two transactions marking prompts of the same tool name check
+# one after the other, so the second sees the first's mark once it commits.
+_MARK_LOCK = 0x746F_6F6C  # "tool"
+
+
 async def marked_as_tool(
     session: AsyncSession, tenant_id: uuid.UUID, tool: str, *, besides: str
 ) -> str | None:
-    """The name of a marked prompt other than ``besides`` whose tool name is ``tool``, if any."""
+    """The name of a marked prompt other than ``besides`` whose tool name is ``tool``, if any,
+    read under the lock of that tool name until the transaction ends (a concurrent check of the
+    same name waits for it)."""
+    await session.execute(
+        text("SELECT pg_advisory_xact_lock(:space, hashtext(:key))"),
+        {"space": _MARK_LOCK, "key": f"{tenant_id}:{tool}"},
+    )
     query = (
         select(Prompt.name)
         .where(Prompt.tenant_id == tenant_id, Prompt.tool_name == tool, Prompt.name != besides)

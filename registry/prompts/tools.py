@@ -32,7 +32,8 @@ def tool_name(prompt_name: str) -> str:
 
 async def check_mark(session: AsyncSession, tenant: Tenant, prompt: Prompt) -> None:
     """A prompt may be marked when no other marked prompt, and no general tool, takes its tool
-    name (refused naming the one that does)."""
+    name (refused naming the one that does). The check holds the tool name's lock until the
+    transaction ends, so of two concurrent marks of one tool name the second is refused."""
     name = tool_name(prompt.name)
     if name in GENERAL:
         raise Conflict(

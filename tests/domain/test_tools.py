@@ -5,17 +5,20 @@ an unmark and any write to it, and the lookup uses the index under row-level sec
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
 from registry.db.engine import Database
+from registry.errors import Conflict
 from registry.naming import PROMPT_NAME_PATTERN
 from registry.prompts import repository as repo
 from registry.prompts import serving, tools
-from registry.prompts.writing import create_prompt
+from registry.prompts.writing import create_prompt, patch_prompt
 from tests.domain.conftest import Domain, prompt
 
 NAMES = st.from_regex(PROMPT_NAME_PATTERN, fullmatch=True)
@@ -79,3 +82,44 @@ async def test_a_tool_is_found_through_the_index_and_a_taken_name_is_refused(
         for marked, kept in ((False, None), (True, "support_reply")):
             written = await session.execute(changed, {"t": tenant.id, "marked": marked})
             assert written.scalar_one() == kept
+
+
+async def test_of_two_concurrent_marks_of_one_tool_name_the_second_is_refused(
+    domain: Domain, db: Database
+) -> None:
+    """Two transactions mark prompts whose tool names are the same: the second check waits for
+    the first transaction, then sees its mark and refuses it."""
+    tenant = await domain.tenant("acme")
+    publisher = domain.caller(tenant, "publisher")
+    async with domain.tx(tenant) as session:
+        for name in ("support.reply", "support:reply"):
+            body = prompt(name, "Hello", labels=["production"])
+            await create_prompt(session, tenant, publisher, body, max_blob_bytes=1024)
+    marked, release = asyncio.Event(), asyncio.Event()
+
+    async def mark(name: str, then: asyncio.Event | None = None) -> None:
+        async with domain.tx(tenant) as session:
+            await patch_prompt(session, tenant, publisher, name, as_tool=True)
+            if then is not None:
+                marked.set()
+                await then.wait()  # committed only when the test says so
+
+    first = asyncio.create_task(mark("support.reply", release))
+    await marked.wait()
+    second = asyncio.create_task(mark("support:reply"))
+    waiting = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+    async with asyncio.timeout(30):  # bounds a hang; the check is the lock, not the time
+        while not second.done():
+            async with db.operator_tx() as session:
+                if await session.scalar(waiting):
+                    break
+            await asyncio.sleep(0.01)
+    assert not second.done(), "the second mark did not wait for the first"
+    release.set()
+    await first
+    with pytest.raises(Conflict, match=r"which the marked prompt .support\.reply. already is"):
+        await second
+    async with domain.tx(tenant) as session:
+        assert await serving.served_tool(session, tenant.id, "production", "support_reply") == (
+            "support.reply", 1,
+        )  # fmt: skip
