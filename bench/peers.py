@@ -130,13 +130,20 @@ def lowlevel_app() -> Any:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     skills = {skill_uri(i): peer_skill(i) for i in range(PEER_SKILLS)}
+    # The SKILL.md files as the registry lists them: name, description, type and size, by 100.
+    resources = [
+        types.Resource(
+            uri=skill_uri(i), name=peer_skill_name(i), description=f"Peer skill {i}",
+            mime_type="text/markdown", size=len(skills[skill_uri(i)].encode()),
+        )
+        for i in range(PEER_SKILLS)
+    ]  # fmt: skip
 
     async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+        start = int(params.cursor) if params and params.cursor else 0
+        more = start + 100 < len(resources)
         return types.ListResourcesResult(
-            resources=[
-                types.Resource(uri=uri, name=uri.split("/")[2], mime_type="text/markdown")
-                for uri in list(skills)[:100]
-            ]
+            resources=resources[start : start + 100], next_cursor=str(start + 100) if more else None
         )
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:

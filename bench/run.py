@@ -63,11 +63,15 @@ PEER_WORKLOADS = (
     ("prompts/get (peer set, new arguments)", "peer-new"),
 )
 # The newer surfaces (workload group "surfaces"), on the same peer set: the prompts as tools, the
-# same arguments every time and then a new topic in every request, and the skills' SKILL.md files.
+# same arguments every time and then a new topic in every request, the skills' SKILL.md files, and
+# the first page of the tools and of the resources (the registry and the low-level SDK page by 100;
+# the high-level SDK answers every tool and resource in one page).
 SURFACE_WORKLOADS = (
     ("tools/call (peer set)", "tool"),
     ("tools/call (peer set, new arguments)", "tool-new"),
     ("resources/read (peer skills)", "skill"),
+    ("tools/list page 1 (peer set)", "tools-list"),
+    ("resources/list page 1 (peer skills)", "resources-list"),
 )
 
 

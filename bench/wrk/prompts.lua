@@ -9,6 +9,8 @@
 --   get 1 N tool    tools/call of a random peer prompt's tool (the same names and arguments)
 --   get 1 N tool-new the same with a new topic each time
 --   get 1 N skill   resources/read of the SKILL.md of a random peer skill (peer-skill-0000 .. N-1)
+--   get 1 N tools-list     tools/list, its first page (N unused)
+--   get 1 N resources-list resources/list, its first page (N unused)
 --   list CURSOR     prompts/list from CURSOR ("" for the first page)
 --   write T N TOKEN admin API: a new version of a random prompt w-000 .. N-1 of tenant T (201)
 -- JSON-RPC errors arrive with HTTP 200, so bodies are checked and counted as errors too.
@@ -141,6 +143,12 @@ function request()
     local body = '{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{' .. meta
       .. ',"name":"' .. target[2] .. '","arguments":' .. target[3] .. '}}'
     return wrk.format("POST", target[1], headers, body)
+  end
+  if mode == "get" and (names == "tools-list" or names == "resources-list") then
+    local method = names == "tools-list" and "tools/list" or "resources/list"
+    headers["Mcp-Method"] = method
+    local body = '{"jsonrpc":"2.0","id":1,"method":"' .. method .. '","params":{' .. meta .. '}}'
+    return wrk.format("POST", wrk.path, headers, body)
   end
   if mode == "get" and names == "skill" then
     local uri = string.format("skill://peer-skill-%04d/SKILL.md", math.random(0, prompts - 1))

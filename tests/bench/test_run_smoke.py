@@ -41,7 +41,8 @@ WORKLOADS = {
     *(
         (surface, target)
         for surface in ("tools/call (peer set)", "tools/call (peer set, new arguments)",
-                        "resources/read (peer skills)")
+                        "resources/read (peer skills)", "tools/list page 1 (peer set)",
+                        "resources/list page 1 (peer skills)")
         for target in ("registry", "low-level SDK", "high-level SDK")
     ),
 }  # fmt: skip
