@@ -326,6 +326,8 @@ def wrk(
         "max_ms": figures["max_us"] / 1000,
         "errors": figures["jsonrpc_errors"] + figures["non_2xx"] + figures["socket_errors"],
     }
+    if not figures["requests"]:  # every connection still waiting when the run ended
+        result["unanswered"] = True
     if rate:  # latencies from each request's scheduled moment
         result |= {
             "offered_rps": rate,
@@ -549,8 +551,10 @@ def ratios(
         return None
 
     def rps(workload: str, target: str, connections: int) -> float:
+        """Requests/s; NaN when not measured, or when no request was answered within the run
+        (no ratio to it)."""
         row = find(workload, target, connections)
-        return float(row["rps"]) if row else float("nan")
+        return float(row["rps"]) if row and row["rps"] else float("nan")
 
     found: dict[str, float] = {}
     for c in sorted({row["connections"] for row in rows}):
