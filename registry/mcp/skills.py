@@ -25,6 +25,7 @@ from registry.mcp import cursor as cursors
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
 from registry.mcp.protocol import SKILLS_EXTENSION as SKILLS_EXTENSION
+from registry.prompts import reading
 from registry.receipts import META_KEY as RECEIPT
 from registry.skills import provenance as provenance_rules
 from registry.skills import service as skills
@@ -137,6 +138,8 @@ async def _page(
             session, call.tenant, call.label, after=after, limit=PAGE + 1
         )
         page = found[:PAGE]
+        if not page and after is None:  # a typo of a label is told, and never kept
+            await reading.check_label(session, call.tenant, call.label)
         return entries(page), page[-1].name if page else None, len(found) > PAGE
 
     listed = await caching.kept_page(

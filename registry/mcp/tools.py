@@ -108,6 +108,8 @@ async def tools_list(call: Call, params: ListParams) -> dict[str, Any]:
             session, call.tenant, call.label, after=after, limit=PAGE + 1
         )
         page = found[:PAGE]
+        if not page and after is None:  # a typo of a label is told, and never kept
+            await reading.check_label(session, call.tenant, call.label)
         entries = [] if after is not None else _general(call)
         entries += [_entry(call, t.name, t.description, t.input_schema, t.title) for t in page]
         return entries, page[-1].prompt if page else None, len(found) > PAGE

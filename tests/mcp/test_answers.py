@@ -309,7 +309,8 @@ async def test_tool_skill_and_resource_lists_are_kept_until_the_tenant_changes(
     """tools/list, skills/list and resources/list pages are read once and kept as prompts/list's
     are (each page's cursor made afresh, so the next page is reached from a kept one), and
     resources/directory/read answers as prompts/get's are; a new marked prompt, a new skill version
-    and a revision that shapes the entries otherwise are each read anew."""
+    and a revision that shapes the entries otherwise are each read anew; a label no prompt ever had
+    is refused, never kept."""
     read: list[str] = []
     tools_of, skills_of = prompt_tools.served_tools, skill_service.served_skills
 
@@ -368,6 +369,13 @@ async def test_tool_skill_and_resource_lists_are_kept_until_the_tenant_changes(
         "tools after None", "tools after support.reply", "skills", "skills",
         "skill code-review", "skill code-review",  # kept the second time asked for, as prompts/get
     ]  # fmt: skip
+
+    # A label no prompt ever had is told (as prompts/list tells it), and nothing is kept for it.
+    typo = Stateless(api.client, "/mcp/acme/prodution", auth(keys["reader"]))
+    for method in ("tools/list", "skills/list", "resources/list") * 2:
+        refused = (await typo.post(method, {"_meta": meta()})).json()
+        assert "prodution" in refused["error"]["message"], refused
+    assert read[-6:] == ["tools after None", "skills", "skills"] * 2
 
     # Another revision shapes the entries otherwise (no titles, no annotations): a page of its own.
     read.clear()
