@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from registry.metrics import CACHE_HITS, CACHE_MISSES, tally
@@ -17,11 +17,20 @@ MISSING: Any = object()
 class Lru(Generic[V]):
     """A bounded LRU map; ``weigh`` lets large values (blobs) count for their size."""
 
-    def __init__(self, name: str, capacity: int, weigh: Any = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        capacity: int,
+        weigh: Any = None,
+        dropped: Callable[[Hashable, int], None] | None = None,
+    ) -> None:
+        """``dropped(key, weight)`` hears of every entry that leaves but through ``clear``: evicted,
+        popped or replaced."""
         self.name = name
         self.capacity = capacity
         self.weigh = weigh or (lambda value: 1)
         self.weight = 0
+        self.dropped = dropped or (lambda key, weight: None)
         self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
         self._hits = tally(CACHE_HITS, name)
         self._misses = tally(CACHE_MISSES, name)
@@ -40,24 +49,25 @@ class Lru(Generic[V]):
         found = self._items.get(key)
         return MISSING if found is None else found[0]
 
-    def put(self, key: Hashable, value: V) -> V:
-        weight = int(self.weigh(value))
+    def put(self, key: Hashable, value: V, weight: int | None = None) -> V:
+        """Keep ``value`` (``weight``: what ``weigh`` says of it, when the caller has asked)."""
+        weight = int(self.weigh(value)) if weight is None else weight
         if weight > self.capacity:
             return value  # too big to keep: serve it, don't cache it
-        old = self._items.pop(key, None)
-        if old is not None:
-            self.weight -= old[1]
+        self.pop(key)
         self._items[key] = (value, weight)
         self.weight += weight
         while self.weight > self.capacity:
-            _, (_, dropped) = self._items.popitem(last=False)
+            evicted, (_, dropped) = self._items.popitem(last=False)
             self.weight -= dropped
+            self.dropped(evicted, dropped)
         return value
 
     def pop(self, key: Hashable) -> None:
         old = self._items.pop(key, None)
         if old is not None:
             self.weight -= old[1]
+            self.dropped(key, old[1])
 
     def clear(self) -> None:
         self._items.clear()
@@ -70,6 +80,12 @@ class Lru(Generic[V]):
         return key in self._items
 
 
+# The share of a full cache a tenant may hold before what it puts evicts its own entries first,
+# and no other tenant's: one tenant's churn (new arguments, names or labels in every request) cannot
+# push out what every other tenant is served from. While the cache has room, any tenant fills it.
+FAIR_SHARE = 0.25
+
+
 class TenantScoped(Generic[V]):
     """Entries grouped by tenant, so one notification drops everything a tenant's change may touch.
 
@@ -78,13 +94,31 @@ class TenantScoped(Generic[V]):
 
     A reader takes ``generation(tenant)`` before it reads the database and hands it to ``put``; if an
     invalidation came in between, the value may predate the change and is not kept.
+
+    When the cache is full, a tenant holding more than ``share`` of it while other tenants hold
+    the rest makes room from its own entries, the longest kept first; any other put evicts the
+    least recently used entry, whoever's it is.
     """
 
-    def __init__(self, name: str, capacity: int, weigh: Any = None) -> None:
-        self._lru: Lru[V] = Lru(name, capacity, weigh)
-        self._keys: dict[uuid.UUID, set[Hashable]] = {}
+    def __init__(
+        self, name: str, capacity: int, weigh: Any = None, share: float = FAIR_SHARE
+    ) -> None:
+        self._lru: Lru[V] = Lru(name, capacity, weigh, dropped=self._dropped)
+        # Each tenant's keys in the order they were put (for its invalidation, and for making room
+        # from its own entries), and the weight of its entries the cache holds, by the tenant's int.
+        self._keys: dict[uuid.UUID, OrderedDict[Hashable, None]] = {}
+        self._held: dict[int, int] = {}
+        self._share = int(capacity * share)
         self._generations: dict[uuid.UUID, int] = {}
         self._epoch = 0  # bumped by clear(), so every generation taken before it is outdated
+
+    def _dropped(self, key: Hashable, weight: int) -> None:
+        tenant = key[0]  # type: ignore[index]
+        left = self._held[tenant] - weight
+        if left:
+            self._held[tenant] = left
+        else:
+            del self._held[tenant]
 
     def generation(self, tenant_id: uuid.UUID) -> tuple[int, int]:
         return self._epoch, self._generations.get(tenant_id, 0)
@@ -98,13 +132,38 @@ class TenantScoped(Generic[V]):
     def put(self, tenant_id: uuid.UUID, key: Hashable, value: V, generation: tuple[int, int]) -> V:
         if generation != self.generation(tenant_id):
             return value
-        keys = self._keys.setdefault(tenant_id, set())
-        keys.add(key)
+        lru, tenant = self._lru, tenant_id.int
+        weight = int(lru.weigh(value))
+        if weight > lru.capacity:
+            return value  # too big to keep (Lru.put would not keep it either)
+        keys = self._keys.get(tenant_id)
+        if keys is None:
+            keys = self._keys[tenant_id] = OrderedDict()
+        keys.pop(key, None)
+        lru.pop((tenant, key))
+        held = self._held.get(tenant, 0)
+        if lru.weight + weight > lru.capacity and held + weight > self._share and held < lru.weight:
+            self._make_room(tenant, keys, weight)  # (a tenant alone in the cache: plain LRU)
+        keys[key] = None
         # Forget keys the LRU already evicted once they outnumber what it holds (its capacity may
-        # be bytes, not entries): a tenant's set stays within about twice the cache's entries.
-        if len(keys) > 2 * len(self._lru) + 64:
-            keys.intersection_update(k for k in list(keys) if (tenant_id.int, k) in self._lru)
-        return self._lru.put((tenant_id.int, key), value)
+        # be bytes, not entries): a tenant's keys stay within about twice the cache's entries.
+        if len(keys) > 2 * len(lru) + 64:
+            keys = OrderedDict((k, None) for k in keys if (tenant, k) in lru)
+            keys[key] = None
+            self._keys[tenant_id] = keys
+        self._held[tenant] = self._held.get(tenant, 0) + weight
+        return lru.put((tenant, key), value, weight)
+
+    def _make_room(self, tenant: int, keys: OrderedDict[Hashable, None], weight: int) -> None:
+        """Drop the tenant's own entries, the longest kept first, until ``weight`` more fits."""
+        lru = self._lru
+        while keys and lru.weight + weight > lru.capacity:
+            oldest, _ = keys.popitem(last=False)
+            lru.pop((tenant, oldest))
+
+    def held(self, tenant_id: uuid.UUID) -> int:
+        """The weight of the tenant's entries the cache holds."""
+        return self._held.get(tenant_id.int, 0)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         self._generations[tenant_id] = self._generations.get(tenant_id, 0) + 1
@@ -116,6 +175,7 @@ class TenantScoped(Generic[V]):
         self._generations.clear()
         self._lru.clear()
         self._keys.clear()
+        self._held.clear()
 
 
 class Grouped(Generic[V]):
