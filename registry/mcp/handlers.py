@@ -104,17 +104,12 @@ def initialize_result(
     return result
 
 
-def list_ttl(call: Call) -> int:
-    ttl = call.tenant.list_ttl_ms
-    return ttl if ttl is not None else call.settings.list_ttl_ms
-
-
 async def server_discover(call: Call, params: Params) -> dict[str, Any]:
     await reading.check_label(await call.tx.session(), call.tenant, call.label)
     result: dict[str, Any] = {
         "supportedVersions": list(ALL_REVISIONS),
         "capabilities": shaping.capabilities(call.revision, call.tenant),
-        "ttlMs": list_ttl(call),
+        "ttlMs": call.list_ttl(),
         "cacheScope": "private",
     }
     if call.tenant.instructions:
@@ -162,11 +157,7 @@ async def prompts_list(call: Call, parsed: ListParams) -> dict[str, Any]:
         limit=size,
         revision=call.revision,
     )
-    result: dict[str, Any] = {"prompts": listed.entries}
-    if call.revision.stateless:
-        # The list depends on who asks (tenant and credential): cacheable, but only privately.
-        result["ttlMs"] = list_ttl(call)
-        result["cacheScope"] = "private"
+    result: dict[str, Any] = call.cacheable({"prompts": listed.entries})
     if listed.more and listed.last_name is not None:
         result["nextCursor"] = cursors.encode(
             call.tokens, call.tenant.id, call.label, listed.last_name, size

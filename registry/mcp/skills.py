@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import base64
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.mcp import caching
-from registry.mcp import cursor as cursors
+from registry.mcp import paging
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
 from registry.mcp.protocol import SKILLS_EXTENSION as SKILLS_EXTENSION
-from registry.prompts import reading
 from registry.receipts import META_KEY as RECEIPT
 from registry.skills import provenance as provenance_rules
 from registry.skills import service as skills
@@ -117,51 +116,27 @@ def signer_of(path: Path) -> provenance_rules.Signer:
 
 async def _page(
     call: Call,
-    cursor: str | None,
     kind: str,
-    entries: Callable[[list[ServedSkill]], list[dict[str, Any]]],
-    *options: Any,
+    cursor: str | None,
+    entries: Callable[[Sequence[ServedSkill]], list[dict[str, Any]]],
+    options: tuple[Any, ...] = (),
 ) -> dict[str, Any]:
     """A page of the served skills as ``kind`` lists them (``entries``, whose fields depend on
-    ``options`` besides the skills), from memory while the tenant has not changed; its cursor is
-    made afresh."""
-    after = None
-    if cursor is not None:
-        after, _ = cursors.decode(
-            call.tokens, cursor, call.tenant.id, call.label,
-            max_age_seconds=call.settings.session_idle_seconds, kind=kind,
-        )  # fmt: skip
+    ``options`` besides the skills)."""
 
-    async def read() -> caching.PageRead:
-        session = await call.tx.session()
-        found = await skills.served_skills(
-            session, call.tenant, call.label, after=after, limit=PAGE + 1
+    async def fetch(session: AsyncSession, after: str | None, limit: int) -> list[ServedSkill]:
+        return await skills.served_skills(
+            session, call.tenant, call.label, after=after, limit=limit
         )
-        page = found[:PAGE]
-        if not page and after is None:  # a typo of a label is told, and never kept
-            await reading.check_label(session, call.tenant, call.label)
-        return entries(page), page[-1].name if page else None, len(found) > PAGE
 
-    listed = await caching.kept_page(
-        call.caches, call.tenant, (kind, call.label, after, *options), read
-    )
-    result: dict[str, Any] = {kind: listed.entries}
-    if listed.more and listed.last_name is not None:
-        result["nextCursor"] = cursors.encode(
-            call.tokens, call.tenant.id, call.label, listed.last_name, PAGE, kind=kind
-        )
-    return _cacheable(call, result)
-
-
-def _cacheable(call: Call, result: dict[str, Any]) -> dict[str, Any]:
-    if call.revision.stateless:
-        result["ttlMs"] = call.tenant.list_ttl_ms or call.settings.list_ttl_ms
-        result["cacheScope"] = "private"
-    return result
+    return await paging.kept_list(
+        call, kind, cursor, size=PAGE, fetch=fetch, entries=lambda page, _: entries(page),
+        position=lambda skill: skill.name, options=options,
+    )  # fmt: skip
 
 
 async def skills_list(call: Call, params: ListParams) -> dict[str, Any]:
-    return await _page(call, params.cursor, "skills", lambda page: [entry(call, s) for s in page])
+    return await _page(call, "skills", params.cursor, lambda page: [entry(call, s) for s in page])
 
 
 async def _served(call: Call, name: str, uri: str) -> ServedSkill:
@@ -177,13 +152,13 @@ async def skills_get(call: Call, params: UriParams) -> dict[str, Any]:
     if path != SKILL_MD:
         raise _not_found(params.uri, "Skill not found (a skill is named by its SKILL.md URI)")
     skill = await _served(call, name, params.uri)
-    return _cacheable(call, {"skill": entry(call, skill)})
+    return call.cacheable({"skill": entry(call, skill)})
 
 
 async def resources_list(call: Call, params: ListParams) -> dict[str, Any]:
     links = call.revision.links  # _meta on a Resource from 2025-06-18
 
-    def resources(page: list[ServedSkill]) -> list[dict[str, Any]]:
+    def resources(page: Sequence[ServedSkill]) -> list[dict[str, Any]]:
         listed = []
         for skill in page:
             size = next(f.size for f in skill.files if f.path == SKILL_MD)
@@ -199,12 +174,12 @@ async def resources_list(call: Call, params: ListParams) -> dict[str, Any]:
             listed.append(resource)
         return listed
 
-    return await _page(call, params.cursor, "resources", resources, links)
+    return await _page(call, "resources", params.cursor, resources, (links,))
 
 
 async def resources_templates_list(call: Call, params: ListParams) -> dict[str, Any]:
     del params
-    return _cacheable(call, {"resourceTemplates": []})
+    return call.cacheable({"resourceTemplates": []})
 
 
 async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
@@ -232,7 +207,7 @@ async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
                 "digest": f"sha256:{served.sha256}",
             }
         }
-    return _cacheable(call, {"contents": [contents], "_meta": {RECEIPT: receipt}})
+    return call.cacheable({"contents": [contents], "_meta": {RECEIPT: receipt}})
 
 
 async def directory_read(call: Call, params: DirectoryParams) -> dict[str, Any]:
@@ -256,4 +231,4 @@ async def directory_read(call: Call, params: DirectoryParams) -> dict[str, Any]:
         else:
             children[head] = {"uri": skill_uri(name, f.path), "name": head, "mimeType": f.mime_type,
                               "size": f.size}  # fmt: skip
-    return _cacheable(call, {"resources": [children[k] for k in sorted(children)]})
+    return call.cacheable({"resources": [children[k] for k in sorted(children)]})

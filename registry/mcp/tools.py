@@ -12,21 +12,22 @@ tool or malformed params are JSON-RPC errors.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import Tenant
 from registry.db.pagination import PageRequest
 from registry.errors import NotFound, RegistryError
-from registry.mcp import caching, shaping
-from registry.mcp import cursor as cursors
+from registry.mcp import caching, paging, shaping
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
 from registry.naming import META_CONFIG
 from registry.prompts import reading
 from registry.prompts import tools as prompt_tools
-from registry.prompts.tools import FIND, RENDER
+from registry.prompts.tools import FIND, RENDER, ServedTool
 from registry.receipts import META_KEY as RECEIPT
 from registry.templates.arguments import InvalidArgument
 from registry.tenants import access
@@ -95,38 +96,21 @@ def _general(call: Call) -> list[dict[str, Any]]:
 
 
 async def tools_list(call: Call, params: ListParams) -> dict[str, Any]:
-    after = None
-    if params.cursor is not None:
-        after, _ = cursors.decode(
-            call.tokens, params.cursor, call.tenant.id, call.label,
-            max_age_seconds=call.settings.session_idle_seconds, kind="tools",
-        )  # fmt: skip
-
-    async def read() -> caching.PageRead:
-        session = await call.tx.session()
-        found = await prompt_tools.served_tools(
-            session, call.tenant, call.label, after=after, limit=PAGE + 1
+    async def fetch(session: AsyncSession, after: str | None, limit: int) -> Sequence[ServedTool]:
+        return await prompt_tools.served_tools(
+            session, call.tenant, call.label, after=after, limit=limit
         )
-        page = found[:PAGE]
-        if not page and after is None:  # a typo of a label is told, and never kept
-            await reading.check_label(session, call.tenant, call.label)
-        entries = [] if after is not None else _general(call)
-        entries += [_entry(call, t.name, t.description, t.input_schema, t.title) for t in page]
-        return entries, page[-1].prompt if page else None, len(found) > PAGE
 
-    # Keyed by what an entry carries besides the tenant's prompts: the label, where the page starts
-    # and the revision's fields.
-    key = ("tools", call.label, after, call.revision.titles, call.revision.tool_annotations)
-    listed = await caching.kept_page(call.caches, call.tenant, key, read)
-    result: dict[str, Any] = {"tools": listed.entries}
-    if listed.more and listed.last_name is not None:
-        result["nextCursor"] = cursors.encode(
-            call.tokens, call.tenant.id, call.label, listed.last_name, PAGE, kind="tools"
-        )
-    if call.revision.stateless:
-        result["ttlMs"] = call.tenant.list_ttl_ms or call.settings.list_ttl_ms
-        result["cacheScope"] = "private"
-    return result
+    def entries(page: Sequence[ServedTool], after: str | None) -> list[dict[str, Any]]:
+        listed = [] if after is not None else _general(call)
+        return listed + [_entry(call, t.name, t.description, t.input_schema, t.title) for t in page]
+
+    # An entry carries, besides the tenant's prompts, the fields of the revision.
+    return await paging.kept_list(
+        call, "tools", params.cursor, size=PAGE, fetch=fetch, entries=entries,
+        position=lambda tool: tool.prompt,
+        options=(call.revision.titles, call.revision.tool_annotations),
+    )  # fmt: skip
 
 
 async def tools_call(call: Call, params: CallParams) -> dict[str, Any]:

@@ -84,5 +84,5 @@ def test_what_each_tenant_holds_is_the_weight_of_its_entries(
             assert cache.held(tenant) == 0
         assert cache._lru.weight <= 100
         for t in tenants:
-            entries = [v for (owner, _), (v, _) in cache._lru._items.items() if owner == t.int]
-            assert cache.held(t) == sum(len(v) for v in entries)
+            held = [len(v) for key, (v, _) in cache._lru._items.items() if key[0] == t.int]  # type: ignore[index]
+            assert cache.held(t) == sum(held)

@@ -193,6 +193,40 @@ REPLY = {
 SKILL_MD = "skill://code-review/SKILL.md"
 
 
+async def _tools_and_a_skill(
+    api: Api, *prompts: dict[str, Any]
+) -> tuple[dict[str, str], Stateless]:
+    """Tenant acme with ``prompts`` written, its tools on and the code-review skill on production;
+    its keys, and a stateless client with its reader key."""
+    keys = await api.tenant("acme")
+    publisher = auth(keys["publisher"])
+    for prompt in prompts:
+        made = await api.client.post("/api/v1/tenants/acme/prompts", json=prompt, headers=publisher)
+        assert made.status_code == 201, made.text
+    on = await api.client.patch(
+        "/api/v1/tenants/acme", json={"mcp_tools": True}, headers=auth(keys["admin"])
+    )
+    assert on.status_code == 200, on.text
+    made = await api.client.post(
+        "/api/v1/tenants/acme/skills",
+        json={**CONFORMANCE_SKILLS[1], "labels": ["production"]},
+        headers=publisher,
+    )
+    assert made.status_code == 201, made.text
+    return keys, Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+
+
+async def _new_skill_md(api: Api, publisher: dict[str, str], text: str) -> None:
+    """A new version of the code-review skill on production, its SKILL.md ``text``."""
+    files = [{"path": "SKILL.md", "text": text}, *CONFORMANCE_SKILLS[1]["files"][1:]]
+    written = await api.client.post(
+        "/api/v1/tenants/acme/skills/code-review/versions",
+        json={"files": files, "labels": ["production"]},
+        headers=publisher,
+    )
+    assert written.status_code == 201, written.text
+
+
 async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
     api: Api, renders: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,20 +251,8 @@ async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
     monkeypatch.setattr(skill_service, "served_file", counted_file)
     monkeypatch.setattr(mcp_tools, "_find", counted_find)
     monkeypatch.setattr(serving, "served_tool", counted_tool)
-    keys = await api.tenant("acme")
-    publisher = auth(keys["publisher"])
-    made = await api.client.post("/api/v1/tenants/acme/prompts", json=REPLY, headers=publisher)
-    assert made.status_code == 201, made.text
-    on = await api.client.patch(
-        "/api/v1/tenants/acme", json={"mcp_tools": True}, headers=auth(keys["admin"])
-    )
-    assert on.status_code == 200, on.text
-    skill = CONFORMANCE_SKILLS[1]
-    made = await api.client.post(
-        "/api/v1/tenants/acme/skills", json={**skill, "labels": ["production"]}, headers=publisher
-    )
-    assert made.status_code == 201, made.text
-    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    keys, client = await _tools_and_a_skill(api, REPLY)
+    publisher, skill = auth(keys["publisher"]), CONFORMANCE_SKILLS[1]
 
     async def ask(method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
         response = await client.post(method, {"_meta": meta(), **params}, **{"Mcp-Name": name})
@@ -266,13 +288,7 @@ async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
 
     # A new version of the skill on the label: read anew at once (this worker wrote it).
     second = "---\nname: code-review\ndescription: How we review a change\n---\n# Review, v2\n"
-    files = [{"path": "SKILL.md", "text": second}, *skill["files"][1:]]
-    written = await api.client.post(
-        "/api/v1/tenants/acme/skills/code-review/versions",
-        json={"files": files, "labels": ["production"]},
-        headers=publisher,
-    )
-    assert written.status_code == 201, written.text
+    await _new_skill_md(api, publisher, second)
     assert (await skill_md())["result"]["contents"][0]["text"] == second
     digest = (await ask("skills/get", {"uri": SKILL_MD}, SKILL_MD))["result"]["skill"]
     assert digest["resources"] != entries[0]["skill"]["resources"]
@@ -325,21 +341,8 @@ async def test_tool_skill_and_resource_lists_are_kept_until_the_tenant_changes(
     monkeypatch.setattr(prompt_tools, "served_tools", counted_tools)
     monkeypatch.setattr(skill_service, "served_skills", counted_skills)
     monkeypatch.setattr(mcp_tools, "PAGE", 1)  # two marked prompts: two pages
-    keys = await api.tenant("acme")
+    keys, client = await _tools_and_a_skill(api, REPLY, {**REPLY, "name": "support.triage"})
     publisher = auth(keys["publisher"])
-    for prompt in (REPLY, {**REPLY, "name": "support.triage"}):
-        made = await api.client.post("/api/v1/tenants/acme/prompts", json=prompt, headers=publisher)
-        assert made.status_code == 201, made.text
-    on = await api.client.patch(
-        "/api/v1/tenants/acme", json={"mcp_tools": True}, headers=auth(keys["admin"])
-    )
-    assert on.status_code == 200, on.text
-    skill = CONFORMANCE_SKILLS[1]
-    made = await api.client.post(
-        "/api/v1/tenants/acme/skills", json={**skill, "labels": ["production"]}, headers=publisher
-    )
-    assert made.status_code == 201, made.text
-    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
 
     async def ask(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         response = await client.post(method, {"_meta": meta(), **(params or {})})
@@ -393,13 +396,7 @@ async def test_tool_skill_and_resource_lists_are_kept_until_the_tenant_changes(
     first = await ask("tools/list")
     assert [t["name"] for t in first["tools"]] == ["find_prompts", "render_prompt", "support_close"]
     second = "---\nname: code-review\ndescription: How we review it now\n---\n# Review, v2\n"
-    files = [{"path": "SKILL.md", "text": second}, *skill["files"][1:]]
-    written = await api.client.post(
-        "/api/v1/tenants/acme/skills/code-review/versions",
-        json={"files": files, "labels": ["production"]},
-        headers=publisher,
-    )
-    assert written.status_code == 201, written.text
+    await _new_skill_md(api, publisher, second)
     listed = (await ask("resources/list"))["resources"][0]
     assert listed["description"] == "How we review it now" and listed["size"] == len(second)
     entry = (await ask("skills/list"))["skills"][0]

@@ -321,3 +321,27 @@ async def test_missing_arguments_are_asked_for_through_elicitation(
     )
     assert plain.json()["error"]["code"] == -32602
     assert "missing required argument 'id'" in plain.json()["error"]["message"]
+
+
+async def test_a_list_ttl_of_zero_is_every_lists_ttl(api: Api) -> None:
+    """A tenant's ``list_ttl_ms`` of 0 (keep nothing) is the ``ttlMs`` of every list and of the
+    discovery, not the server's default."""
+    keys = await api.tenant("acme")
+    await add_prompts(api, "acme", keys["publisher"], CONFORMANCE_PROMPTS)
+    changed = await api.client.patch(
+        "/api/v1/tenants/acme", json={"list_ttl_ms": 0, "mcp_tools": True},
+        headers=auth(keys["admin"]),
+    )  # fmt: skip
+    assert changed.status_code == 200, changed.text
+    client = Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
+    for method in (
+        "server/discover",
+        "prompts/list",
+        "tools/list",
+        "skills/list",
+        "resources/list",
+    ):
+        response = await client.post(method, {"_meta": meta()})
+        assert response.status_code == 200, response.text
+        result = response.json()["result"]
+        assert (method, result["ttlMs"], result["cacheScope"]) == (method, 0, "private")
