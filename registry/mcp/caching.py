@@ -25,7 +25,7 @@ import orjson
 from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
 from registry.errors import NotFound
-from registry.events.cache import MISSING, Grouped, Lru, TenantScoped
+from registry.events.cache import MISSING, Grouped, TenantScoped
 from registry.mcp import shaping
 from registry.mcp.protocol import Message
 from registry.principal import Principal
@@ -144,8 +144,14 @@ def _weigh_replay(replay: Any) -> int:
 
 @dataclass
 class McpCaches:
-    versions: Lru[CompiledVersion] = field(default_factory=lambda: Lru("versions", 20_000))
-    blobs: Lru[str] = field(default_factory=lambda: Lru("blobs", 64 * 1024 * 1024, weigh=len))
+    # Compiled versions and blobs never change: tenant-scoped for their fair share of the cache
+    # (registry.events.cache.FAIR_SHARE), never invalidated (not in ``tenant_scoped``).
+    versions: TenantScoped[CompiledVersion] = field(
+        default_factory=lambda: TenantScoped("versions", 20_000)
+    )
+    blobs: TenantScoped[str] = field(
+        default_factory=lambda: TenantScoped("blobs", 64 * 1024 * 1024, weigh=len)
+    )
     resolved: TenantScoped[Any] = field(default_factory=lambda: TenantScoped("resolved", 200_000))
     counts: TenantScoped[int] = field(default_factory=lambda: TenantScoped("counts", 100_000))
     listings: TenantScoped[Listing] = field(
@@ -289,7 +295,7 @@ async def render(
         if isinstance(found, _Refusal):
             raise found.error()
         if found is not MISSING:
-            compiled = caches.versions.get((tenant.id.int, *found))
+            compiled = caches.versions.get(tenant.id, found)
     if compiled is MISSING:
         generation = caches.resolved.generation(tenant.id)
         try:
@@ -304,20 +310,23 @@ async def render(
         if enabled:
             # ints, not UUID objects: untracked by the cycle collector (see TenantScoped)
             caches.resolved.put(tenant.id, key, (prompt_id.int, number), generation)
-            caches.versions.put((tenant.id.int, prompt_id.int, number), compiled)
+            caches.versions.put(
+                tenant.id, (prompt_id.int, number), compiled, caches.versions.generation(tenant.id)
+            )
     blobs: dict[bytes, str] = {}
     missing = []
     for sha in compiled.blobs:
-        data = caches.blobs.get((tenant.id.int, sha)) if enabled else MISSING
+        data = caches.blobs.get(tenant.id, sha) if enabled else MISSING
         if data is MISSING:
             missing.append(sha)
         else:
             blobs[sha] = data
     if missing:
+        generation = caches.blobs.generation(tenant.id)
         for sha, data in (
             await rendering.load_blobs(await tx.session(), tenant.id, missing)
         ).items():
-            blobs[sha] = caches.blobs.put((tenant.id.int, sha), data) if enabled else data
+            blobs[sha] = caches.blobs.put(tenant.id, sha, data, generation) if enabled else data
     return rendering.render_compiled(
         compiled, arguments, blobs, max_value_length=max_value_length,
         max_rendered_chars=max_rendered_chars,
