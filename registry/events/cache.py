@@ -86,117 +86,166 @@ class Lru(Generic[V]):
 FAIR_SHARE = 0.25
 
 
-class TenantScoped(Generic[V]):
-    """Entries grouped by tenant, so one notification drops everything a tenant's change may touch.
-
-    Keys hold the tenant as an int, not a UUID object: a tuple of plain values is not tracked by the
-    cycle collector, and with hundreds of thousands of entries that keeps its full passes short.
-
-    A reader takes ``generation(tenant)`` before it reads the database and hands it to ``put``; if an
-    invalidation came in between, the value may predate the change and is not kept.
+class _Shared(Generic[V]):
+    """A bounded LRU whose entries each belong to a tenant: each tenant's keys are remembered in
+    the order they were put (so that its notification drops them), with the weight it holds.
 
     When the cache is full, a tenant holding more than ``share`` of it while other tenants hold
     the rest makes room from its own entries, the longest kept first; any other put evicts the
-    least recently used entry, whoever's it is.
+    least recently used entry, whoever's it is (a tenant alone in the cache: plain LRU).
     """
 
-    def __init__(
-        self, name: str, capacity: int, weigh: Any = None, share: float = FAIR_SHARE
-    ) -> None:
-        self._lru: Lru[V] = Lru(name, capacity, weigh, dropped=self._dropped)
-        # Each tenant's keys in the order they were put (for its invalidation, and for making room
-        # from its own entries), and the weight of its entries the cache holds, by the tenant's int.
-        self._keys: dict[uuid.UUID, OrderedDict[Hashable, None]] = {}
+    def __init__(self, name: str, capacity: int, weigh: Any, share: float) -> None:
+        self.lru: Lru[V] = Lru(name, capacity, weigh, dropped=self._dropped)
+        # By the tenant's int: its keys of the LRU in put order, and the weight of its entries.
+        self._keys: dict[int, OrderedDict[Hashable, None]] = {}
         self._held: dict[int, int] = {}
         self._share = int(capacity * share)
-        self._generations: dict[uuid.UUID, int] = {}
-        self._epoch = 0  # bumped by clear(), so every generation taken before it is outdated
+
+    def _owner(self, key: Hashable) -> int:
+        """The tenant whose entry ``key`` is, as the entry leaves the LRU."""
+        raise NotImplementedError
+
+    def _owns(self, tenant: int, key: Hashable) -> bool:
+        """Whether ``key``, remembered among the tenant's keys, is still the tenant's entry."""
+        return key in self.lru
+
+    def _claim(self, tenant: int, key: Hashable) -> None:
+        """``key`` is the tenant's entry from now on."""
 
     def _dropped(self, key: Hashable, weight: int) -> None:
-        tenant = key[0]  # type: ignore[index]
+        tenant = self._owner(key)
         left = self._held[tenant] - weight
         if left:
             self._held[tenant] = left
         else:
             del self._held[tenant]
 
-    def generation(self, tenant_id: uuid.UUID) -> tuple[int, int]:
-        return self._epoch, self._generations.get(tenant_id, 0)
-
-    def get(self, tenant_id: uuid.UUID, key: Hashable) -> V:
-        return self._lru.get((tenant_id.int, key))
-
-    def peek(self, tenant_id: uuid.UUID, key: Hashable) -> V:
-        return self._lru.peek((tenant_id.int, key))
-
-    def put(self, tenant_id: uuid.UUID, key: Hashable, value: V, generation: tuple[int, int]) -> V:
-        if generation != self.generation(tenant_id):
-            return value
-        lru, tenant = self._lru, tenant_id.int
+    def _keep(self, tenant: int, key: Hashable, value: V) -> V:
+        lru = self.lru
         weight = int(lru.weigh(value))
         if weight > lru.capacity:
             return value  # too big to keep (Lru.put would not keep it either)
-        keys = self._keys.get(tenant_id)
+        keys = self._keys.get(tenant)
         if keys is None:
-            keys = self._keys[tenant_id] = OrderedDict()
+            keys = self._keys[tenant] = OrderedDict()
         keys.pop(key, None)
-        lru.pop((tenant, key))
+        lru.pop(key)
         held = self._held.get(tenant, 0)
         if lru.weight + weight > lru.capacity and held + weight > self._share and held < lru.weight:
-            self._make_room(tenant, keys, weight)  # (a tenant alone in the cache: plain LRU)
-        keys[key] = None
+            self._make_room(tenant, keys, weight)
         # Forget keys the LRU already evicted once they outnumber what it holds (its capacity may
         # be bytes, not entries): a tenant's keys stay within about twice the cache's entries.
         if len(keys) > 2 * len(lru) + 64:
-            keys = OrderedDict((k, None) for k in keys if (tenant, k) in lru)
-            keys[key] = None
-            self._keys[tenant_id] = keys
+            keys = self._keys[tenant] = OrderedDict(
+                (k, None) for k in keys if self._owns(tenant, k)
+            )
+        keys[key] = None
         self._held[tenant] = self._held.get(tenant, 0) + weight
-        return lru.put((tenant, key), value, weight)
+        self._claim(tenant, key)
+        return lru.put(key, value, weight)
 
     def _make_room(self, tenant: int, keys: OrderedDict[Hashable, None], weight: int) -> None:
         """Drop the tenant's own entries, the longest kept first, until ``weight`` more fits."""
-        lru = self._lru
+        lru = self.lru
         while keys and lru.weight + weight > lru.capacity:
             oldest, _ = keys.popitem(last=False)
-            lru.pop((tenant, oldest))
+            if self._owns(tenant, oldest):
+                lru.pop(oldest)
 
-    def held(self, tenant_id: uuid.UUID) -> int:
+    def _forget(self, tenant: int) -> None:
+        """Drop every entry of the tenant."""
+        for key in self._keys.pop(tenant, ()):
+            if self._owns(tenant, key):
+                self.lru.pop(key)
+
+    def held_by(self, tenant: int) -> int:
         """The weight of the tenant's entries the cache holds."""
-        return self._held.get(tenant_id.int, 0)
-
-    def invalidate(self, tenant_id: uuid.UUID) -> None:
-        self._generations[tenant_id] = self._generations.get(tenant_id, 0) + 1
-        for key in self._keys.pop(tenant_id, ()):
-            self._lru.pop((tenant_id.int, key))
+        return self._held.get(tenant, 0)
 
     def clear(self) -> None:
-        self._epoch += 1
-        self._generations.clear()
-        self._lru.clear()
+        self.lru.clear()
         self._keys.clear()
         self._held.clear()
 
 
-class Grouped(Generic[V]):
-    """A bounded LRU whose keys do not name their tenant (a slug, a credential's digest, a
-    request's digest), with each tenant's keys remembered so that its notification drops them."""
+class TenantScoped(_Shared[V]):
+    """Entries grouped by tenant, so one notification drops everything a tenant's change may touch
+    (a fair share each when the cache is full: ``_Shared``).
 
-    def __init__(self, name: str, capacity: int, weigh: Any = None) -> None:
-        self.lru: Lru[V] = Lru(name, capacity, weigh)
-        self.keys: dict[uuid.UUID, set[Hashable]] = {}
+    Keys hold the tenant as an int, not a UUID object: a tuple of plain values is not tracked by the
+    cycle collector, and with hundreds of thousands of entries that keeps its full passes short.
 
-    def keep(self, tenant_id: uuid.UUID, key: Hashable, value: V) -> None:
-        keys = self.keys.setdefault(tenant_id, set())
-        keys.add(key)
-        if len(keys) > 2 * len(self.lru) + 64:  # forget keys the LRU already evicted
-            keys.intersection_update(k for k in list(keys) if k in self.lru)
-        self.lru.put(key, value)
+    A reader takes ``generation(tenant)`` before it reads the database and hands it to ``put``; if an
+    invalidation came in between, the value may predate the change and is not kept.
+    """
+
+    def __init__(
+        self, name: str, capacity: int, weigh: Any = None, share: float = FAIR_SHARE
+    ) -> None:
+        super().__init__(name, capacity, weigh, share)
+        self._generations: dict[uuid.UUID, int] = {}
+        self._epoch = 0  # bumped by clear(), so every generation taken before it is outdated
+
+    def _owner(self, key: Hashable) -> int:
+        return key[0]  # type: ignore[index,no-any-return]
+
+    def generation(self, tenant_id: uuid.UUID) -> tuple[int, int]:
+        return self._epoch, self._generations.get(tenant_id, 0)
+
+    def get(self, tenant_id: uuid.UUID, key: Hashable) -> V:
+        return self.lru.get((tenant_id.int, key))
+
+    def peek(self, tenant_id: uuid.UUID, key: Hashable) -> V:
+        return self.lru.peek((tenant_id.int, key))
+
+    def put(self, tenant_id: uuid.UUID, key: Hashable, value: V, generation: tuple[int, int]) -> V:
+        if generation != self.generation(tenant_id):
+            return value
+        return self._keep(tenant_id.int, (tenant_id.int, key), value)
+
+    def held(self, tenant_id: uuid.UUID) -> int:
+        return self.held_by(tenant_id.int)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
-        for key in self.keys.pop(tenant_id, ()):
-            self.lru.pop(key)
+        self._generations[tenant_id] = self._generations.get(tenant_id, 0) + 1
+        self._forget(tenant_id.int)
 
     def clear(self) -> None:
-        self.lru.clear()
-        self.keys.clear()
+        self._epoch += 1
+        self._generations.clear()
+        super().clear()
+
+
+class Grouped(_Shared[V]):
+    """A bounded LRU whose keys do not name their tenant (a slug, a credential's digest, a
+    request's digest), with each tenant's keys remembered so that its notification drops them (a
+    fair share each when the cache is full: ``_Shared``)."""
+
+    def __init__(
+        self, name: str, capacity: int, weigh: Any = None, share: float = FAIR_SHARE
+    ) -> None:
+        super().__init__(name, capacity, weigh, share)
+        self._owners: dict[Hashable, int] = {}  # whose entry each key is
+
+    def _owner(self, key: Hashable) -> int:
+        return self._owners.pop(key)
+
+    def _owns(self, tenant: int, key: Hashable) -> bool:
+        return self._owners.get(key) == tenant
+
+    def _claim(self, tenant: int, key: Hashable) -> None:
+        self._owners[key] = tenant
+
+    def keep(self, tenant_id: uuid.UUID, key: Hashable, value: V) -> None:
+        self._keep(tenant_id.int, key, value)
+
+    def held(self, tenant_id: uuid.UUID) -> int:
+        return self.held_by(tenant_id.int)
+
+    def invalidate(self, tenant_id: uuid.UUID) -> None:
+        self._forget(tenant_id.int)
+
+    def clear(self) -> None:
+        super().clear()
+        self._owners.clear()

@@ -28,7 +28,7 @@ async def test_refusals_are_cached_without_the_exception_or_its_request(api: Api
         assert answer.status_code == 200
         assert answer.json()["error"]["code"] == -32602
         assert "unknown prompt 'nope'" in answer.json()["error"]["message"]
-    cached = [value for value, _ in api.app.mcp.caches.resolved._lru._items.values()]
+    cached = [value for value, _ in api.app.mcp.caches.resolved.lru._items.values()]
     assert cached, "the refusal was not cached at all"
     for value in cached:
         assert not isinstance(value, BaseException)

@@ -6,6 +6,7 @@ caller and the answer still the ones remembered)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -129,15 +130,16 @@ def _forget(api: Api, what: str) -> Callable[[], None]:
     caches = api.app.mcp.caches
 
     def forget() -> None:
-        [tenant_id] = caches.directory.tenants.keys  # one tenant in this test
+        [tenant] = caches.directory.tenants._keys  # one tenant in this test
+        tenant_id = uuid.UUID(int=tenant)
         if what == "tenant":
             caches.directory.tenants.invalidate(tenant_id)
         elif what == "caller":
             caches.directory.principals.invalidate(tenant_id)
         elif what == "stale caller":  # due for its use to be recorded: checked in the database
-            for key in caches.directory.principals.keys[tenant_id]:
+            for key in list(caches.directory.principals._keys[tenant]):
                 principal, _ = caches.directory.principals.lru.peek(key)
-                caches.directory.principals.lru.put(key, (principal, 0.0))
+                caches.directory.principals.keep(tenant_id, key, (principal, 0.0))
         elif what == "answer":
             caches.answers.invalidate(tenant_id)
 
@@ -153,7 +155,7 @@ async def test_anything_the_full_path_would_check_again_sends_it_there(
         assert (await _get(client)).status_code == 200
     assert len(full_path) == 2
     replays = api.app.mcp.caches.replays
-    [[key]] = [list(keys) for keys in replays.keys.values()]  # one tenant, one request
+    [[key]] = [list(keys) for keys in replays._keys.values()]  # one tenant, one request
     kept = replays.lru.peek(key)
     if what == "listener":  # not hearing changes: nothing remembered is trusted
         monkeypatch.setattr(api.app.mcp.caches, "live", lambda: False)
