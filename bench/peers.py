@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 # How many prompts the peers serve (and the workloads ask for): 10,000, or fewer for a quick run
 # (bench/run --peer-prompts sets it for the servers it starts; the registry's tenant keeps 10,000).
@@ -68,6 +68,16 @@ TOOL_SCHEMA = {
 }
 
 
+T = TypeVar("T")
+
+
+def _page(items: list[T], params: Any) -> tuple[list[T], str | None]:
+    """The page of 100 that a list request's cursor (an offset) points to, and the next one's."""
+    start = int(params.cursor) if params and params.cursor else 0
+    more = start + 100 < len(items)
+    return items[start : start + 100], str(start + 100) if more else None
+
+
 def lowlevel_app() -> Any:
     from mcp import types
     from mcp.server.lowlevel.server import Server
@@ -90,10 +100,8 @@ def lowlevel_app() -> Any:
     async def list_prompts(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        start = int(params.cursor) if params and params.cursor else 0
-        page = prompts[start : start + 100]
-        more = start + 100 < len(prompts)
-        return types.ListPromptsResult(prompts=page, next_cursor=str(start + 100) if more else None)
+        page, following = _page(prompts, params)
+        return types.ListPromptsResult(prompts=page, next_cursor=following)
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         i = index[params.name]
@@ -112,11 +120,8 @@ def lowlevel_app() -> Any:
     ]
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-        start = int(params.cursor) if params and params.cursor else 0
-        more = start + 100 < len(tools)
-        return types.ListToolsResult(
-            tools=tools[start : start + 100], next_cursor=str(start + 100) if more else None
-        )
+        page, following = _page(tools, params)
+        return types.ListToolsResult(tools=page, next_cursor=following)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         i = index.get(params.name)
@@ -140,11 +145,8 @@ def lowlevel_app() -> Any:
     ]  # fmt: skip
 
     async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-        start = int(params.cursor) if params and params.cursor else 0
-        more = start + 100 < len(resources)
-        return types.ListResourcesResult(
-            resources=resources[start : start + 100], next_cursor=str(start + 100) if more else None
-        )
+        page, following = _page(resources, params)
+        return types.ListResourcesResult(resources=page, next_cursor=following)
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         text = skills[str(params.uri)]  # an unknown URI: the SDK answers its error

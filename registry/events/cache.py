@@ -159,9 +159,9 @@ class _Shared(Generic[V]):
             if self._owns(tenant, key):
                 self.lru.pop(key)
 
-    def held_by(self, tenant: int) -> int:
+    def held(self, tenant_id: uuid.UUID) -> int:
         """The weight of the tenant's entries the cache holds."""
-        return self._held.get(tenant, 0)
+        return self._held.get(tenant_id.int, 0)
 
     def clear(self) -> None:
         self.lru.clear()
@@ -202,10 +202,12 @@ class TenantScoped(_Shared[V]):
     def put(self, tenant_id: uuid.UUID, key: Hashable, value: V, generation: tuple[int, int]) -> V:
         if generation != self.generation(tenant_id):
             return value
-        return self._keep(tenant_id.int, (tenant_id.int, key), value)
+        return self.keep(tenant_id, key, value)
 
-    def held(self, tenant_id: uuid.UUID) -> int:
-        return self.held_by(tenant_id.int)
+    def keep(self, tenant_id: uuid.UUID, key: Hashable, value: V) -> V:
+        """``put`` without a generation to check: for entries that never change (compiled versions,
+        blobs), which no notification drops."""
+        return self._keep(tenant_id.int, (tenant_id.int, key), value)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         self._generations[tenant_id] = self._generations.get(tenant_id, 0) + 1
@@ -239,9 +241,6 @@ class Grouped(_Shared[V]):
 
     def keep(self, tenant_id: uuid.UUID, key: Hashable, value: V) -> None:
         self._keep(tenant_id.int, key, value)
-
-    def held(self, tenant_id: uuid.UUID) -> int:
-        return self.held_by(tenant_id.int)
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         self._forget(tenant_id.int)

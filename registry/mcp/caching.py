@@ -310,9 +310,7 @@ async def render(
         if enabled:
             # ints, not UUID objects: untracked by the cycle collector (see TenantScoped)
             caches.resolved.put(tenant.id, key, (prompt_id.int, number), generation)
-            caches.versions.put(
-                tenant.id, (prompt_id.int, number), compiled, caches.versions.generation(tenant.id)
-            )
+            caches.versions.keep(tenant.id, (prompt_id.int, number), compiled)
     blobs: dict[bytes, str] = {}
     missing = []
     for sha in compiled.blobs:
@@ -322,11 +320,10 @@ async def render(
         else:
             blobs[sha] = data
     if missing:
-        generation = caches.blobs.generation(tenant.id)
         for sha, data in (
             await rendering.load_blobs(await tx.session(), tenant.id, missing)
         ).items():
-            blobs[sha] = caches.blobs.put(tenant.id, sha, data, generation) if enabled else data
+            blobs[sha] = caches.blobs.keep(tenant.id, sha, data) if enabled else data
     return rendering.render_compiled(
         compiled, arguments, blobs, max_value_length=max_value_length,
         max_rendered_chars=max_rendered_chars,

@@ -35,17 +35,13 @@ class Call:
     # Declared per request in 2026-07-28 (`_meta`); never inferred from earlier requests.
     client_capabilities: dict[str, Any] = field(default_factory=dict)
 
-    def list_ttl(self) -> int:
-        """How long a 2026-07-28 client may keep a list (``ttlMs``): the tenant's ``list_ttl_ms``
-        (0 included: not at all), else the server's ``REGISTRY_LIST_TTL_MS``."""
-        ttl = self.tenant.list_ttl_ms
-        return ttl if ttl is not None else self.settings.list_ttl_ms
-
     def cacheable(self, result: dict[str, Any]) -> dict[str, Any]:
-        """``result`` with the caching hints of 2026-07-28 (``ttlMs``, and ``cacheScope`` private:
-        what is served depends on who asks); unchanged for an earlier revision."""
+        """``result`` with the caching hints of 2026-07-28: ``ttlMs``, the tenant's ``list_ttl_ms``
+        (0 included: not at all) or else the server's ``REGISTRY_LIST_TTL_MS``, and ``cacheScope``
+        private (what is served depends on who asks); unchanged for an earlier revision."""
         if self.revision.stateless:
-            result["ttlMs"] = self.list_ttl()
+            ttl = self.tenant.list_ttl_ms
+            result["ttlMs"] = ttl if ttl is not None else self.settings.list_ttl_ms
             result["cacheScope"] = "private"
         return result
 

@@ -106,12 +106,10 @@ def initialize_result(
 
 async def server_discover(call: Call, params: Params) -> dict[str, Any]:
     await reading.check_label(await call.tx.session(), call.tenant, call.label)
-    result: dict[str, Any] = {
+    result: dict[str, Any] = call.cacheable({
         "supportedVersions": list(ALL_REVISIONS),
         "capabilities": shaping.capabilities(call.revision, call.tenant),
-        "ttlMs": call.list_ttl(),
-        "cacheScope": "private",
-    }
+    })  # fmt: skip
     if call.tenant.instructions:
         result["instructions"] = call.tenant.instructions
     return result

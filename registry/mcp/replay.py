@@ -1,11 +1,11 @@
 """Kept answers sent again from a request's bytes, before any request object is built.
 
-A stateless request that this worker answered from its answer cache (a prompts/get, tools/call,
-skills/get or resources/read: ``caching.KEPT``) is remembered by the digest of everything its answer
-was decided from: the path, the query, every header but Content-Length (which follows the id's
-length), and the body without its id. The same bytes again (any id) are answered with the kept
-answer, the new id spliced in, as long as everything the full path consulted is still what the
-worker remembers:
+A stateless request that this worker answered from its answer cache (one of ``caching.KEPT``: a
+prompts/get, a tools/call, a skill or one of its files read) is remembered by the digest of
+everything its answer was decided from: the path, the query, every header but Content-Length (which
+follows the id's length), and the body without its id. The same bytes again (any id) are answered
+with the kept answer, the new id spliced in, as long as everything the full path consulted is still
+what the worker remembers:
 
 - the LISTEN connection is live (``McpCaches.enabled``), as for every cached answer;
 - the tenant found by its slug is the same object the directory holds (any change of the tenant

@@ -72,6 +72,20 @@ async def add_prompts(
         assert response.status_code == 201, response.text
 
 
+async def serve_tools_and_a_skill(api: Api, slug: str, keys: dict[str, str]) -> None:
+    """The tenant's tools turned on, and the code-review skill (CONFORMANCE_SKILLS) on production."""
+    on = await api.client.patch(
+        f"/api/v1/tenants/{slug}", json={"mcp_tools": True}, headers=auth(keys["admin"])
+    )
+    assert on.status_code == 200, on.text
+    made = await api.client.post(
+        f"/api/v1/tenants/{slug}/skills",
+        json={**CONFORMANCE_SKILLS[1], "labels": ["production"]},
+        headers=auth(keys["publisher"]),
+    )
+    assert made.status_code == 201, made.text
+
+
 @dataclass
 class RawMcp:
     """Streamable HTTP by hand: headers as a client sends them, every answer schema-checked."""

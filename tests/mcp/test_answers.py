@@ -22,7 +22,13 @@ from registry.prompts import rendering, serving
 from registry.prompts import tools as prompt_tools
 from registry.skills import service as skill_service
 from tests.conftest import Api, auth
-from tests.mcp.conftest import CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS, RawMcp, add_prompts
+from tests.mcp.conftest import (
+    CONFORMANCE_PROMPTS,
+    CONFORMANCE_SKILLS,
+    RawMcp,
+    add_prompts,
+    serve_tools_and_a_skill,
+)
 from tests.mcp.test_stateless import Stateless, meta
 
 ARGS = {"arg1": "one", "arg2": "two"}
@@ -199,20 +205,12 @@ async def _tools_and_a_skill(
     """Tenant acme with ``prompts`` written, its tools on and the code-review skill on production;
     its keys, and a stateless client with its reader key."""
     keys = await api.tenant("acme")
-    publisher = auth(keys["publisher"])
     for prompt in prompts:
-        made = await api.client.post("/api/v1/tenants/acme/prompts", json=prompt, headers=publisher)
+        made = await api.client.post(
+            "/api/v1/tenants/acme/prompts", json=prompt, headers=auth(keys["publisher"])
+        )
         assert made.status_code == 201, made.text
-    on = await api.client.patch(
-        "/api/v1/tenants/acme", json={"mcp_tools": True}, headers=auth(keys["admin"])
-    )
-    assert on.status_code == 200, on.text
-    made = await api.client.post(
-        "/api/v1/tenants/acme/skills",
-        json={**CONFORMANCE_SKILLS[1], "labels": ["production"]},
-        headers=publisher,
-    )
-    assert made.status_code == 201, made.text
+    await serve_tools_and_a_skill(api, "acme", keys)
     return keys, Stateless(api.client, "/mcp/acme", auth(keys["reader"]))
 
 

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from registry import metrics
 from registry.mcp.core import Core
 from tests.conftest import Api, auth
-from tests.mcp.conftest import CONFORMANCE_PROMPTS, CONFORMANCE_SKILLS, add_prompts
+from tests.mcp.conftest import CONFORMANCE_PROMPTS, add_prompts, serve_tools_and_a_skill
 from tests.mcp.test_directory import eventually
 from tests.mcp.test_stateless import Stateless, meta
 
@@ -223,21 +223,13 @@ async def test_tool_calls_and_skill_reads_are_answered_again_and_counted_so(
         headers=auth(keys["publisher"]),
     )
     assert marked.status_code == 200, marked.text
-    on = await api.client.patch(
-        "/api/v1/tenants/acme", json={"mcp_tools": True}, headers=auth(keys["admin"])
-    )
-    assert on.status_code == 200, on.text
-    made = await api.client.post(
-        "/api/v1/tenants/acme/skills",
-        json={**CONFORMANCE_SKILLS[1], "labels": ["production"]},
-        headers=auth(keys["publisher"]),
-    )
-    assert made.status_code == 201, made.text
-    uri = "skill://code-review/SKILL.md"
+    await serve_tools_and_a_skill(api, "acme", keys)
+    uri, folder = "skill://code-review/SKILL.md", "skill://code-review/references"
     for method, params, name in (
         ("tools/call", {"name": NAME, "arguments": ARGS}, NAME),
         ("resources/read", {"uri": uri}, uri),
         ("skills/get", {"uri": uri}, uri),
+        ("resources/directory/read", {"uri": folder}, folder),
     ):
         before = _ok(method)
         answers = [
