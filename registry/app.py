@@ -129,6 +129,15 @@ class RegistryApp(FastAPI):
                 return
         await super().__call__(scope, receive, send)
 
+    def answer_at_once(
+        self, scope: Any, body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """A kept MCP answer that the HTTP protocol may send itself, before any task or request
+        object (``registry.serving``); None for anything else."""
+        if self.mcp is None or self.mcp.match(scope["path"]) is None:
+            return None
+        return self.mcp.answer_at_once(scope, body)
+
 
 def _database(settings: Settings) -> Database:
     """The worker's database: its pools sized from the settings, with the read replicas."""

@@ -1,38 +1,119 @@
-"""What `registry serve` adds to uvicorn: a bound on the time a request's head may take.
+"""What `registry serve` adds to uvicorn: a bound on the time a request's head may take, and kept
+MCP answers sent by the protocol itself.
 
 uvicorn times out idle keep-alive connections, but not a head that trickles in: a client sending a
 header line now and then holds a connection (and a slot of ``limit_concurrency``) for as long as it
 likes. ``TimedHeadProtocol`` is uvicorn's httptools protocol with a timer from a connection's
 first byte (or a new request's) to the end of its headers; past ``REGISTRY_HEAD_TIMEOUT_SECONDS``
 the connection is closed. A body has its own bound (``REGISTRY_BODY_TIMEOUT_SECONDS``).
+
+uvicorn starts a task for every request as its head ends. For a POST whose whole body arrives in
+the same read as its head (every small request of a kept-alive client), the protocol first asks the
+app (``answer_at_once``, found on the app or on what it wraps) for an answer it may send at once: a
+kept MCP answer sent again from the request's bytes (``registry.mcp.replay``), decided by the same
+checks the task would make. Such an answer is written in one piece, with uvicorn's own default
+headers, and no task, ASGI message or request object is made for it. Anything else, and a request
+whose body has not all arrived when the read ends, gets its task as uvicorn would have started it,
+in the same read (the body's timeout runs from there, as before).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from registry.config import get_settings
 
+logger = logging.getLogger("registry.serving")
 PROTOCOL = "registry.serving:TimedHeadProtocol"  # for uvicorn's `http` option, in every worker
+
+# What an app offers the protocol: the headers (Content-Length among them) and body of an answer
+# to send now, or None.
+Answerer = Callable[[Any, bytes], tuple[list[tuple[bytes, bytes]], bytes] | None]
+_RECEIVING = object()  # ``held`` while a read is parsed and no request waits for its body
+_STATUS_200 = b"HTTP/1.1 200 OK\r\n"
+_WRAPPED = 4  # how deep an app may be wrapped (uvicorn's proxy headers and message logger)
+
+
+def _answerer(app: Any) -> Answerer | None:
+    """The app's ``answer_at_once``, looked for through the middleware uvicorn wraps it in."""
+    for _ in range(_WRAPPED):
+        found = getattr(app, "answer_at_once", None)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+        app = getattr(app, "app", None)
+    return None
 
 
 class TimedHeadProtocol(HttpToolsProtocol):
-    """One attribute more than uvicorn's protocol, and no more: CPython keeps an object's first 29
-    attributes beside it, sharing their names with the class; a 30th (uvicorn's count with two of
-    ours, the last set with the first request) makes every connection build a dictionary of its
-    own, 1.3 KB more for each open connection or stream (tracemalloc). The timeout is read from the
-    settings each time instead (they are cached)."""
+    """Its own attributes are slots: CPython keeps an object's first 29 dictionary attributes
+    beside it, sharing their names with the class; a 30th (uvicorn's protocol sets 28) would make
+    every connection build a dictionary of its own, 1.3 KB more for each open connection or stream
+    (tracemalloc). The timeout is read from the settings each time (they are cached)."""
+
+    __slots__ = ("answerer", "head_timer", "held")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.head_timer: asyncio.TimerHandle | None = None
+        self.answerer = _answerer(self.app)
+        # None outside a read; _RECEIVING in one; the request (cycle and app) whose task waits
+        # for the end of the read, in case its body comes with it and the app answers at once.
+        self.held: Any = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._time_head()
+
+    def data_received(self, data: bytes) -> None:
+        self.held = _RECEIVING if self.answerer is not None else None
+        try:
+            super().data_received(data)
+        finally:
+            held, self.held = self.held, None
+            if held is not None and held is not _RECEIVING:  # its body is still to come
+                super()._start_asgi_task(*held)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        if (
+            self.held is _RECEIVING
+            and app is self.app  # not uvicorn's 503 past limit_concurrency
+            and cycle.scope["method"] == "POST"
+            and cycle.keep_alive
+            and not cycle.waiting_for_100_continue
+        ):
+            self.held = (cycle, app)
+            return
+        super()._start_asgi_task(cycle, app)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        held = self.held
+        if held is None or held is _RECEIVING or held[0] is not self.cycle:
+            return
+        self.held = _RECEIVING
+        cycle, app = held
+        assert self.answerer is not None  # held only when there is one
+        try:
+            answer = self.answerer(cycle.scope, bytes(cycle.body))
+        except Exception:  # the task's path answers it, with its errors
+            logger.exception("answering a request at once failed; it goes to the app")
+            answer = None
+        if answer is None:
+            super()._start_asgi_task(cycle, app)
+            return
+        headers, body = answer
+        content = [_STATUS_200]
+        for name, value in (*self.server_state.default_headers, *headers):
+            content += (name, b": ", value, b"\r\n")
+        content += (b"\r\n", body)
+        cycle.response_started = cycle.response_complete = True
+        self.transport.write(b"".join(content))
+        self.on_response_complete()  # the next pipelined request, or the keep-alive timer
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

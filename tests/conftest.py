@@ -512,6 +512,29 @@ async def api(
             yield Api(client, app)
 
 
+@asynccontextmanager
+async def serving_over_a_socket(app: Any) -> AsyncIterator[tuple[str, Any]]:
+    """``app`` under a real uvicorn in this process, with `registry serve`'s protocol
+    (registry.serving), on a socket of its own: its base URL and the uvicorn server. The app's
+    lifespan is the caller's."""
+    import uvicorn
+
+    from registry.serving import TimedHeadProtocol
+
+    config = uvicorn.Config(app, http=TimedHeadProtocol, lifespan="off", log_level="warning")
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    listening = socket.create_server(("127.0.0.1", 0))
+    await server.startup(sockets=[listening])
+    host, port = listening.getsockname()
+    try:
+        yield f"http://{host}:{port}", server
+    finally:
+        server.should_exit = True
+        await server.shutdown(sockets=[listening])
+
+
 def auth(header: str) -> dict[str, str]:
     return {"Authorization": header}
 

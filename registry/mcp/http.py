@@ -140,6 +140,18 @@ class McpEndpoint:
         del request  # an open stream keeps its own state only, not the request it came from
         await response(scope, receive, send)
 
+    def answer_at_once(
+        self, scope: Any, body: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """The kept answer to a POST of this endpoint whose whole body came with its head, for the
+        HTTP protocol to send itself without starting a task (``registry.serving``): the same
+        first step as ``__call__``'s, decided from the same bytes; None: the request goes to
+        ``__call__`` as usual."""
+        if not self.caches.enabled or len(body) > self.settings.max_request_bytes:
+            return None
+        found = self.replays.identify(scope, body)
+        return None if found is None else self.replays.take(found)
+
     async def _body(self, request: Request) -> bytes:
         """The request body, read once (the answer or the error kept on the request)."""
         if request.body is None:

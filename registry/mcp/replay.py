@@ -104,15 +104,17 @@ class Replays:
         parts.append(orjson.dumps(message))
         return Digest(hashlib.sha256(b"".join(parts)).digest(), request_id)
 
-    async def answer(self, found: Digest, send: Any) -> bool:
-        """Send the kept answer if this request may have it; False: take the full path. The
-        transport asks only while the caches are trusted (``McpCaches.enabled``)."""
+    def take(self, found: Digest) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """The kept answer's headers (Content-Length first) and body, counted as served, if this
+        request may have it; None: take the full path. Asked only while the caches are trusted
+        (``McpCaches.enabled``), by the transport or by the HTTP protocol itself
+        (``McpEndpoint.answer_at_once``)."""
         started = time.perf_counter()
         caches = self.caches
         key, request_id = found
         replay = self.entries.lru.get(key)
         if replay is MISSING:
-            return False
+            return None
         directory = caches.directory
         if (
             directory.tenant(replay.tenant.slug) is not replay.tenant
@@ -125,12 +127,19 @@ class Replays:
             # Outdated for good (what it was decided from is gone): dropped, so that it does not
             # hold an answer the answer cache let go. The full path keeps it again if it may.
             self.entries.lru.pop(key)
-            return False
+            return None
         encoded = encode_json(result_message(request_id, replay.answer.result))
-        headers = [(CONTENT_LENGTH, b"%d" % len(encoded)), *replay.headers]
+        handlers.count_method(replay.method, started, "ok")
+        return [(CONTENT_LENGTH, b"%d" % len(encoded)), *replay.headers], encoded
+
+    async def answer(self, found: Digest, send: Any) -> bool:
+        """Send the kept answer if this request may have it (``take``); False: take the full path."""
+        taken = self.take(found)
+        if taken is None:
+            return False
+        headers, encoded = taken
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": encoded})
-        handlers.count_method(replay.method, started, "ok")
         return True
 
     def keep(self, found: Digest, served: Served, headers: list[tuple[bytes, bytes]]) -> None:

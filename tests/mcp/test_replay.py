@@ -6,9 +6,12 @@ caller and the answer still the ones remembered)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -16,13 +19,29 @@ from prometheus_client import REGISTRY
 
 from registry import metrics
 from registry.mcp.core import Core
-from tests.conftest import Api, auth
+from registry.mcp.http import McpEndpoint
+from tests.conftest import Api, auth, serving_over_a_socket
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, add_prompts, serve_tools_and_a_skill
 from tests.mcp.test_directory import eventually
 from tests.mcp.test_stateless import Stateless, meta
 
 ARGS = {"arg1": "one", "arg2": "two"}
 NAME = "test_prompt_with_arguments"
+
+
+@pytest.fixture(params=["in process", "over a socket"])
+async def api(api: Api, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    """Every test twice: through the ASGI app, and under uvicorn with `registry serve`'s protocol,
+    which sends a kept answer itself when the request's body came with its head
+    (registry.serving)."""
+    if request.param == "in process":
+        yield api
+        return
+    async with (
+        serving_over_a_socket(api.app) as (url, _),
+        httpx.AsyncClient(base_url=url) as client,
+    ):
+        yield Api(client, api.app)
 
 
 @pytest.fixture
@@ -247,3 +266,74 @@ def _ok(method: str) -> float:
     metrics.flush()
     labels = {"kind": "mcp", "name": method, "outcome": "ok"}
     return REGISTRY.get_sample_value("registry_requests_total", labels) or 0.0
+
+
+@pytest.mark.parametrize("api", ["over a socket"], indirect=True)
+async def test_the_protocol_sends_kept_answers_itself_pipelined_or_not(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept answer whose request came whole in one read is written by the HTTP protocol without
+    a task (the endpoint never sees it), pipelined requests in their order; a request whose body
+    comes in a later read gets its task as soon as its head is read, and the same answer."""
+    entered: list[str] = []
+    reached = asyncio.Event()
+    endpoint = McpEndpoint.__call__
+
+    async def counted(self: McpEndpoint, scope: Any, receive: Any, send: Any) -> None:
+        entered.append(scope["method"])
+        reached.set()
+        await endpoint(self, scope, receive, send)
+
+    monkeypatch.setattr(McpEndpoint, "__call__", counted)
+    _, client = await _acme(api)
+    answers = [await _get(client) for _ in range(3)]
+    assert len(entered) == 2  # rendered, then kept; the third from its bytes, by the protocol
+    assert [a.json()["id"] for a in answers] == [1, 2, 3]
+    client.next_id = 1
+    again = await _get(client)  # the protocol's answer to the full path's request of the same id
+    assert again.content == answers[1].content
+    assert {k: v for k, v in again.headers.items() if k != "date"} == {
+        k: v for k, v in answers[1].headers.items() if k != "date"
+    }
+    assert len(entered) == 2
+
+    sent = answers[0].request
+    where = urlsplit(str(api.client.base_url))
+    reader, writer = await asyncio.open_connection(where.hostname, where.port)
+
+    def request(request_id: int) -> tuple[bytes, bytes]:
+        body = json.loads(sent.content)
+        body["id"] = request_id  # the same members in the same order, another id
+        content = json.dumps(body).encode()
+        head = [b"POST /mcp/acme HTTP/1.1"]
+        head += [b"%s: %s" % (k, v) for k, v in sent.headers.raw if k.lower() != b"content-length"]
+        head.append(b"content-length: %d" % len(content))
+        return b"\r\n".join(head) + b"\r\n\r\n", content
+
+    writer.write(b"".join(request(7) + request(8)))  # pipelined: two requests in one write
+    assert [await _answer(reader) for _ in range(2)] == [
+        (7, _result(answers)),
+        (8, _result(answers)),
+    ]
+    assert len(entered) == 2
+    reached.clear()
+    head, body = request(9)
+    writer.write(head)  # its body comes later: the task starts without it, and waits for it
+    await asyncio.wait_for(reached.wait(), timeout=30)
+    writer.write(body)
+    assert await _answer(reader) == (9, _result(answers))
+    assert len(entered) == 3
+    writer.close()
+
+
+def _result(answers: list[httpx.Response]) -> Any:
+    return answers[1].json()["result"]
+
+
+async def _answer(reader: asyncio.StreamReader) -> tuple[Any, Any]:
+    """The id and result of the next answer on a raw connection."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:] if line)
+    answer = json.loads(await reader.readexactly(int(fields[b"content-length"])))
+    return answer["id"], answer["result"]
