@@ -521,7 +521,10 @@ async def serving_over_a_socket(app: Any) -> AsyncIterator[tuple[str, Any]]:
 
     from registry.serving import TimedHeadProtocol
 
-    config = uvicorn.Config(app, http=TimedHeadProtocol, lifespan="off", log_level="warning")
+    config = uvicorn.Config(
+        app, http=TimedHeadProtocol, lifespan="off", log_level="warning",
+        timeout_graceful_shutdown=5,  # a test that fails with a request still open ends too
+    )  # fmt: skip
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)

@@ -4,11 +4,16 @@ answers sent by the protocol itself are tested with the rest of the replay, test
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import AsyncGenerator
 from typing import Any
 from urllib.parse import urlsplit
 
+from registry.events.hub import Hub
+from registry.events.streams import EventStream
 from registry.serving import TimedHeadProtocol
 from tests.conftest import serving_over_a_socket
+from tests.mcp.test_directory import eventually
 
 
 async def _ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -41,4 +46,69 @@ async def test_a_connection_keeps_its_attributes_without_a_dictionary_of_its_own
         assert isinstance(protocol, TimedHeadProtocol)
         assert len(vars(protocol)) < 30, sorted(vars(protocol))
         assert len(connections) == 2  # an app with no answer_at_once: each request is a task
+        writer.close()
+
+
+async def test_a_stream_is_one_task_and_ends_when_its_client_goes_away() -> None:
+    """The protocol tells a stream of its connection's loss (registry.events.streams
+    CONNECTION_LOST): no second task waits for the disconnect."""
+    hub, tenant = Hub(), uuid.uuid4()
+    ended = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        subscription = hub.subscribe(tenant, None, seen=0)
+
+        async def events() -> AsyncGenerator[bytes]:
+            with subscription:
+                yield b"data: hello\n\n"
+                while not subscription.closed:
+                    await subscription.next(30)
+
+        await EventStream(events(), subscription, release=ended.set)(scope, receive, send)
+
+    async with serving_over_a_socket(app) as (url, _):
+        where = urlsplit(url)
+        tasks = len(asyncio.all_tasks())
+        reader, writer = await asyncio.open_connection(where.hostname, where.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        await reader.readuntil(b"data: hello\n\n")
+        assert len(asyncio.all_tasks()) == tasks + 1  # the request's own task alone
+        writer.close()
+        await asyncio.wait_for(ended.wait(), 10)
+        assert not hub.watching(tenant)
+
+
+async def test_a_client_reading_slowly_makes_writes_wait_and_then_gets_everything() -> None:
+    """A connection's flow control waits on an event whose waiters are made at the first wait
+    (registry.serving): a client that reads nothing for a while pauses the writes, and gets every
+    byte once it reads."""
+    chunk, chunks = b"x" * (1 << 20), 32
+    finished = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        length = str(len(chunk) * chunks).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", length)]})  # fmt: skip
+        for _ in range(chunks):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        finished.set()
+
+    async with serving_over_a_socket(app) as (url, server):
+        where = urlsplit(url)
+        reader, writer = await asyncio.open_connection(where.hostname, where.port, limit=1 << 16)
+        writer.write(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        await reader.readuntil(b"\r\n\r\n")
+        (protocol,) = server.server_state.connections
+
+        async def paused() -> bool:  # the kernel's buffers are full: writes wait
+            return bool(protocol.flow.write_paused)
+
+        await eventually(paused, seconds=10)
+        assert not finished.is_set()
+        received = 0
+        while received < len(chunk) * chunks and (read := await reader.read(1 << 20)):
+            received += len(read)
+        await asyncio.wait_for(finished.wait(), 10)
+        assert received == len(chunk) * chunks
         writer.close()

@@ -31,6 +31,34 @@ _SSE_RAW_HEADERS = (
     (b"content-type", b"text/event-stream; charset=utf-8"),
 )
 
+# `registry serve`'s HTTP protocol (registry.serving) puts a ``ConnectionLost`` on the scope of each
+# request it hands the app, under this key: a stream tells it what to call when the connection is
+# lost, and needs no task of its own waiting to notice (under another server, a task notices).
+CONNECTION_LOST = "registry.connection_lost"
+
+
+class ConnectionLost:
+    """What to call when a request's connection is lost: told by the app, called by the
+    protocol once the connection is gone (at once, if it was gone before it was told)."""
+
+    __slots__ = ("callback", "happened")
+
+    def __init__(self) -> None:
+        self.callback: Callable[[], None] | None = None
+        self.happened = False
+
+    def tell(self, callback: Callable[[], None] | None) -> None:
+        """Call ``callback`` when the connection is lost; None: call nothing any more."""
+        self.callback = callback
+        if callback is not None and self.happened:
+            self.lose()
+
+    def lose(self) -> None:
+        self.happened = True
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            callback()
+
 
 def frame(
     data: Any, *, event_id: int | None = None, event: str | None = None, retry_ms: int | None = None
@@ -67,8 +95,9 @@ def last_event_id(header: str | None, current: int) -> int:
 
 class EventStream(Response):
     """A ``text/event-stream`` answer: the bytes of ``events``, sent from the request's own task
-    while one small task waits for the client to go away (then ``subscription`` is closed, which
-    ends ``events``); ``release`` is called however the stream ends.
+    until the client goes away (then ``subscription`` is closed, which ends ``events``: told by
+    `registry serve`'s protocol, ``CONNECTION_LOST``, or noticed by one small task waiting for it
+    under another server); ``release`` is called however the stream ends.
 
     Every open stream holds what its answer holds for as long as it is open. Starlette's
     StreamingResponse runs each one under an anyio task group of two tasks (on the ASGI 2.3
@@ -99,7 +128,12 @@ class EventStream(Response):
         return super().headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        watcher = asyncio.get_running_loop().create_task(self._watch(receive))
+        lost: ConnectionLost | None = scope.get(CONNECTION_LOST)
+        watcher = None
+        if lost is not None:  # about 1.3 KB less per open stream than a task (tracemalloc)
+            lost.tell(self.subscription.close)
+        else:
+            watcher = asyncio.get_running_loop().create_task(self._watch(receive))
         try:
             await send(
                 {
@@ -112,9 +146,12 @@ class EventStream(Response):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            if lost is not None:
+                lost.tell(None)
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             await self.events.aclose()  # its subscription leaves the hub, even when sending failed
             if self.release is not None:
                 self.release()

@@ -8,8 +8,10 @@ import uuid
 from collections.abc import AsyncGenerator, MutableMapping
 from typing import Any
 
+import pytest
+
 from registry.events.hub import Hub, Subscription
-from registry.events.streams import EventStream
+from registry.events.streams import CONNECTION_LOST, ConnectionLost, EventStream
 
 
 def _events(subscription: Subscription, ended: list[str]) -> AsyncGenerator[bytes]:
@@ -28,7 +30,10 @@ def _events(subscription: Subscription, ended: list[str]) -> AsyncGenerator[byte
     return events()
 
 
-async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot() -> None:
+@pytest.mark.parametrize("told", [False, True], ids=["noticed by a task", "told by the server"])
+async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot(told: bool) -> None:
+    """Under `registry serve`'s protocol the server tells the stream (CONNECTION_LOST); under
+    another, a task of the stream's waits to receive the disconnect."""
     hub, tenant = Hub(), uuid.uuid4()
     subscription = hub.subscribe(tenant, "production", seen=0)
     ended: list[str] = []
@@ -47,15 +52,23 @@ async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot()
         await gone.wait()
         return {"type": "http.disconnect"}
 
+    lost = ConnectionLost()
+    scope = {"type": "http", CONNECTION_LOST: lost} if told else {"type": "http"}
     stream = EventStream(
         _events(subscription, ended), subscription, release=lambda: ended.append("slot")
     )
-    answering = asyncio.create_task(stream({"type": "http"}, receive, send))
+    tasks = len(asyncio.all_tasks())
+    answering = asyncio.create_task(stream(scope, receive, send))
     await asyncio.wait_for(started.wait(), 5)
+    assert len(asyncio.all_tasks()) == tasks + (1 if told else 2)  # the stream's, and a watcher
     assert hub.publish(tenant, 1, {"production"}) == 1
     await asyncio.wait_for(delivered.wait(), 5)
-    gone.set()  # the client disconnects while the stream waits for the next change
+    if told:  # the client disconnects while the stream waits for the next change
+        lost.lose()
+    else:
+        gone.set()
     await asyncio.wait_for(answering, 5)
+    assert lost.callback is None  # the ended stream asks to be told nothing more
 
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
     assert (b"content-type", b"text/event-stream; charset=utf-8") in sent[0]["headers"]
@@ -65,6 +78,28 @@ async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot()
         b"data: bye\n\n",
         b"",
     ]
+    assert ended == ["events", "slot"]
+    assert not hub.watching(tenant)
+
+
+async def test_a_connection_lost_before_its_stream_began_ends_the_stream_at_once() -> None:
+    hub, tenant = Hub(), uuid.uuid4()
+    subscription = hub.subscribe(tenant, None, seen=0)
+    ended: list[str] = []
+    lost = ConnectionLost()
+    lost.lose()  # gone between the request and the stream's first byte
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        pass
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.Event().wait()  # never: the server told the stream instead
+        return {}
+
+    stream = EventStream(
+        _events(subscription, ended), subscription, release=lambda: ended.append("slot")
+    )
+    await asyncio.wait_for(stream({"type": "http", CONNECTION_LOST: lost}, receive, send), 5)
     assert ended == ["events", "slot"]
     assert not hub.watching(tenant)
 
