@@ -53,7 +53,9 @@ async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot(t
         return {"type": "http.disconnect"}
 
     lost = ConnectionLost()
-    scope = {"type": "http", CONNECTION_LOST: lost} if told else {"type": "http"}
+    scope: dict[str, Any] = {"type": "http", "headers": [(b"accept", b"text/event-stream")]}
+    if told:
+        scope[CONNECTION_LOST] = lost
     stream = EventStream(
         _events(subscription, ended), subscription, release=lambda: ended.append("slot")
     )
@@ -61,6 +63,7 @@ async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot(t
     answering = asyncio.create_task(stream(scope, receive, send))
     await asyncio.wait_for(started.wait(), 5)
     assert len(asyncio.all_tasks()) == tasks + (1 if told else 2)  # the stream's, and a watcher
+    assert scope["headers"] == []  # read before the stream began: an open stream keeps none
     assert hub.publish(tenant, 1, {"production"}) == 1
     await asyncio.wait_for(delivered.wait(), 5)
     if told:  # the client disconnects while the stream waits for the next change
