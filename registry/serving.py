@@ -4,8 +4,10 @@ MCP answers sent by the protocol itself.
 uvicorn times out idle keep-alive connections, but not a head that trickles in: a client sending a
 header line now and then holds a connection (and a slot of ``limit_concurrency``) for as long as it
 likes. ``TimedHeadProtocol`` is uvicorn's httptools protocol with a timer from a connection's
-first byte (or a new request's) to the end of its headers; past ``REGISTRY_HEAD_TIMEOUT_SECONDS``
-the connection is closed. A body has its own bound (``REGISTRY_BODY_TIMEOUT_SECONDS``).
+start (or, on a kept-alive connection, from the end of the read that began a request's head) to
+the end of its headers; past ``REGISTRY_HEAD_TIMEOUT_SECONDS`` the connection is closed. A head
+that arrives whole in one read, as almost every one does, is never timed: no timer is made and
+cancelled for it. A body has its own bound (``REGISTRY_BODY_TIMEOUT_SECONDS``).
 
 uvicorn starts a task for every request as its head ends. For a POST whose whole body arrives in
 the same read as its head (every small request of a kept-alive client), the protocol first asks the
@@ -98,11 +100,12 @@ class TimedHeadProtocol(HttpToolsProtocol):
     every connection build a dictionary of its own, 1.3 KB more for each open connection or stream
     (tracemalloc). The timeout is read from the settings each time (they are cached)."""
 
-    __slots__ = ("answerer", "head_timer", "held", "lost")
+    __slots__ = ("answerer", "head_timer", "heading", "held", "lost")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.head_timer: asyncio.TimerHandle | None = None
+        self.heading = False  # a request's head began and has not ended
         self.answerer = _answerer(self.app)
         self.pipeline = _Pipeline()  # type: ignore[assignment]
         # None outside a read; _RECEIVING in one; the request (cycle and app) whose task waits
@@ -123,6 +126,8 @@ class TimedHeadProtocol(HttpToolsProtocol):
             held, self.held = self.held, None
             if held is not None and held is not _RECEIVING:  # its body is still to come
                 self._start(*held)
+            if self.heading and self.head_timer is None:  # a head this read did not end
+                self._time_head()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         if (
@@ -170,9 +175,12 @@ class TimedHeadProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._time_head()  # each request's head, on a kept-alive connection too
+        # Each request's head is timed, on a kept-alive connection too, from the end of the read
+        # that began it if that read did not end it (a head that came whole needs no timer).
+        self.heading = True
 
     def on_headers_complete(self) -> None:
+        self.heading = False
         self._untime_head()
         super().on_headers_complete()
 

@@ -9,6 +9,9 @@ from collections.abc import AsyncGenerator
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
+from registry.config import get_settings
 from registry.events.hub import Hub
 from registry.events.streams import EventStream
 from registry.serving import TimedHeadProtocol
@@ -112,3 +115,25 @@ async def test_a_client_reading_slowly_makes_writes_wait_and_then_gets_everythin
         await asyncio.wait_for(finished.wait(), 10)
         assert received == len(chunk) * chunks
         writer.close()
+
+
+async def test_a_kept_alive_connection_whose_next_head_trickles_in_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A head that arrives whole is not timed; one that a read leaves unfinished is, on a
+    kept-alive connection too (its first request answered, uvicorn's keep-alive timer stopped)."""
+    monkeypatch.setenv("REGISTRY_HEAD_TIMEOUT_SECONDS", "0.5")
+    get_settings.cache_clear()
+    try:
+        async with serving_over_a_socket(_ok) as (url, server):
+            where = urlsplit(url)
+            reader, writer = await asyncio.open_connection(where.hostname, where.port)
+            writer.write(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            assert (await reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
+            (protocol,) = server.server_state.connections
+            assert protocol.head_timer is None  # the whole head came in one read
+            writer.write(b"GET / HTTP/1.1\r\nHost: te")  # a head that never ends
+            assert await asyncio.wait_for(reader.read(), 10) == b""  # closed by the server
+            writer.close()
+    finally:
+        get_settings.cache_clear()
