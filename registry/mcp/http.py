@@ -66,6 +66,9 @@ logger = logging.getLogger("registry.mcp")
 SESSION_HEADER = "mcp-session-id"
 RETRY_MS = 3000  # how long a client waits before reconnecting a dropped GET stream
 VERSION_HEADER = "mcp-protocol-version"
+# On the scope of a request that answer_at_once could not answer: its digest (None: not one whose
+# answer may be kept), so that __call__ neither identifies it nor looks it up again.
+_TRIED_AT_ONCE = "registry.mcp.tried_at_once"
 
 
 class McpEndpoint:
@@ -104,7 +107,9 @@ class McpEndpoint:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """A plain ASGI app (the registry app routes MCP paths here before its middleware)."""
         request = Request(scope, receive)
-        if request.method == "POST" and self.caches.enabled:
+        if _TRIED_AT_ONCE in scope:  # the protocol identified it, and had no kept answer for it
+            request.digest = scope[_TRIED_AT_ONCE]
+        elif request.method == "POST" and self.caches.enabled:
             with suppress(McpError):  # refused on the full path
                 request.digest = self.replays.identify(scope, await self._body(request))
             if request.digest is not None and await self.replays.answer(request.digest, send):
@@ -150,7 +155,10 @@ class McpEndpoint:
         if not self.caches.enabled or len(body) > self.settings.max_request_bytes:
             return None
         found = self.replays.identify(scope, body)
-        return None if found is None else self.replays.take(found)
+        taken = None if found is None else self.replays.take(found)
+        if taken is None:  # the task's __call__ takes the full path, with this digest
+            scope[_TRIED_AT_ONCE] = found
+        return taken
 
     async def _body(self, request: Request) -> bytes:
         """The request body, read once (the answer or the error kept on the request)."""

@@ -20,6 +20,7 @@ from prometheus_client import REGISTRY
 from registry import metrics
 from registry.mcp.core import Core
 from registry.mcp.http import McpEndpoint
+from registry.mcp.replay import Replays
 from tests.conftest import Api, auth, serving_over_a_socket
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, add_prompts, serve_tools_and_a_skill
 from tests.mcp.test_directory import eventually
@@ -286,8 +287,17 @@ async def test_the_protocol_sends_kept_answers_itself_pipelined_or_not(
 
     monkeypatch.setattr(McpEndpoint, "__call__", counted)
     _, client = await _acme(api)
+    identified: list[bytes] = []
+    identify = Replays.identify
+
+    def digested(scope: Any, body: bytes) -> Any:
+        identified.append(body)
+        return identify(scope, body)
+
+    monkeypatch.setattr(Replays, "identify", staticmethod(digested))
     answers = [await _get(client) for _ in range(3)]
     assert len(entered) == 2  # rendered, then kept; the third from its bytes, by the protocol
+    assert len(identified) == 3  # once each: the task takes the protocol's digest
     assert [a.json()["id"] for a in answers] == [1, 2, 3]
     client.next_id = 1
     again = await _get(client)  # the protocol's answer to the full path's request of the same id
