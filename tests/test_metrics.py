@@ -87,48 +87,6 @@ async def test_public_metrics_answer_anyone(api: Api) -> None:
     assert (await api.client.get("/metrics")).status_code == 200
 
 
-def test_collector_pauses_are_timed_and_full_collections_freeze_their_survivors() -> None:
-    import gc
-    import weakref
-
-    from registry import collector
-
-    def count(generation: str) -> tuple[float, float]:
-        child = metrics.GC_PAUSE.labels(generation)
-        return child._sum.get(), sum(bucket.get() for bucket in child._buckets)
-
-    metrics.flush()
-    before = count("2")[1]
-    gc.unfreeze()
-    policy = collector.install()
-    assert collector.install() is policy  # once per process, however often asked
-    policy.unfreeze_every = 10**9  # no complete collection until the test asks for one
-    try:
-
-        class Node:
-            pass
-
-        cycle = Node()
-        cycle.self = cycle  # type: ignore[attr-defined]
-        alive = weakref.ref(cycle)
-        gc.collect()  # the first: the cycle is reachable, so it survives and is frozen
-        assert gc.get_freeze_count() > 0
-        del cycle  # now garbage that only the collector can free, and frozen
-        gc.collect()  # the second walks only what came since: the frozen cycle stays
-        assert alive() is not None
-        policy.full = policy.unfreeze_every - 1
-        gc.collect()  # a complete one: everything handed back first, so the cycle is freed
-        assert alive() is None
-        assert gc.get_freeze_count() > 0  # and what survived it frozen again
-        metrics.flush()
-        total, collections = count("2")
-        assert collections == before + 3
-        assert total > 0
-    finally:
-        gc.callbacks[:] = [c for c in gc.callbacks if not isinstance(c, collector.Policy)]
-        gc.unfreeze()
-
-
 def test_the_bench_reads_the_longest_pause_between_two_scrapes() -> None:
     from bench.run import collector_pauses, pauses_between
 

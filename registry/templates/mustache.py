@@ -112,24 +112,9 @@ class Template:
         """This template with each partial replaced by the (already expanded) template of its
         ``ref`` in ``children``: one template again, rendered in one pass. Recurses only as deep as
         sections nest (at most MAX_DEPTH)."""
-
-        def nodes(of: list[Node]) -> list[Node]:
-            out: list[Node] = []
-            for node in of:
-                if isinstance(node, Partial):
-                    out.extend(children[node.ref].nodes)
-                elif isinstance(node, Section):
-                    out.append(
-                        Section(node.name, node.inverted, node.line, node.column,
-                                nodes(node.children))
-                    )  # fmt: skip
-                else:
-                    out.append(node)
-            return out
-
         if next(self.partials(), None) is None:
             return self
-        return Template(self.source, nodes(self.nodes))
+        return Template(self.source, _expanded(self.nodes, children))
 
     def size(self) -> int:
         """Characters of literal text and of tags, counted through every section (what an
@@ -212,6 +197,24 @@ class Template:
             else:
                 pending.pop()
         return "".join(out)
+
+
+def _expanded(nodes: list[Node], children: Mapping[str, Template]) -> list[Node]:
+    """``nodes`` with each partial replaced by its child's nodes (``Template.expand``). A function
+    of the module, not one nested in ``expand``: a nested function that calls itself is a reference
+    cycle, left for the cycle collector by every expansion (tests/test_collector.py)."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Partial):
+            out.extend(children[node.ref].nodes)
+        elif isinstance(node, Section):
+            out.append(
+                Section(node.name, node.inverted, node.line, node.column,
+                        _expanded(node.children, children))
+            )  # fmt: skip
+        else:
+            out.append(node)
+    return out
 
 
 class _Scanner:

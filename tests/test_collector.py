@@ -1,0 +1,211 @@
+"""How a serving worker runs Python's cycle collector (registry/collector.py): every pause timed,
+the survivors of each collection of the two older generations frozen, a complete collection now
+and then; and what makes freezing safe: no kind of request leaves garbage that only the collector
+could free."""
+
+from __future__ import annotations
+
+import collections
+import gc
+import json
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from bench.inproc import call
+from registry import collector, metrics
+from tests.conftest import SIMPLE, Api
+from tests.mcp.conftest import serve_tools_and_a_skill
+from tests.mcp.test_stateless import REVISION, meta
+
+
+@pytest.fixture
+def policy() -> Iterator[collector.Policy]:
+    """This process's collector run by a fresh ``Policy`` (nothing frozen before), no complete
+    collection until a test asks for one; the interpreter's own again afterwards."""
+    gc.collect()
+    gc.unfreeze()
+    gc.callbacks[:] = [c for c in gc.callbacks if not isinstance(c, collector.Policy)]
+    installed = collector.install()
+    assert collector.install() is installed  # once per process, however often asked
+    installed.unfreeze_every = 10**9
+    try:
+        yield installed
+    finally:
+        gc.callbacks[:] = [c for c in gc.callbacks if not isinstance(c, collector.Policy)]
+        gc.unfreeze()
+
+
+class Node:
+    pass
+
+
+def _count(generation: str) -> float:
+    metrics.flush()
+    return float(sum(bucket.get() for bucket in metrics.GC_PAUSE.labels(generation)._buckets))
+
+
+def test_full_collections_are_timed_and_freeze_their_survivors(policy: collector.Policy) -> None:
+    before = _count("2")
+    cycle = Node()
+    cycle.self = cycle  # type: ignore[attr-defined]
+    alive = weakref.ref(cycle)
+    gc.collect()  # the first: the cycle is reachable, so it survives and is frozen
+    assert gc.get_freeze_count() > 0
+    del cycle  # now garbage that only the collector can free, and frozen
+    gc.collect()  # the second walks only what came since: the frozen cycle stays
+    assert alive() is not None
+    policy.full = policy.unfreeze_every - 1
+    gc.collect()  # a complete one: everything handed back first, so the cycle is freed
+    assert alive() is None
+    assert gc.get_freeze_count() > 0  # and what survived it frozen again
+    assert _count("2") == before + 3
+
+
+def test_the_survivors_of_the_middle_generation_are_frozen_too(policy: collector.Policy) -> None:
+    """What the caches gathered since the last full collection is frozen at the next collection of
+    generation 1, not left for a full collection to walk."""
+    before = _count("1")
+    gc.collect(2)
+    frozen = gc.get_freeze_count()
+    kept = [Node() for _ in range(1000)]  # a cache filling
+    gc.collect(1)
+    assert gc.get_freeze_count() >= frozen + len(kept)
+    assert not gc.get_objects(generation=2)  # the oldest left empty
+    assert _count("1") == before + 1
+    frozen = gc.get_freeze_count()
+    young = [Node() for _ in range(100)]
+    gc.collect(0)  # the youngest's survivors go on to the middle one, not frozen
+    assert gc.get_freeze_count() == frozen
+    assert young
+
+
+def test_without_freezing_the_pauses_are_still_timed(policy: collector.Policy) -> None:
+    policy.freeze = False
+    gc.collect(1)
+    frozen = gc.get_freeze_count()
+    _ = [Node() for _ in range(100)]
+    gc.collect(1)
+    gc.collect(2)
+    assert gc.get_freeze_count() == frozen
+
+
+# --- no request leaves cyclic garbage ----------------------------------------------------------
+
+Call = Callable[[int], Awaitable[tuple[int, bytes]]]
+
+
+async def _requests(api: Api) -> dict[str, tuple[Call, int]]:
+    """Each kind of request a worker serves all day, by name: how to make the n-th, and its
+    status."""
+    keys = await api.tenant("cycles")
+    publisher = {"authorization": keys["publisher"]}  # as ASGI has them: lower case
+    made = await api.client.post(
+        "/api/v1/tenants/cycles/prompts", json={**SIMPLE, "labels": ["production"]},
+        headers=publisher,
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    parent = {
+        "name": "letter", "labels": ["production"], "as_tool": True,
+        "arguments": [{"name": "who", "required": True}],
+        "messages": [{"role": "user", "content": {
+            "type": "text", "text": "{{#who}}Dear {{> greet@production}}{{/who}} Regards."}}],
+    }  # fmt: skip
+    made = await api.client.post("/api/v1/tenants/cycles/prompts", json=parent, headers=publisher)
+    assert made.status_code == 201, made.text
+    await serve_tools_and_a_skill(api, "cycles", keys)
+    app = api.app
+    mcp = "/mcp/cycles"
+    reader = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+              "mcp-protocol-version": REVISION, "authorization": keys["reader"]}  # fmt: skip
+    writer = {"content-type": "application/json", **publisher}
+
+    def rpc(method: str, params: dict[str, Any], name: str | None = None, **extra: str) -> Call:
+        headers = {**reader, "mcp-method": method, **({"mcp-name": name} if name else {}), **extra}
+
+        def make(n: int) -> Awaitable[tuple[int, bytes]]:
+            body = {"jsonrpc": "2.0", "id": n, "method": method,
+                    "params": {"_meta": meta(), **params}}  # fmt: skip
+            return call(app, "POST", mcp, headers, json.dumps(body).encode())
+
+        return make
+
+    def fresh(n: int) -> Callable[[int], Awaitable[tuple[int, bytes]]]:
+        return rpc("prompts/get", {"name": "letter", "arguments": {"who": f"reader {n}"}}, "letter")
+
+    def missing(n: int) -> Awaitable[tuple[int, bytes]]:  # compiles again: expands the partial
+        caches = app.mcp.caches
+        caches.clear()
+        caches.versions.clear()
+        caches.seen_once.clear()
+        return rpc("prompts/get", {"name": "letter", "arguments": {"who": "Ada"}}, "letter")(n)
+
+    def version(n: int) -> Awaitable[tuple[int, bytes]]:
+        body = {
+            **SIMPLE,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": {"type": "text", "text": f"Hello {{{{who}}}}, take {n}"},
+                }
+            ],
+        }
+        del body["name"], body["title"], body["description"]
+        return call(app, "POST", "/api/v1/tenants/cycles/prompts/greet/versions", writer,
+                     json.dumps(body).encode())  # fmt: skip
+
+    def move(n: int) -> Awaitable[tuple[int, bytes]]:
+        return call(app, "PUT", "/api/v1/tenants/cycles/prompts/greet/labels/staging", writer,
+                     json.dumps({"version": 1 + n % 2}).encode())  # fmt: skip
+
+    kept = rpc("prompts/get", {"name": "letter", "arguments": {"who": "Ada"}}, "letter")
+    tool = rpc("tools/call", {"name": "letter", "arguments": {"who": "Ada"}}, "letter")
+    skill = "skill://code-review/SKILL.md"
+    stranger = rpc("prompts/list", {}, authorization="Bearer not-a-key-0000000000000000")
+
+    def rest_read(n: int) -> Awaitable[tuple[int, bytes]]:
+        return call(app, "GET", "/api/v1/tenants/cycles/prompts/greet", publisher, b"")
+
+    return {
+        "prompts/get, kept": (kept, 200),
+        "prompts/get, new arguments": (lambda n: fresh(n)(n), 200),
+        "prompts/get, compiled again": (missing, 200),
+        "prompts/list": (rpc("prompts/list", {}), 200),
+        "tools/list": (rpc("tools/list", {}), 200),
+        "tools/call": (tool, 200),
+        "resources/read": (rpc("resources/read", {"uri": skill}, skill), 200),
+        "an unknown prompt": (rpc("prompts/get", {"name": "nope", "arguments": {}}, "nope"), 200),
+        "a key that is not one": (stranger, 403),
+        "REST read": (rest_read, 200),
+        "REST version write": (version, 201),
+        "REST label move": (move, 200),
+    }
+
+
+async def test_no_request_leaves_garbage_only_the_collector_could_free(api: Api) -> None:
+    """A worker freezes what survives its collections (registry/collector.py): an object frozen
+    while in use that ends up in an unreachable cycle is freed only by the rare complete
+    collection. So no request may end in such a cycle: with the collector off, each kind of request
+    leaves nothing for it to find (a recursive nested function did, once per compiled version)."""
+    found = {}
+    for name, (make, status) in (await _requests(api)).items():
+        for n in range(3):  # warm: caches, code paths, the statements prepared
+            got, body = await make(n)
+            assert got == status, (name, body[:300])
+        gc.collect()
+        gc.disable()
+        try:
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            for n in range(3, 13):
+                await make(n)
+            freed = gc.collect()
+            kinds = collections.Counter(type(o).__qualname__ for o in gc.garbage)
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        if freed:
+            found[name] = kinds.most_common(5)
+    assert not found, found
