@@ -248,6 +248,14 @@ MUTATIONS = (
         "False",
         ("tests/mcp/test_replay.py",),
     ),
+    Mutation(
+        "replay-cursor-age",
+        "a list's first page is sent again from the request's bytes only while its cursor is young",
+        "registry/mcp/replay.py",
+        "or not replay.answer.fresh()",
+        "or False",
+        ("tests/mcp/test_replay.py",),
+    ),
 )
 
 

@@ -13,6 +13,7 @@ down nothing cached is trusted: every request reads the database.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from registry import tokens
 from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
 from registry.errors import NotFound
@@ -128,10 +130,17 @@ def encoded_to_keep(value: Any) -> bytes:
 
 
 class Answer(NamedTuple):
-    """A prompts/get result as it was sent, encoded once (served until the tenant changes)."""
+    """A result as it was sent, encoded once, served until the tenant changes and, for a first
+    page that carries a cursor (which expires), until ``until`` (the tokens' clock,
+    ``registry.tokens.now``)."""
 
     result: orjson.Fragment
     size: int  # bytes of the result and of its key: what the cache weighs
+    until: float = math.inf
+
+    def fresh(self) -> bool:
+        """Whether it may still be sent (always, but for a first page with a cursor)."""
+        return self.until == math.inf or tokens.now() < self.until
 
 
 def _weigh_answer(answer: Answer) -> int:
@@ -198,13 +207,18 @@ class McpCaches:
 KEPT = frozenset(
     {"prompts/get", "tools/call", "skills/get", "resources/read", "resources/directory/read"}
 )
+# The lists whose first page is kept (asked without a cursor: every client's first request of a
+# list is the same). Its answer is a function of the same key; the cursor to the next page it
+# carries expires, so the page is sent again only while the cursor has at least half its life left
+# (``remember_answer``). A later page's request carries a cursor of its own: never kept.
+KEPT_FIRST_PAGES = frozenset({"prompts/list", "tools/list", "skills/list", "resources/list"})
 
 
 def answer_key(
     caches: McpCaches, label: str, revision: Revision, principal: Principal, message: Message
 ) -> bytes | None:
-    """What the answer to a request of ``KEPT`` depends on besides its tenant, or None when it is
-    not kept.
+    """What the answer to a request of ``KEPT`` (or a first page of ``KEPT_FIRST_PAGES``) depends
+    on besides its tenant, or None when it is not kept.
 
     Such an answer is a function of the served label, the revision (its shape and ``_meta``),
     whether the caller is anonymous (which labels it may read), the method and every param but
@@ -217,7 +231,7 @@ def answer_key(
     if (
         not caches.enabled
         or message.kind != "request"
-        or method not in KEPT
+        or (method not in KEPT and (method not in KEPT_FIRST_PAGES or "cursor" in message.params))
         or "requestState" in message.params
         or (method == "tools/call" and message.params.get("name") == FIND)
     ):
@@ -239,14 +253,17 @@ def remember_answer(
     key: bytes,
     answer: dict[str, Any],
     generation: tuple[int, int],
+    *,
+    cursor_seconds: int,
 ) -> None:
     """Keep a successful, complete answer (``answer_key``) the second time it is asked for (encoded
     once: the transport sends the same bytes); errors and input-required results are answered
-    afresh."""
+    afresh. A first page with a cursor to the next (which opens for ``cursor_seconds`` after it was
+    made) is kept for half that time."""
     result = answer.get("result")
     if not isinstance(result, dict) or result.get("resultType") == "input_required":
         return
-    seen, digest = caches.seen_once, hash(key)
+    seen, digest = caches.seen_once, hash((tenant_id, key))  # tenants may ask the same
     if digest not in seen:
         if len(seen) >= SEEN_ONCE:
             seen.clear()
@@ -256,8 +273,10 @@ def remember_answer(
     encoded = encoded_to_keep(result)
     fragment = orjson.Fragment(encoded)
     answer["result"] = fragment
+    until = tokens.now() + cursor_seconds / 2 if "nextCursor" in result else math.inf
     if len(encoded) <= ANSWER_MAX_BYTES:
-        caches.answers.put(tenant_id, key, Answer(fragment, len(encoded) + len(key)), generation)
+        kept = Answer(fragment, len(encoded) + len(key), until)
+        caches.answers.put(tenant_id, key, kept, generation)
 
 
 @dataclass(frozen=True)

@@ -116,14 +116,14 @@ class Core:
         """Answer one message (None for notifications and responses) in ``revision`` (a name the
         transport negotiated or checked), with the key the answer is kept under in the answer
         cache when it may be (a stateless transport answers it again from the request's bytes:
-        registry.mcp.replay). A prompts/get answered before, and not changed since, is sent as it
-        was (``caching.answer_key``)."""
+        registry.mcp.replay). A prompts/get (or a list's first page) answered before, and not
+        changed since, is sent as it was (``caching.answer_key``)."""
         started = time.perf_counter()
         spoken = revision_of(revision)
         key = caching.answer_key(self.caches, label, spoken, principal, message)
         if key is not None:
             remembered = self.caches.answers.get(tenant.id, key)
-            if remembered is not MISSING:
+            if remembered is not MISSING and remembered.fresh():
                 handlers.count(message, started, "ok")
                 return result_message(message.id, remembered.result), key
             generation = self.caches.answers.generation(tenant.id)
@@ -148,5 +148,8 @@ class Core:
                 answer["result"], spoken, tenant, label, self.settings.public_url
             )
         if key is not None and answer is not None:
-            caching.remember_answer(self.caches, tenant.id, key, answer, generation)
+            caching.remember_answer(
+                self.caches, tenant.id, key, answer, generation,
+                cursor_seconds=self.settings.session_idle_seconds,
+            )  # fmt: skip
         return answer, key

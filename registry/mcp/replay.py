@@ -1,7 +1,8 @@
 """Kept answers sent again from a request's bytes, before any request object is built.
 
 A stateless request that this worker answered from its answer cache (one of ``caching.KEPT``: a
-prompts/get, a tools/call, a skill or one of its files read) is remembered by the digest of
+prompts/get, a tools/call, a skill or one of its files read; or the first page of a list,
+``caching.KEPT_FIRST_PAGES``) is remembered by the digest of
 everything its answer was decided from: the path, the query, every header but Content-Length (which
 follows the id's length), and the body without its id. The same bytes again (any id) are answered
 with the kept answer, the new id spliced in, as long as everything the full path consulted is still
@@ -13,7 +14,8 @@ what the worker remembers:
 - the caller's remembered principal is the same object, still fresh and unexpired (a revocation, a
   key's expiry, the periodic record of its use drop or replace it; an anonymous caller has none, and
   whether anonymous readers are served is part of the tenant); the operator is never remembered;
-- the answer is the one the answer cache still holds (the tenant's change drops it).
+- the answer is the one the answer cache still holds (the tenant's change drops it), and fresh (a
+  first page's cursor to the next has half its life left: ``caching.Answer.fresh``).
 
 The full path's checks (envelope, headers against the body, method offered, label readable) are
 functions of those bytes and of those objects, so they would decide the same. Anything else takes the
@@ -35,13 +37,20 @@ import orjson
 from registry.db.models import Tenant
 from registry.events.cache import MISSING, Grouped
 from registry.mcp import handlers
-from registry.mcp.caching import KEPT, Answer, CredentialKey, McpCaches, credential_key
+from registry.mcp.caching import (
+    KEPT,
+    KEPT_FIRST_PAGES,
+    Answer,
+    CredentialKey,
+    McpCaches,
+    credential_key,
+)
 from registry.mcp.protocol import encode_json, result_message, valid_id
 from registry.principal import Principal
 
 CONTENT_LENGTH = b"content-length"
 _name = itemgetter(0)
-_KEPT_BYTES = tuple(sorted(method.encode() for method in KEPT))
+_KEPT_BYTES = tuple(sorted(method.encode() for method in KEPT | KEPT_FIRST_PAGES))
 
 
 class Digest(NamedTuple):
@@ -123,6 +132,7 @@ class Replays:
                 and directory.principal_at(replay.credential) is not replay.principal
             )
             or caches.answers.get(replay.tenant.id, replay.answer_key) is not replay.answer
+            or not replay.answer.fresh()
         ):
             # Outdated for good (what it was decided from is gone): dropped, so that it does not
             # hold an answer the answer cache let go. The full path keeps it again if it may.

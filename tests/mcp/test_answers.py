@@ -168,6 +168,27 @@ async def test_an_answer_sent_again_is_counted_like_a_rendered_one(
     assert _counted("error")[0] == errors + 1
 
 
+def test_an_answer_is_kept_the_second_time_its_own_tenant_asks() -> None:
+    """Tenants ask the same questions (a first page, a prompt of the same name): one tenant's
+    request does not count as the first sighting of another's."""
+    caches, first, second = McpCaches(), uuid.uuid4(), uuid.uuid4()
+    key = b"prompts/list\0production\0" + b"2026-07-28\0" + b"0\0{}"
+
+    def ask(tenant: uuid.UUID) -> None:
+        generation = caches.answers.generation(tenant)
+        caching.remember_answer(
+            caches, tenant, key, {"result": {"prompts": []}}, generation, cursor_seconds=3600
+        )
+
+    ask(first)
+    ask(second)
+    assert caches.answers.get(first, key) is MISSING
+    assert caches.answers.get(second, key) is MISSING
+    ask(second)
+    assert caches.answers.get(second, key) is not MISSING
+    assert caches.answers.get(first, key) is MISSING
+
+
 def test_a_kept_answer_holds_no_more_memory_than_its_bytes() -> None:
     """orjson hands back bytes that keep the whole buffer it wrote into (16 KB for a 1.2 KB
     result); the caches weigh what they keep by its length, so a kept answer is copied to it."""
@@ -177,12 +198,16 @@ def test_a_kept_answer_holds_no_more_memory_than_its_bytes() -> None:
     generation = caches.answers.generation(tenant)
     keys = [b"answer %d" % n for n in range(200)]
     for key in keys:  # asked once: marked, not kept
-        caching.remember_answer(caches, tenant, key, {"result": {"text": text}}, generation)
+        caching.remember_answer(
+            caches, tenant, key, {"result": {"text": text}}, generation, cursor_seconds=3600
+        )
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for key in keys:  # asked again: kept
-            caching.remember_answer(caches, tenant, key, {"result": {"text": text}}, generation)
+            caching.remember_answer(
+                caches, tenant, key, {"result": {"text": text}}, generation, cursor_seconds=3600
+            )
         held = (tracemalloc.get_traced_memory()[0] - before) / len(keys)
     finally:
         tracemalloc.stop()

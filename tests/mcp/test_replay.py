@@ -17,11 +17,11 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from registry import metrics
+from registry import metrics, tokens
 from registry.mcp.core import Core
 from registry.mcp.http import McpEndpoint
 from registry.mcp.replay import Replays
-from tests.conftest import Api, auth, serving_over_a_socket
+from tests.conftest import SIMPLE, Api, auth, serving_over_a_socket
 from tests.mcp.conftest import CONFORMANCE_PROMPTS, add_prompts, serve_tools_and_a_skill
 from tests.mcp.test_directory import eventually
 from tests.mcp.test_stateless import Stateless, meta
@@ -261,6 +261,64 @@ async def test_tool_calls_and_skill_reads_are_answered_again_and_counted_so(
         assert answers[3].json()["id"] == client.next_id
         assert full_path.count(method) == 2, full_path  # the last two from their bytes
         assert _ok(method) == before + 4
+
+
+async def test_a_lists_first_page_is_answered_again_while_its_cursor_is_young(
+    api: Api, full_path: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first page of a list (caching.KEPT_FIRST_PAGES) is kept like a prompts/get; the cursor to
+    the next page it carries expires, so it is sent again only while that cursor has half its life
+    left, and a page asked with a cursor is never kept."""
+    keys, client = await _acme(api)
+    paged = await api.client.patch(
+        "/api/v1/tenants/acme", json={"page_size": 2}, headers=auth(keys["admin"])
+    )
+    assert paged.status_code == 200, paged.text
+    clock = [tokens.now()]
+    monkeypatch.setattr(tokens, "now", lambda: clock[0])
+    life = api.app.mcp.core.settings.session_idle_seconds
+
+    async def first() -> httpx.Response:
+        return await client.post("prompts/list", {"_meta": meta()})
+
+    answers = [await first() for _ in range(4)]
+    assert full_path.count("prompts/list") == 2  # listed, then kept; the next ones from their bytes
+    assert [a.json()["id"] for a in answers] == [1, 2, 3, 4]
+    cursor = answers[3].json()["result"]["nextCursor"]
+    assert answers[1].json()["result"] == answers[3].json()["result"]
+    for _ in range(3):  # the second page: its request carries a cursor, so every one is answered
+        second = await client.post("prompts/list", {"_meta": meta(), "cursor": cursor})
+        assert second.status_code == 200, second.text
+        assert [p["name"] for p in second.json()["result"]["prompts"]] != [
+            p["name"] for p in answers[3].json()["result"]["prompts"]
+        ]
+    assert full_path.count("prompts/list") == 5
+
+    clock[0] += life / 2 - 1  # the kept cursor still has more than half its life
+    assert (await first()).json()["result"]["nextCursor"] == cursor
+    assert full_path.count("prompts/list") == 5
+    clock[0] += 2  # now less: listed again, with a cursor made now, which opens
+    again = await first()
+    assert full_path.count("prompts/list") == 6
+    fresh = again.json()["result"]["nextCursor"]
+    assert fresh != cursor
+    opened = await client.post("prompts/list", {"_meta": meta(), "cursor": fresh})
+    assert opened.json()["result"]["prompts"] == second.json()["result"]["prompts"]
+
+    # Kept again from then on, until the tenant changes: a new prompt is listed at once.
+    for _ in range(2):
+        await first()
+    calls = full_path.count("prompts/list")
+    assert (await first()).json()["result"]["nextCursor"] == fresh
+    assert full_path.count("prompts/list") == calls
+    added = await api.client.post(
+        "/api/v1/tenants/acme/prompts",
+        json={**SIMPLE, "name": "a_first", "labels": ["production"]},
+        headers=auth(keys["publisher"]),
+    )
+    assert added.status_code == 201, added.text
+    listed = (await first()).json()["result"]["prompts"]
+    assert listed[0]["name"] == "a_first"
 
 
 def _ok(method: str) -> float:
