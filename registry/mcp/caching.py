@@ -116,6 +116,10 @@ def _weigh_listing(listing: Listing) -> int:
 # An answer larger than this (inline images, say) is rendered each time rather than kept: its blobs
 # are cached anyway, and one such answer would push out hundreds of small ones.
 ANSWER_MAX_BYTES = 256 * 1024
+# A list's first page (KEPT_FIRST_PAGES) may be larger: many clients read only that page, which holds
+# up to REGISTRY_PAGE_SIZE_MAX entries or more (a list of 100,000 prompts: 2,000 per page, about
+# 400 KB); building it costs a copy of every entry and a cursor each time.
+PAGE_ANSWER_MAX_BYTES = 1024 * 1024
 
 
 # How many requests the doorkeeper remembers having seen once before it starts afresh.
@@ -247,6 +251,11 @@ def answer_key(
     )
 
 
+def largest_kept(method: str | None) -> int:
+    """The largest answer to ``method`` that is kept, in bytes."""
+    return PAGE_ANSWER_MAX_BYTES if method in KEPT_FIRST_PAGES else ANSWER_MAX_BYTES
+
+
 def remember_answer(
     caches: McpCaches,
     tenant_id: uuid.UUID,
@@ -255,11 +264,12 @@ def remember_answer(
     generation: tuple[int, int],
     *,
     cursor_seconds: int,
+    largest: int = ANSWER_MAX_BYTES,
 ) -> None:
     """Keep a successful, complete answer (``answer_key``) the second time it is asked for (encoded
     once: the transport sends the same bytes); errors and input-required results are answered
     afresh. A first page with a cursor to the next (which opens for ``cursor_seconds`` after it was
-    made) is kept for half that time."""
+    made) is kept for half that time. An answer larger than ``largest`` bytes is not kept."""
     result = answer.get("result")
     if not isinstance(result, dict) or result.get("resultType") == "input_required":
         return
@@ -274,7 +284,7 @@ def remember_answer(
     fragment = orjson.Fragment(encoded)
     answer["result"] = fragment
     until = tokens.now() + cursor_seconds / 2 if "nextCursor" in result else math.inf
-    if len(encoded) <= ANSWER_MAX_BYTES:
+    if len(encoded) <= largest:
         kept = Answer(fragment, len(encoded) + len(key), until)
         caches.answers.put(tenant_id, key, kept, generation)
 

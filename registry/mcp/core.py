@@ -151,5 +151,6 @@ class Core:
             caching.remember_answer(
                 self.caches, tenant.id, key, answer, generation,
                 cursor_seconds=self.settings.session_idle_seconds,
+                largest=caching.largest_kept(message.method),
             )  # fmt: skip
         return answer, key

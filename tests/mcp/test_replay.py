@@ -18,6 +18,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from registry import metrics, tokens
+from registry.mcp import caching
 from registry.mcp.core import Core
 from registry.mcp.http import McpEndpoint
 from registry.mcp.replay import Replays
@@ -319,6 +320,20 @@ async def test_a_lists_first_page_is_answered_again_while_its_cursor_is_young(
     assert added.status_code == 201, added.text
     listed = (await first()).json()["result"]["prompts"]
     assert listed[0]["name"] == "a_first"
+
+
+async def test_a_first_page_may_be_larger_than_any_other_kept_answer(
+    api: Api, full_path: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list's first page is kept up to caching.PAGE_ANSWER_MAX_BYTES, past the bound on other
+    answers (here made smaller than both answers)."""
+    _, client = await _acme(api)
+    monkeypatch.setattr(caching, "ANSWER_MAX_BYTES", 64)
+    for _ in range(4):
+        assert (await _get(client)).status_code == 200
+        assert (await client.post("prompts/list", {"_meta": meta()})).status_code == 200
+    assert full_path.count("prompts/get") == 4  # too large to keep: rendered each time
+    assert full_path.count("prompts/list") == 2  # kept, then sent from the request's bytes
 
 
 def _ok(method: str) -> float:
