@@ -117,9 +117,10 @@ def _weigh_listing(listing: Listing) -> int:
 # are cached anyway, and one such answer would push out hundreds of small ones.
 ANSWER_MAX_BYTES = 256 * 1024
 # A list's first page (KEPT_FIRST_PAGES) may be larger: many clients read only that page, which holds
-# up to REGISTRY_PAGE_SIZE_MAX entries or more (a list of 100,000 prompts: 2,000 per page, about
-# 400 KB); building it costs a copy of every entry and a cursor each time.
-PAGE_ANSWER_MAX_BYTES = 1024 * 1024
+# up to REGISTRY_PAGE_SIZE_MAX entries or more (bench/run's list of 100,000 prompts: 2,000 per
+# page, 1,068,091 bytes); building it costs a copy of every entry and a cursor each time. A sixteenth
+# of the answers' cache (a tenant may hold a quarter of it: FAIR_SHARE).
+PAGE_ANSWER_MAX_BYTES = 2 * 1024 * 1024
 
 
 # How many requests the doorkeeper remembers having seen once before it starts afresh.
