@@ -41,6 +41,9 @@ PROTOCOL = "registry.serving:TimedHeadProtocol"  # for uvicorn's `http` option, 
 Answerer = Callable[[Any, bytes], tuple[list[tuple[bytes, bytes]], bytes] | None]
 _RECEIVING = object()  # ``held`` while a read is parsed and no request waits for its body
 _STATUS_200 = b"HTTP/1.1 200 OK\r\n"
+# A kept answer this long or longer goes to the transport beside its head, not copied after it: a
+# list's first page may be a megabyte (the transport writes both in one system call).
+_JOIN_BELOW = 64 * 1024
 _WRAPPED = 4  # how deep an app may be wrapped (uvicorn's proxy headers and message logger)
 
 
@@ -167,9 +170,13 @@ class TimedHeadProtocol(HttpToolsProtocol):
         content = [_STATUS_200]
         for name, value in (*self.server_state.default_headers, *headers):
             content += (name, b": ", value, b"\r\n")
-        content += (b"\r\n", body)
+        content.append(b"\r\n")
         cycle.response_started = cycle.response_complete = True
-        self.transport.write(b"".join(content))
+        if len(body) < _JOIN_BELOW:
+            content.append(body)
+            self.transport.write(b"".join(content))
+        else:
+            self.transport.writelines((b"".join(content), body))
         self.on_response_complete()  # the next pipelined request, or the keep-alive timer
         cycle.on_response = _nothing  # as uvicorn's task ends: no cycle of references is left
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from registry import metrics, tokens
+from registry import metrics, serving, tokens
 from registry.mcp import caching
 from registry.mcp.core import Core
 from registry.mcp.http import McpEndpoint
@@ -343,12 +343,15 @@ def _ok(method: str) -> float:
 
 
 @pytest.mark.parametrize("api", ["over a socket"], indirect=True)
+@pytest.mark.parametrize("join_below", [64 * 1024, 0], ids=["head and body joined", "apart"])
 async def test_the_protocol_sends_kept_answers_itself_pipelined_or_not(
-    api: Api, monkeypatch: pytest.MonkeyPatch
+    api: Api, monkeypatch: pytest.MonkeyPatch, join_below: int
 ) -> None:
     """A kept answer whose request came whole in one read is written by the HTTP protocol without
     a task (the endpoint never sees it), pipelined requests in their order; a request whose body
-    comes in a later read gets its task as soon as its head is read, and the same answer."""
+    comes in a later read gets its task as soon as its head is read, and the same answer. A long
+    answer goes to the transport beside its head (here: every answer)."""
+    monkeypatch.setattr(serving, "_JOIN_BELOW", join_below)
     entered: list[str] = []
     reached = asyncio.Event()
     endpoint = McpEndpoint.__call__
