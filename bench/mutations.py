@@ -249,8 +249,16 @@ MUTATIONS = (
         ("tests/mcp/test_replay.py",),
     ),
     Mutation(
+        "kept-page-cursor",
+        "a page asked with a cursor is kept only while that cursor opens",
+        "registry/mcp/core.py",
+        "until=call.valid_until",
+        'until=float("inf")',
+        ("tests/mcp/test_replay.py",),
+    ),
+    Mutation(
         "replay-cursor-age",
-        "a list's first page is sent again from the request's bytes only while its cursor is young",
+        "a list's page is sent again from the request's bytes only while its cursor is young",
         "registry/mcp/replay.py",
         "or not replay.answer.fresh()",
         "or False",

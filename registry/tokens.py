@@ -86,6 +86,12 @@ class TokenCodec:
     ) -> list[Any]:
         """The payload of a token issued for ``purpose`` and ``context`` at most ``max_age`` seconds
         ago; InvalidToken or ExpiredToken otherwise."""
+        return self.open_dated(purpose, context, token, max_age=max_age)[1]
+
+    def open_dated(
+        self, purpose: Purpose, context: Sequence[Any], token: object, *, max_age: int
+    ) -> tuple[int, list[Any]]:
+        """``open``, with the time the token was issued (the clock of ``now``, whole seconds)."""
         if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_LENGTH:
             raise InvalidToken
         encoded, dot, tag = token.partition(".")
@@ -111,4 +117,4 @@ class TokenCodec:
             raise InvalidToken
         if age > max_age:
             raise ExpiredToken
-        return list(payload)
+        return issued, list(payload)

@@ -43,3 +43,13 @@ def test_tokens_expire(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ExpiredToken):
         codec.open("request-state", ["t"], token, max_age=600)
     assert codec.open("request-state", ["t"], token, max_age=700) == []
+
+
+def test_a_token_opens_with_the_time_it_was_issued(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a kept answer that opened a cursor needs: when the cursor stops opening."""
+    codec = TokenCodec(KEY)
+    monkeypatch.setattr("registry.tokens.now", lambda: 1_800_000_000.7)
+    token = codec.issue("mcp-cursor", ["t", "production"], ["p", 2])
+    monkeypatch.setattr("registry.tokens.now", lambda: 1_800_000_500.0)
+    opened = codec.open_dated("mcp-cursor", ["t", "production"], token, max_age=600)
+    assert opened == (1_800_000_000, ["p", 2])

@@ -116,7 +116,7 @@ def _weigh_listing(listing: Listing) -> int:
 # An answer larger than this (inline images, say) is rendered each time rather than kept: its blobs
 # are cached anyway, and one such answer would push out hundreds of small ones.
 ANSWER_MAX_BYTES = 256 * 1024
-# A list's first page (KEPT_FIRST_PAGES) may be larger: many clients read only that page, which holds
+# A list's page (KEPT_PAGES) may be larger: many clients read only the first, which holds
 # up to REGISTRY_PAGE_SIZE_MAX entries or more (bench/run's list of 100,000 prompts: 2,000 per
 # page, 1,068,091 bytes); building it costs a copy of every entry and a cursor each time. A sixteenth
 # of the answers' cache (a tenant may hold a quarter of it: FAIR_SHARE).
@@ -135,8 +135,8 @@ def encoded_to_keep(value: Any) -> bytes:
 
 
 class Answer(NamedTuple):
-    """A result as it was sent, encoded once, served until the tenant changes and, for a first
-    page that carries a cursor (which expires), until ``until`` (the tokens' clock,
+    """A result as it was sent, encoded once, served until the tenant changes and, for a page
+    that opened or carries a cursor (which expire), until ``until`` (the tokens' clock,
     ``registry.tokens.now``)."""
 
     result: orjson.Fragment
@@ -144,7 +144,7 @@ class Answer(NamedTuple):
     until: float = math.inf
 
     def fresh(self) -> bool:
-        """Whether it may still be sent (always, but for a first page with a cursor)."""
+        """Whether it may still be sent (always, but for a page with a cursor)."""
         return self.until == math.inf or tokens.now() < self.until
 
 
@@ -212,18 +212,20 @@ class McpCaches:
 KEPT = frozenset(
     {"prompts/get", "tools/call", "skills/get", "resources/read", "resources/directory/read"}
 )
-# The lists whose first page is kept (asked without a cursor: every client's first request of a
-# list is the same). Its answer is a function of the same key; the cursor to the next page it
-# carries expires, so the page is sent again only while the cursor has at least half its life left
-# (``remember_answer``). A later page's request carries a cursor of its own: never kept.
-KEPT_FIRST_PAGES = frozenset({"prompts/list", "tools/list", "skills/list", "resources/list"})
+# The lists whose pages are kept: every client's first request of a list is the same, and the
+# cursor a kept first page carries is then the same for all of them, and so are their next
+# requests. A page's answer is a function of the same key (its cursor, in the params, says where it
+# starts); the cursor to the next page it carries expires, so the page is sent again only while
+# that cursor has at least half its life left, and while the cursor the request opened still opens
+# (``remember_answer``, ``Call.opened``).
+KEPT_PAGES = frozenset({"prompts/list", "tools/list", "skills/list", "resources/list"})
 
 
 def answer_key(
     caches: McpCaches, label: str, revision: Revision, principal: Principal, message: Message
 ) -> bytes | None:
-    """What the answer to a request of ``KEPT`` (or a first page of ``KEPT_FIRST_PAGES``) depends
-    on besides its tenant, or None when it is not kept.
+    """What the answer to a request of ``KEPT`` (or a page of ``KEPT_PAGES``) depends on besides
+    its tenant, or None when it is not kept.
 
     Such an answer is a function of the served label, the revision (its shape and ``_meta``),
     whether the caller is anonymous (which labels it may read), the method and every param but
@@ -236,7 +238,7 @@ def answer_key(
     if (
         not caches.enabled
         or message.kind != "request"
-        or (method not in KEPT and (method not in KEPT_FIRST_PAGES or "cursor" in message.params))
+        or (method not in KEPT and method not in KEPT_PAGES)
         or "requestState" in message.params
         or (method == "tools/call" and message.params.get("name") == FIND)
     ):
@@ -254,7 +256,7 @@ def answer_key(
 
 def largest_kept(method: str | None) -> int:
     """The largest answer to ``method`` that is kept, in bytes."""
-    return PAGE_ANSWER_MAX_BYTES if method in KEPT_FIRST_PAGES else ANSWER_MAX_BYTES
+    return PAGE_ANSWER_MAX_BYTES if method in KEPT_PAGES else ANSWER_MAX_BYTES
 
 
 def remember_answer(
@@ -266,11 +268,13 @@ def remember_answer(
     *,
     cursor_seconds: int,
     largest: int = ANSWER_MAX_BYTES,
+    until: float = math.inf,
 ) -> None:
     """Keep a successful, complete answer (``answer_key``) the second time it is asked for (encoded
     once: the transport sends the same bytes); errors and input-required results are answered
-    afresh. A first page with a cursor to the next (which opens for ``cursor_seconds`` after it was
-    made) is kept for half that time. An answer larger than ``largest`` bytes is not kept."""
+    afresh. It is kept at most ``until``, and a page with a cursor to the next (which opens for
+    ``cursor_seconds`` after it was made) for half that time at most. An answer larger than
+    ``largest`` bytes is not kept."""
     result = answer.get("result")
     if not isinstance(result, dict) or result.get("resultType") == "input_required":
         return
@@ -284,7 +288,8 @@ def remember_answer(
     encoded = encoded_to_keep(result)
     fragment = orjson.Fragment(encoded)
     answer["result"] = fragment
-    until = tokens.now() + cursor_seconds / 2 if "nextCursor" in result else math.inf
+    if "nextCursor" in result:
+        until = min(until, tokens.now() + cursor_seconds / 2)
     if len(encoded) <= largest:
         kept = Answer(fragment, len(encoded) + len(key), until)
         caches.answers.put(tenant_id, key, kept, generation)

@@ -3,6 +3,7 @@ the handlers of each concern (registry.mcp.handlers, registry.mcp.skills)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ from registry import receipts
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import McpSession, Tenant
+from registry.mcp import cursor as cursors
 from registry.mcp.caching import McpCaches
 from registry.principal import Principal
 from registry.revisions import Revision
@@ -34,6 +36,14 @@ class Call:
     session: McpSession | None = None
     # Declared per request in 2026-07-28 (`_meta`); never inferred from earlier requests.
     client_capabilities: dict[str, Any] = field(default_factory=dict)
+    # Until when the answer may be sent again (the tokens' clock): a cursor the request opened
+    # stops opening then, and an answer kept past it would hide that (``opened``).
+    valid_until: float = math.inf
+
+    def opened(self, cursor: cursors.Opened) -> cursors.Opened:
+        """``cursor``, opened by this request: its answer is valid only while it opens."""
+        self.valid_until = min(self.valid_until, cursor.expires)
+        return cursor
 
     def cacheable(self, result: dict[str, Any]) -> dict[str, Any]:
         """``result`` with the caching hints of 2026-07-28: ``ttlMs``, the tenant's ``list_ttl_ms``

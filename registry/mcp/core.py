@@ -116,7 +116,7 @@ class Core:
         """Answer one message (None for notifications and responses) in ``revision`` (a name the
         transport negotiated or checked), with the key the answer is kept under in the answer
         cache when it may be (a stateless transport answers it again from the request's bytes:
-        registry.mcp.replay). A prompts/get (or a list's first page) answered before, and not
+        registry.mcp.replay). A prompts/get (or a list's page) answered before, and not
         changed since, is sent as it was (``caching.answer_key``)."""
         started = time.perf_counter()
         spoken = revision_of(revision)
@@ -151,6 +151,6 @@ class Core:
             caching.remember_answer(
                 self.caches, tenant.id, key, answer, generation,
                 cursor_seconds=self.settings.session_idle_seconds,
-                largest=caching.largest_kept(message.method),
+                largest=caching.largest_kept(message.method), until=call.valid_until,
             )  # fmt: skip
         return answer, key

@@ -4,6 +4,7 @@ to tenant, label and list, short-lived; one list's cursor never opens another.""
 from __future__ import annotations
 
 import uuid
+from typing import NamedTuple
 
 from registry.mcp.errors import InvalidParams
 from registry.tokens import ExpiredToken, InvalidToken, TokenCodec
@@ -26,6 +27,12 @@ def encode(
     return codec.issue("mcp-cursor", _context(tenant_id, label, kind), [last_name, size])
 
 
+class Opened(NamedTuple):
+    last_name: str  # the page starts after this name
+    size: int  # the page's size
+    expires: float  # when the cursor stops opening (the tokens' clock, ``registry.tokens.now``)
+
+
 def decode(
     codec: TokenCodec,
     token: object,
@@ -34,16 +41,17 @@ def decode(
     *,
     max_age_seconds: int,
     kind: str = "prompts",
-) -> tuple[str, int]:
-    """(last name, page size) from a cursor this server issued for this tenant and label."""
+) -> Opened:
+    """Where the page starts, its size and the cursor's expiry, from a cursor this server issued
+    for this tenant and label."""
     try:
         context = _context(tenant_id, label, kind)
-        payload = codec.open("mcp-cursor", context, token, max_age=max_age_seconds)
+        issued, payload = codec.open_dated("mcp-cursor", context, token, max_age=max_age_seconds)
     except ExpiredToken:
         raise InvalidParams("expired cursor: list again from the first page") from None
     except InvalidToken:
-        payload = []
+        issued, payload = 0, []
     match payload:
         case [str(last_name), int(size)] if size > 0:
-            return last_name, size
+            return Opened(last_name, size, issued + max_age_seconds)
     raise InvalidParams("invalid cursor: pass nextCursor back unchanged, within this session")

@@ -133,12 +133,14 @@ def page_size(call: Call, count: int) -> int:
 
 async def prompts_list(call: Call, parsed: ListParams) -> dict[str, Any]:
     if parsed.cursor is not None:
-        after, size = cursors.decode(
-            call.tokens,
-            parsed.cursor,
-            call.tenant.id,
-            call.label,
-            max_age_seconds=call.settings.session_idle_seconds,
+        after, size, _ = call.opened(
+            cursors.decode(
+                call.tokens,
+                parsed.cursor,
+                call.tenant.id,
+                call.label,
+                max_age_seconds=call.settings.session_idle_seconds,
+            )
         )
     else:
         after = None

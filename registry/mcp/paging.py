@@ -36,10 +36,10 @@ async def kept_list(
     it, as prompts/list refuses it, and never kept."""
     after = None
     if cursor is not None:
-        after, _ = cursors.decode(
+        after = call.opened(cursors.decode(
             call.tokens, cursor, call.tenant.id, call.label,
             max_age_seconds=call.settings.session_idle_seconds, kind=kind,
-        )  # fmt: skip
+        )).last_name  # fmt: skip
 
     async def read() -> caching.PageRead:
         session = await call.tx.session()

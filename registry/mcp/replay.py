@@ -1,8 +1,8 @@
 """Kept answers sent again from a request's bytes, before any request object is built.
 
 A stateless request that this worker answered from its answer cache (one of ``caching.KEPT``: a
-prompts/get, a tools/call, a skill or one of its files read; or the first page of a list,
-``caching.KEPT_FIRST_PAGES``) is remembered by the digest of
+prompts/get, a tools/call, a skill or one of its files read; or a page of a list,
+``caching.KEPT_PAGES``) is remembered by the digest of
 everything its answer was decided from: the path, the query, every header but Content-Length (which
 follows the id's length), and the body without its id. The same bytes again (any id) are answered
 with the kept answer, the new id spliced in, as long as everything the full path consulted is still
@@ -15,7 +15,8 @@ what the worker remembers:
   key's expiry, the periodic record of its use drop or replace it; an anonymous caller has none, and
   whether anonymous readers are served is part of the tenant); the operator is never remembered;
 - the answer is the one the answer cache still holds (the tenant's change drops it), and fresh (a
-  first page's cursor to the next has half its life left: ``caching.Answer.fresh``).
+  page's cursor to the next has half its life left, and the cursor its request opened still opens:
+  ``caching.Answer.fresh``).
 
 The full path's checks (envelope, headers against the body, method offered, label readable) are
 functions of those bytes and of those objects, so they would decide the same. Anything else takes the
@@ -39,7 +40,7 @@ from registry.events.cache import MISSING, Grouped
 from registry.mcp import handlers
 from registry.mcp.caching import (
     KEPT,
-    KEPT_FIRST_PAGES,
+    KEPT_PAGES,
     Answer,
     CredentialKey,
     McpCaches,
@@ -50,7 +51,7 @@ from registry.principal import Principal
 
 CONTENT_LENGTH = b"content-length"
 _name = itemgetter(0)
-_KEPT_BYTES = tuple(sorted(method.encode() for method in KEPT | KEPT_FIRST_PAGES))
+_KEPT_BYTES = tuple(sorted(method.encode() for method in KEPT | KEPT_PAGES))
 
 
 class Digest(NamedTuple):

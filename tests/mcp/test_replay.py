@@ -264,62 +264,78 @@ async def test_tool_calls_and_skill_reads_are_answered_again_and_counted_so(
         assert _ok(method) == before + 4
 
 
-async def test_a_lists_first_page_is_answered_again_while_its_cursor_is_young(
+async def test_a_lists_pages_are_answered_again_while_their_cursors_are_young(
     api: Api, full_path: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first page of a list (caching.KEPT_FIRST_PAGES) is kept like a prompts/get; the cursor to
-    the next page it carries expires, so it is sent again only while that cursor has half its life
-    left, and a page asked with a cursor is never kept."""
+    """A list's pages (caching.KEPT_PAGES) are kept like a prompts/get; the cursor to the next page
+    a page carries expires, so it is sent again only while that cursor has half its life left, and
+    a page asked with a cursor only while that cursor still opens."""
     keys, client = await _acme(api)
+    # Pages of one: every page but the last carries a cursor to the next.
     paged = await api.client.patch(
-        "/api/v1/tenants/acme", json={"page_size": 2}, headers=auth(keys["admin"])
+        "/api/v1/tenants/acme", json={"page_size": 1}, headers=auth(keys["admin"])
     )
     assert paged.status_code == 200, paged.text
     clock = [tokens.now()]
     monkeypatch.setattr(tokens, "now", lambda: clock[0])
     life = api.app.mcp.core.settings.session_idle_seconds
 
+    def lists() -> int:
+        return full_path.count("prompts/list")
+
     async def first() -> httpx.Response:
         return await client.post("prompts/list", {"_meta": meta()})
 
+    async def after(cursor: str) -> httpx.Response:
+        return await client.post("prompts/list", {"_meta": meta(), "cursor": cursor})
+
     answers = [await first() for _ in range(4)]
-    assert full_path.count("prompts/list") == 2  # listed, then kept; the next ones from their bytes
+    assert lists() == 2  # listed, then kept; the next ones from their bytes
     assert [a.json()["id"] for a in answers] == [1, 2, 3, 4]
     cursor = answers[3].json()["result"]["nextCursor"]
     assert answers[1].json()["result"] == answers[3].json()["result"]
-    for _ in range(3):  # the second page: its request carries a cursor, so every one is answered
-        second = await client.post("prompts/list", {"_meta": meta(), "cursor": cursor})
-        assert second.status_code == 200, second.text
-        assert [p["name"] for p in second.json()["result"]["prompts"]] != [
-            p["name"] for p in answers[3].json()["result"]["prompts"]
-        ]
-    assert full_path.count("prompts/list") == 5
+    seconds = [await after(cursor) for _ in range(3)]  # every client that read the kept first page
+    assert lists() == 4
+    second = seconds[2].json()["result"]["prompts"]
+    assert second == seconds[0].json()["result"]["prompts"]
+    assert second != answers[3].json()["result"]["prompts"]
 
-    clock[0] += life / 2 - 1  # the kept cursor still has more than half its life
+    clock[0] += life / 2 - 1  # the kept cursors still have more than half their life
     assert (await first()).json()["result"]["nextCursor"] == cursor
-    assert full_path.count("prompts/list") == 5
+    assert lists() == 4
     clock[0] += 2  # now less: listed again, with a cursor made now, which opens
     again = await first()
-    assert full_path.count("prompts/list") == 6
+    assert lists() == 5
     fresh = again.json()["result"]["nextCursor"]
     assert fresh != cursor
-    opened = await client.post("prompts/list", {"_meta": meta(), "cursor": fresh})
-    assert opened.json()["result"]["prompts"] == second.json()["result"]["prompts"]
+    assert (await after(fresh)).json()["result"]["prompts"] == second
+
+    # The first cursor opens until its life ends: its page is listed again (its own next cursor
+    # was made too long ago) and kept, but not past the moment the cursor stops opening.
+    for _ in range(3):
+        assert (await after(cursor)).json()["result"]["prompts"] == second
+    assert lists() == 8
+    clock[0] += life / 2 - 0.5  # past the first cursor's life, not yet half of its page's cursor's
+    expired = await after(cursor)
+    assert lists() == 9
+    assert "expired cursor" in expired.json()["error"]["message"], expired.text
 
     # Kept again from then on, until the tenant changes: a new prompt is listed at once.
+    clock[0] += 1
     for _ in range(2):
         await first()
-    calls = full_path.count("prompts/list")
-    assert (await first()).json()["result"]["nextCursor"] == fresh
-    assert full_path.count("prompts/list") == calls
+    calls = lists()
+    kept = (await first()).json()["result"]["nextCursor"]
+    assert lists() == calls
     added = await api.client.post(
         "/api/v1/tenants/acme/prompts",
         json={**SIMPLE, "name": "a_first", "labels": ["production"]},
         headers=auth(keys["publisher"]),
     )
     assert added.status_code == 201, added.text
-    listed = (await first()).json()["result"]["prompts"]
-    assert listed[0]["name"] == "a_first"
+    listed = (await first()).json()["result"]
+    assert listed["prompts"][0]["name"] == "a_first"
+    assert listed["nextCursor"] != kept
 
 
 async def test_a_first_page_may_be_larger_than_any_other_kept_answer(
