@@ -42,7 +42,7 @@ Answerer = Callable[[Any, bytes], tuple[list[tuple[bytes, bytes]], bytes] | None
 _RECEIVING = object()  # ``held`` while a read is parsed and no request waits for its body
 _STATUS_200 = b"HTTP/1.1 200 OK\r\n"
 # A kept answer this long or longer goes to the transport beside its head, not copied after it: a
-# list's first page may be a megabyte (the transport writes both in one system call).
+# list's page may be a megabyte (the transport writes both in one system call).
 _JOIN_BELOW = 64 * 1024
 _WRAPPED = 4  # how deep an app may be wrapped (uvicorn's proxy headers and message logger)
 

@@ -100,10 +100,10 @@ def test_without_freezing_the_pauses_are_still_timed(policy: collector.Policy) -
 
 # --- no request leaves cyclic garbage ----------------------------------------------------------
 
-Call = Callable[[int], Awaitable[tuple[int, bytes]]]
+Make = Callable[[int], Awaitable[tuple[int, bytes]]]
 
 
-async def _requests(api: Api) -> dict[str, tuple[Call, int]]:
+async def _requests(api: Api) -> dict[str, tuple[Make, int]]:
     """Each kind of request a worker serves all day, by name: how to make the n-th, and its
     status."""
     keys = await api.tenant("cycles")
@@ -128,7 +128,7 @@ async def _requests(api: Api) -> dict[str, tuple[Call, int]]:
               "mcp-protocol-version": REVISION, "authorization": keys["reader"]}  # fmt: skip
     writer = {"content-type": "application/json", **publisher}
 
-    def rpc(method: str, params: dict[str, Any], name: str | None = None, **extra: str) -> Call:
+    def rpc(method: str, params: dict[str, Any], name: str | None = None, **extra: str) -> Make:
         headers = {**reader, "mcp-method": method, **({"mcp-name": name} if name else {}), **extra}
 
         def make(n: int) -> Awaitable[tuple[int, bytes]]:
@@ -138,8 +138,10 @@ async def _requests(api: Api) -> dict[str, tuple[Call, int]]:
 
         return make
 
-    def fresh(n: int) -> Callable[[int], Awaitable[tuple[int, bytes]]]:
-        return rpc("prompts/get", {"name": "letter", "arguments": {"who": f"reader {n}"}}, "letter")
+    def fresh(n: int) -> Awaitable[tuple[int, bytes]]:
+        return rpc(
+            "prompts/get", {"name": "letter", "arguments": {"who": f"reader {n}"}}, "letter"
+        )(n)
 
     def missing(n: int) -> Awaitable[tuple[int, bytes]]:  # compiles again: expands the partial
         caches = app.mcp.caches
@@ -176,7 +178,7 @@ async def _requests(api: Api) -> dict[str, tuple[Call, int]]:
 
     return {
         "prompts/get, kept": (kept, 200),
-        "prompts/get, new arguments": (lambda n: fresh(n)(n), 200),
+        "prompts/get, new arguments": (fresh, 200),
         "prompts/get, compiled again": (missing, 200),
         "prompts/list": (rpc("prompts/list", {}), 200),
         "tools/list": (rpc("tools/list", {}), 200),

@@ -217,7 +217,7 @@ KEPT = frozenset(
 # requests. A page's answer is a function of the same key (its cursor, in the params, says where it
 # starts); the cursor to the next page it carries expires, so the page is sent again only while
 # that cursor has at least half its life left, and while the cursor the request opened still opens
-# (``remember_answer``, ``Call.opened``).
+# (``Call.open_cursor``, ``Call.next_cursor``: ``Call.valid_until``).
 KEPT_PAGES = frozenset({"prompts/list", "tools/list", "skills/list", "resources/list"})
 
 
@@ -266,15 +266,13 @@ def remember_answer(
     answer: dict[str, Any],
     generation: tuple[int, int],
     *,
-    cursor_seconds: int,
     largest: int = ANSWER_MAX_BYTES,
     until: float = math.inf,
 ) -> None:
     """Keep a successful, complete answer (``answer_key``) the second time it is asked for (encoded
     once: the transport sends the same bytes); errors and input-required results are answered
-    afresh. It is kept at most ``until``, and a page with a cursor to the next (which opens for
-    ``cursor_seconds`` after it was made) for half that time at most. An answer larger than
-    ``largest`` bytes is not kept."""
+    afresh. It is sent again until ``until`` at most (``Call.valid_until``: the cursors a page
+    opened and carries); an answer larger than ``largest`` bytes is not kept."""
     result = answer.get("result")
     if not isinstance(result, dict) or result.get("resultType") == "input_required":
         return
@@ -288,8 +286,6 @@ def remember_answer(
     encoded = encoded_to_keep(result)
     fragment = orjson.Fragment(encoded)
     answer["result"] = fragment
-    if "nextCursor" in result:
-        until = min(until, tokens.now() + cursor_seconds / 2)
     if len(encoded) <= largest:
         kept = Answer(fragment, len(encoded) + len(key), until)
         caches.answers.put(tenant_id, key, kept, generation)

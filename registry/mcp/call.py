@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from registry import receipts
+from registry import receipts, tokens
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import McpSession, Tenant
@@ -36,14 +36,27 @@ class Call:
     session: McpSession | None = None
     # Declared per request in 2026-07-28 (`_meta`); never inferred from earlier requests.
     client_capabilities: dict[str, Any] = field(default_factory=dict)
-    # Until when the answer may be sent again (the tokens' clock): a cursor the request opened
-    # stops opening then, and an answer kept past it would hide that (``opened``).
+    # Until when the answer may be sent again (the tokens' clock, ``registry.tokens.now``): while
+    # the cursor the request opened still opens, and the cursor it hands out has half its life
+    # left (``open_cursor``, ``next_cursor``).
     valid_until: float = math.inf
 
-    def opened(self, cursor: cursors.Opened) -> cursors.Opened:
-        """``cursor``, opened by this request: its answer is valid only while it opens."""
-        self.valid_until = min(self.valid_until, cursor.expires)
-        return cursor
+    def open_cursor(self, cursor: object, kind: str = "prompts") -> cursors.Opened:
+        """Where the page of ``kind`` that a client's ``cursor`` points to starts (InvalidParams
+        when it does not open); the answer is valid only while it opens."""
+        opened = cursors.decode(
+            self.tokens, cursor, self.tenant.id, self.label,
+            max_age_seconds=self.settings.session_idle_seconds, kind=kind,
+        )  # fmt: skip
+        self.valid_until = min(self.valid_until, opened.expires)
+        return opened
+
+    def next_cursor(self, last_name: str, size: int, kind: str = "prompts") -> str:
+        """A cursor to the page of ``kind`` after ``last_name``: the answer that carries it is
+        valid while the cursor has at least half its life left."""
+        life = self.settings.session_idle_seconds
+        self.valid_until = min(self.valid_until, tokens.now() + life / 2)
+        return cursors.encode(self.tokens, self.tenant.id, self.label, last_name, size, kind=kind)
 
     def cacheable(self, result: dict[str, Any]) -> dict[str, Any]:
         """``result`` with the caching hints of 2026-07-28: ``ttlMs``, the tenant's ``list_ttl_ms``

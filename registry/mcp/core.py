@@ -150,7 +150,6 @@ class Core:
         if key is not None and answer is not None:
             caching.remember_answer(
                 self.caches, tenant.id, key, answer, generation,
-                cursor_seconds=self.settings.session_idle_seconds,
                 largest=caching.largest_kept(message.method), until=call.valid_until,
             )  # fmt: skip
         return answer, key

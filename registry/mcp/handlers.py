@@ -20,7 +20,6 @@ from pydantic import Field
 from registry.config import Settings
 from registry.db.models import Tenant
 from registry.mcp import caching, errors, request_state, shaping, skills, tools
-from registry.mcp import cursor as cursors
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams, MethodNotFound
 from registry.mcp.protocol import Message, error_message, result_message
@@ -133,15 +132,7 @@ def page_size(call: Call, count: int) -> int:
 
 async def prompts_list(call: Call, parsed: ListParams) -> dict[str, Any]:
     if parsed.cursor is not None:
-        after, size, _ = call.opened(
-            cursors.decode(
-                call.tokens,
-                parsed.cursor,
-                call.tenant.id,
-                call.label,
-                max_age_seconds=call.settings.session_idle_seconds,
-            )
-        )
+        after, size, _ = call.open_cursor(parsed.cursor)
     else:
         after = None
         count = await caching.served_count(call.caches, call.db, call.tenant, call.label)
@@ -159,9 +150,7 @@ async def prompts_list(call: Call, parsed: ListParams) -> dict[str, Any]:
     )
     result: dict[str, Any] = call.cacheable({"prompts": listed.entries})
     if listed.more and listed.last_name is not None:
-        result["nextCursor"] = cursors.encode(
-            call.tokens, call.tenant.id, call.label, listed.last_name, size
-        )
+        result["nextCursor"] = call.next_cursor(listed.last_name, size)
     return result
 
 

@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.mcp import caching
-from registry.mcp import cursor as cursors
 from registry.mcp.call import Call
 from registry.prompts import reading
 
@@ -36,10 +35,7 @@ async def kept_list(
     it, as prompts/list refuses it, and never kept."""
     after = None
     if cursor is not None:
-        after = call.opened(cursors.decode(
-            call.tokens, cursor, call.tenant.id, call.label,
-            max_age_seconds=call.settings.session_idle_seconds, kind=kind,
-        )).last_name  # fmt: skip
+        after = call.open_cursor(cursor, kind).last_name
 
     async def read() -> caching.PageRead:
         session = await call.tx.session()
@@ -53,7 +49,5 @@ async def kept_list(
     listed = await caching.kept_page(call.caches, call.tenant, key, read)
     result: dict[str, Any] = {kind: listed.entries}
     if listed.more and listed.last_name is not None:
-        result["nextCursor"] = cursors.encode(
-            call.tokens, call.tenant.id, call.label, listed.last_name, size, kind=kind
-        )
+        result["nextCursor"] = call.next_cursor(listed.last_name, size, kind)
     return call.cacheable(result)

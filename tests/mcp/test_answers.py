@@ -176,9 +176,7 @@ def test_an_answer_is_kept_the_second_time_its_own_tenant_asks() -> None:
 
     def ask(tenant: uuid.UUID) -> None:
         generation = caches.answers.generation(tenant)
-        caching.remember_answer(
-            caches, tenant, key, {"result": {"prompts": []}}, generation, cursor_seconds=3600
-        )
+        caching.remember_answer(caches, tenant, key, {"result": {"prompts": []}}, generation)
 
     ask(first)
     ask(second)
@@ -198,16 +196,12 @@ def test_a_kept_answer_holds_no_more_memory_than_its_bytes() -> None:
     generation = caches.answers.generation(tenant)
     keys = [b"answer %d" % n for n in range(200)]
     for key in keys:  # asked once: marked, not kept
-        caching.remember_answer(
-            caches, tenant, key, {"result": {"text": text}}, generation, cursor_seconds=3600
-        )
+        caching.remember_answer(caches, tenant, key, {"result": {"text": text}}, generation)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for key in keys:  # asked again: kept
-            caching.remember_answer(
-                caches, tenant, key, {"result": {"text": text}}, generation, cursor_seconds=3600
-            )
+            caching.remember_answer(caches, tenant, key, {"result": {"text": text}}, generation)
         held = (tracemalloc.get_traced_memory()[0] - before) / len(keys)
     finally:
         tracemalloc.stop()
