@@ -291,11 +291,12 @@ def wrk(
     runs; the cost tells where the time goes). With ``metrics``: the collector's pauses, and for
     prompts/get (``gets``) the share answered from memory (``hit_ratio``)."""
     # A request slower than 10 s counts as an error (a socket timeout); wrk's own default is 2 s.
-    # With ``rate``: requests/s offered on a schedule, one connection per wrk thread (prompts.lua).
-    threads = connections if rate else 2
+    # With ``rate``: requests/s offered on a schedule, each of the two wrk threads keeping its share
+    # over its half of the connections (prompts.lua).
+    threads = 2
     base = ["wrk", f"-t{threads}", f"-c{connections}", "--timeout", "10s", "-s", str(LUA), url]
     base += ["--", *args]
-    env = {**os.environ, "BENCH_RATE_PER_CONNECTION": str(rate / connections)} if rate else None
+    env = {**os.environ, "BENCH_RATE_PER_THREAD": str(rate / threads)} if rate else None
     if warmup > 0:  # 0: no warm-up run (the test suite's smoke run)
         warm_up = [*base[:3], f"-d{warmup}s", *base[3:]]
         subprocess.run(warm_up, capture_output=True, check=True, env=env)  # noqa: S603 - wrk

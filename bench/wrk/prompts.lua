@@ -15,11 +15,15 @@
 --   write T N TOKEN admin API: a new version of a random prompt w-000 .. N-1 of tenant T (201)
 -- JSON-RPC errors arrive with HTTP 200, so bodies are checked and counted as errors too.
 --
--- Paced (an offered load, not a closed loop) when BENCH_RATE_PER_CONNECTION is set, with one
--- connection per thread (-t N -c N): each connection sends on a fixed schedule at that rate, and a
--- request's latency is counted from the moment it was scheduled, not from when it could be sent, so
--- time spent queued behind a slow answer counts (what a caller on a schedule would see). Sends are at
--- most 1 ms late (wrk's delay() is in whole milliseconds), which the latencies include.
+-- Paced (an offered load, not a closed loop) when BENCH_RATE_PER_THREAD is set: each wrk thread
+-- sends on a fixed schedule at that rate, over as many connections as it holds (-t T -c C: a
+-- connection takes the next moment of its thread's schedule when its answer came), and a request's
+-- latency is counted from the moment it was scheduled, not from when it could be sent, so time
+-- spent queued behind slow answers counts (what a caller on a schedule would see). The moment
+-- travels as the request's JSON-RPC id, which the answer carries back: the latency is the request's
+-- own whichever connection sent it. Sends are at most 1 ms late (wrk's delay() is in whole
+-- milliseconds), which the latencies include. A few threads pace as well as one per connection, and
+-- on a small machine take less of the cores the server under test needs.
 
 local ffi = require("ffi")
 ffi.cdef[[
@@ -31,7 +35,8 @@ local function now_us()
   ffi.C.clock_gettime(1, clock)  -- CLOCK_MONOTONIC
   return tonumber(clock.tv_sec) * 1000000 + tonumber(clock.tv_nsec) / 1000
 end
-local interval_us, next_at, scheduled
+local interval_us, next_at
+local slots = {}  -- the moments this thread scheduled and has not sent yet, earliest first
 paced = {}  -- a global: done() reads each thread's latencies (µs from the schedule) with thread:get
 
 local mode, tenants, prompts, names, cursor, targets, tenant, token
@@ -99,21 +104,31 @@ function init(args)
     cursor = args[2] or ""
   end
   math.randomseed(os.time() + (tonumber(tostring({}):match("0x(%x+)") or "0", 16) % 100000))
-  local rate = tonumber(os.getenv("BENCH_RATE_PER_CONNECTION") or "")
+  local rate = tonumber(os.getenv("BENCH_RATE_PER_THREAD") or "")
   if rate and rate > 0 then interval_us = 1000000 / rate end
 end
 
 function delay()
   if not interval_us then return 0 end
   local now = now_us()
-  if not next_at then next_at = now + math.random() * interval_us end  -- connections spread out
-  scheduled = next_at
+  if not next_at then next_at = now + math.random() * interval_us end  -- threads spread out
+  local scheduled = next_at
   next_at = next_at + interval_us
+  table.insert(slots, scheduled)
   if scheduled <= now then return 0 end
   return math.ceil((scheduled - now) / 1000)
 end
 
+-- The JSON-RPC id of the request about to be sent: paced, the moment it was scheduled (µs of the
+-- monotonic clock; a connection's first request, sent at once, now), else 1.
+local function request_id()
+  if not interval_us then return "1" end
+  local scheduled = table.remove(slots, 1) or now_us()
+  return string.format("%d", scheduled)
+end
+
 function request()
+  local id = request_id()
   local headers = {
     ["Content-Type"] = "application/json",
     ["Accept"] = "application/json, text/event-stream",
@@ -140,21 +155,21 @@ function request()
     end
     headers["Mcp-Method"] = "prompts/get"
     headers["Mcp-Name"] = target[2]
-    local body = '{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{' .. meta
+    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"prompts/get","params":{' .. meta
       .. ',"name":"' .. target[2] .. '","arguments":' .. target[3] .. '}}'
     return wrk.format("POST", target[1], headers, body)
   end
   if mode == "get" and (names == "tools-list" or names == "resources-list") then
     local method = names == "tools-list" and "tools/list" or "resources/list"
     headers["Mcp-Method"] = method
-    local body = '{"jsonrpc":"2.0","id":1,"method":"' .. method .. '","params":{' .. meta .. '}}'
+    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"' .. method .. '","params":{' .. meta .. '}}'
     return wrk.format("POST", wrk.path, headers, body)
   end
   if mode == "get" and names == "skill" then
     local uri = string.format("skill://peer-skill-%04d/SKILL.md", math.random(0, prompts - 1))
     headers["Mcp-Method"] = "resources/read"
     headers["Mcp-Name"] = uri
-    local body = '{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{' .. meta
+    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"resources/read","params":{' .. meta
       .. ',"uri":"' .. uri .. '"}}'
     return wrk.format("POST", wrk.path, headers, body)
   end
@@ -166,7 +181,7 @@ function request()
     end
     headers["Mcp-Method"] = "tools/call"
     headers["Mcp-Name"] = name
-    local body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{' .. meta
+    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"tools/call","params":{' .. meta
       .. ',"name":"' .. name .. '","arguments":' .. arguments .. '}}'
     return wrk.format("POST", wrk.path, headers, body)
   end
@@ -185,20 +200,20 @@ function request()
     end
     headers["Mcp-Method"] = "prompts/get"
     headers["Mcp-Name"] = name
-    local body = '{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{' .. meta
+    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"prompts/get","params":{' .. meta
       .. ',"name":"' .. name .. '","arguments":' .. arguments .. '}}'
     return wrk.format("POST", path, headers, body)
   end
   headers["Mcp-Method"] = "prompts/list"
   local params = meta
   if cursor ~= "" then params = params .. ',"cursor":"' .. cursor .. '"' end
-  return wrk.format("POST", wrk.path, headers, '{"jsonrpc":"2.0","id":1,"method":"prompts/list","params":{' .. params .. '}}')
+  return wrk.format("POST", wrk.path, headers, '{"jsonrpc":"2.0","id":' .. id .. ',"method":"prompts/list","params":{' .. params .. '}}')
 end
 
 function response(status, headers, body)
   if interval_us then
-    local now = now_us()
-    if scheduled then table.insert(paced, now - scheduled) end
+    local scheduled = tonumber(string.match(body, '"jsonrpc":"2.0","id":(%d+)'))
+    if scheduled then table.insert(paced, now_us() - scheduled) end
   end
   if mode == "write" then
     if status ~= 201 then errors = errors + 1 end
