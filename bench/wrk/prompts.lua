@@ -127,13 +127,26 @@ local function request_id()
   return string.format("%d", scheduled)
 end
 
-function request()
-  local id = request_id()
+-- One MCP request: the headers naming its method (and its name or URI, if any), and the
+-- JSON-RPC envelope with this request's id (request_id), ``fields`` after the _meta in its params.
+local function mcp(path, method, name, fields)
   local headers = {
     ["Content-Type"] = "application/json",
     ["Accept"] = "application/json, text/event-stream",
     ["MCP-Protocol-Version"] = "2026-07-28",
+    ["Mcp-Method"] = method,
+    ["Mcp-Name"] = name,  -- nil: no such header
   }
+  local body = '{"jsonrpc":"2.0","id":' .. request_id() .. ',"method":"' .. method
+    .. '","params":{' .. meta .. fields .. '}}'
+  return wrk.format("POST", path, headers, body)
+end
+
+local function get_fields(name, arguments)
+  return ',"name":"' .. name .. '","arguments":' .. arguments
+end
+
+function request()
   if mode == "write" then
     written = written + 1
     local path = string.format("/api/v1/tenants/%s/prompts/w-%03d/versions", tenant,
@@ -153,61 +166,36 @@ function request()
     else
       target = targets[math.random(1, #targets)]
     end
-    headers["Mcp-Method"] = "prompts/get"
-    headers["Mcp-Name"] = target[2]
-    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"prompts/get","params":{' .. meta
-      .. ',"name":"' .. target[2] .. '","arguments":' .. target[3] .. '}}'
-    return wrk.format("POST", target[1], headers, body)
+    return mcp(target[1], "prompts/get", target[2], get_fields(target[2], target[3]))
   end
   if mode == "get" and (names == "tools-list" or names == "resources-list") then
     local method = names == "tools-list" and "tools/list" or "resources/list"
-    headers["Mcp-Method"] = method
-    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"' .. method .. '","params":{' .. meta .. '}}'
-    return wrk.format("POST", wrk.path, headers, body)
+    return mcp(wrk.path, method, nil, "")
   end
   if mode == "get" and names == "skill" then
     local uri = string.format("skill://peer-skill-%04d/SKILL.md", math.random(0, prompts - 1))
-    headers["Mcp-Method"] = "resources/read"
-    headers["Mcp-Name"] = uri
-    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"resources/read","params":{' .. meta
-      .. ',"uri":"' .. uri .. '"}}'
-    return wrk.format("POST", wrk.path, headers, body)
+    return mcp(wrk.path, "resources/read", uri, ',"uri":"' .. uri .. '"')
+  end
+  local arguments = '{"topic":"billing"}'
+  if names == "peer-new" or names == "tool-new" then
+    arguments = '{"topic":"t' .. math.random(1, 1000000000) .. '"}'
   end
   if mode == "get" and (names == "tool" or names == "tool-new") then
     local name = string.format("peer-%05d", math.random(0, prompts - 1))
-    local arguments = '{"topic":"billing"}'
-    if names == "tool-new" then
-      arguments = '{"topic":"t' .. math.random(1, 1000000000) .. '"}'
-    end
-    headers["Mcp-Method"] = "tools/call"
-    headers["Mcp-Name"] = name
-    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"tools/call","params":{' .. meta
-      .. ',"name":"' .. name .. '","arguments":' .. arguments .. '}}'
-    return wrk.format("POST", wrk.path, headers, body)
+    return mcp(wrk.path, "tools/call", name, get_fields(name, arguments))
   end
   if mode == "get" then
-    local name, path
-    local arguments = '{"topic":"billing"}'
-    if names == "peer-new" then
-      arguments = '{"topic":"t' .. math.random(1, 1000000000) .. '"}'
-    end
     if names == "peer" or names == "peer-new" then
-      name = string.format("peer-%05d", math.random(0, prompts - 1))
-      path = wrk.path
-    else
-      name = string.format("prompt-%06d", math.random(0, prompts - 1))
-      path = string.format("/mcp/bench-%04d", math.random(0, tenants - 1))
+      local name = string.format("peer-%05d", math.random(0, prompts - 1))
+      return mcp(wrk.path, "prompts/get", name, get_fields(name, arguments))
     end
-    headers["Mcp-Method"] = "prompts/get"
-    headers["Mcp-Name"] = name
-    local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":"prompts/get","params":{' .. meta
-      .. ',"name":"' .. name .. '","arguments":' .. arguments .. '}}'
-    return wrk.format("POST", path, headers, body)
+    local name = string.format("prompt-%06d", math.random(0, prompts - 1))
+    local path = string.format("/mcp/bench-%04d", math.random(0, tenants - 1))
+    return mcp(path, "prompts/get", name, get_fields(name, arguments))
   end
-  headers["Mcp-Method"] = "prompts/list"
-  local params = meta
-  if cursor ~= "" then params = params .. ',"cursor":"' .. cursor .. '"' end
-  return wrk.format("POST", wrk.path, headers, '{"jsonrpc":"2.0","id":' .. id .. ',"method":"prompts/list","params":{' .. params .. '}}')
+  local fields = ""
+  if cursor ~= "" then fields = ',"cursor":"' .. cursor .. '"' end
+  return mcp(wrk.path, "prompts/list", nil, fields)
 end
 
 function response(status, headers, body)
