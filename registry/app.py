@@ -200,7 +200,7 @@ class Worker:
             hub,
             DatabaseChanges(db),
             caches=[caches],
-            auth_caches=[caches.directory.principals, caches.replays],
+            auth_caches=[caches.directory.principals, caches.directory.ids, caches.replays],
             access_checks=[endpoint.revalidate],  # streams end with their key or the public access
             session_ends=[endpoint.session_ended],
             sequences=[db.saw],
@@ -266,6 +266,8 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.state.hub = worker.hub
     app.state.tokens = worker.tokens
     app.state.feed = worker.feed
+    caches = worker.endpoint.caches
+    app.state.callers = lambda: caches.directory if caches.enabled else None
     # One bulk request (import, push plan) at a time per worker.
     app.state.importing = asyncio.Lock()
     problems.install(app)

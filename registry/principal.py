@@ -44,3 +44,9 @@ class Principal:
 
 
 OPERATOR = Principal(role="admin", operator=True)
+
+
+def roles_with(role: str) -> list[str]:
+    """Every role that has ``role`` (``Principal.has``): what a statement that checks a key's
+    role again in the database accepts."""
+    return [name for name, rank in ROLE_RANK.items() if rank >= ROLE_RANK[role]]

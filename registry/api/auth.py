@@ -39,17 +39,37 @@ async def require_operator(request: Request) -> Principal:
 
 @asynccontextmanager
 async def tenant_scope(
-    request: Request, slug: str, role: str, *, rollback: bool = False, read_only: bool = False
+    request: Request,
+    slug: str,
+    role: str,
+    *,
+    rollback: bool = False,
+    read_only: bool = False,
+    remember: bool = False,
 ) -> AsyncIterator[TenantScope]:
-    """``read_only``: the route only reads prompts, so a fresh read replica may answer it."""
+    """``read_only``: the route only reads prompts, so a fresh read replica may answer it.
+    ``remember``: the tenant and the caller, once settled, are kept by this worker (``callers``)
+    for the writes it answers in one call."""
+    credential = bearer(request)
+    remembered = callers(request) if remember else None
+    generation = remembered.generation() if remembered is not None else 0
     async with access.tenant_scope(
         request.app.state.db,
         request.app.state.settings.operator_token,
         slug,
-        bearer(request),
+        credential,
         role,
         rollback=rollback,
         read_only=read_only,
         tokens=request.app.state.tokens,
     ) as scope:
+        if remembered is not None:  # settled now: the write that follows changes the tenant
+            access.remember(remembered, generation, scope.tenant, scope.principal, credential)
         yield scope
+
+
+def callers(request: Request) -> access.RememberedCallers | None:
+    """What this worker remembers of tenants and checked callers, while its caches hear every
+    change (None when they do not)."""
+    remembered: access.RememberedCallers | None = request.app.state.callers()
+    return remembered

@@ -88,13 +88,18 @@ def with_pending(
     )
 
 
-def appended(session: AsyncSession, changes: list[ChangeRow]) -> None:
+def appended(
+    session: AsyncSession, changes: list[ChangeRow], tenant_id: uuid.UUID | None = None
+) -> None:
     """A statement of the caller's appended the rows ``with_pending`` gave it (``changes`` the
-    change rows): the queue is empty now, and their tenants count as changed when the transaction
-    commits, as the queued ones do."""
+    change rows), and change rows of its own for ``tenant_id`` if given: the queue is empty now,
+    and their tenants count as changed when the transaction commits, as the queued ones do."""
     session.info.pop(_PENDING_AUDIT, None)
     session.info.pop(_PENDING, None)
-    session.info.setdefault(_APPENDED, set()).update(change.tenant_id for change in changes)
+    changed = session.info.setdefault(_APPENDED, set())
+    changed.update(change.tenant_id for change in changes)
+    if tenant_id is not None:
+        changed.add(tenant_id)
 
 
 async def append_pending(session: AsyncSession) -> set[uuid.UUID]:

@@ -49,6 +49,11 @@ class Directory:
     def __init__(self, capacity: int = 100_000) -> None:
         self.tenants = _DirectoryPart(self, "tenants", capacity)
         self.principals = _DirectoryPart(self, "principals", capacity)
+        # Slugs to tenant ids, which a change of the tenant's prompts or settings does not move
+        # (a slug is never renamed): dropped with the principals, on a change of the tenant's keys
+        # or its deletion. For writes that check the caller again in their own statement
+        # (registry.prompts.at_once), where an id outlived by its tenant finds nothing to write.
+        self.ids = _DirectoryPart(self, "ids", capacity)
         self.changes = 0
 
     def generation(self) -> int:
@@ -58,9 +63,14 @@ class Directory:
         found = self.tenants.lru.get(slug)
         return None if found is MISSING else found
 
+    def tenant_id(self, slug: str) -> uuid.UUID | None:
+        found = self.ids.lru.get(slug)
+        return None if found is MISSING else found
+
     def put_tenant(self, tenant: Tenant, generation: int) -> None:
         if generation == self.changes:
             self.tenants.keep(tenant.id, tenant.slug, tenant)
+            self.ids.keep(tenant.id, tenant.slug, tenant.id)
 
     def principal(self, tenant_id: uuid.UUID, credential: str) -> Principal | None:
         return self.principal_at(credential_key(tenant_id, credential))

@@ -115,7 +115,8 @@ def move_ctes(label: str, rows: str, actor: str) -> str:
     when it pointed there already) and ``history``. ``label`` and ``actor`` are SQL expressions (a
     parameter), ``rows`` the label's row as a VALUES or SELECT clause (tenant, prompt, label,
     prompt name, version, actor). One text for every statement that moves a label: ``_MOVE_LABEL``
-    and the version write that moves ``latest`` with it (prompts/repository.py)."""
+    and the version write that moves ``latest`` with it (version_repository.py, whose SQL function
+    in migration 0026 is a copy of its statement)."""
     return f"""before AS (
     SELECT version FROM labels WHERE tenant_id = $1 AND prompt_id = $2 AND label = {label}
 ), moved AS (
@@ -177,16 +178,22 @@ async def move_label(
     return None if found is None else moved_label(session, prompt, found)
 
 
+def labels_after(found: Any) -> dict[str, int]:
+    """The prompt's labels after the move a statement built on ``move_ctes`` made (``MOVED_COLUMNS``
+    of ``found``, whose label moved). The statement's labels are as they were before it (a statement
+    does not see its own writes); the caller holds the prompt locked, which every label write takes,
+    so nothing else moved."""
+    labels = dict(zip(found["labels"] or (), found["versions"] or (), strict=True))
+    labels[found["label"]] = found["version"]
+    return _in_label_order(labels)
+
+
 def moved_label(session: AsyncSession, prompt: Prompt, found: Any) -> MovedLabel | None:
     """The label as a statement built on ``move_ctes`` moved it (``MOVED_COLUMNS`` of ``found``;
     None: it did not move), with an ORM row of it read earlier in the transaction kept true."""
     if found["label"] is None:
         return None
     label, version = found["label"], found["version"]
-    # The statement's labels are as they were before it (a statement does not see its own writes);
-    # the caller holds the prompt locked, which every label write takes, so nothing else moved.
-    labels = dict(zip(found["labels"] or (), found["versions"] or (), strict=True))
-    labels[label] = version
     moved = MovedLabel(
         found["prompt_name"],
         label,
@@ -194,7 +201,7 @@ def moved_label(session: AsyncSession, prompt: Prompt, found: Any) -> MovedLabel
         found["updated_by"],
         found["updated_at"],
         found["before"],
-        _in_label_order(labels),
+        labels_after(found),
     )
     held = session.identity_map.get(identity_key(Label, (prompt.tenant_id, prompt.id, label)))
     if held is not None:  # an ORM row of this label read earlier in the transaction: keep it true

@@ -18,11 +18,12 @@ from registry.content.media import check_media
 from registry.db.models import Tenant
 from registry.errors import InvalidInput, PayloadTooLarge
 from registry.naming import ABSOLUTE_URI_RE
-from registry.prompts import partials
+from registry.prompts import listing, partials
 from registry.prompts import repository as repo
 from registry.prompts.partials import Lock
 from registry.prompts.rendering import MAX_RENDERED_CHARS
 from registry.prompts.schemas import ArgumentIn, MessageIn, VersionIn
+from registry.prompts.version_repository import VersionContent
 from registry.templates.arguments import ArgumentSpec, check_value, compile_pattern
 from registry.templates.mustache import Template, TemplateError, compiled, is_uri_template
 
@@ -34,6 +35,17 @@ class PreparedVersion:
     messages: list[dict[str, Any]]  # {"role", "content", "blob_sha256"} as stored
     content_hash: bytes
     locks: list[Lock] = field(default_factory=list)  # what its partial tags were resolved to
+
+    def content(self, name: str, author: str) -> VersionContent:
+        """What the write stores of this version of prompt ``name`` by ``author``."""
+        return VersionContent(
+            meta=self.meta,
+            author=author,
+            content_hash=self.content_hash,
+            list_entry=listing.entry_of_version(name, self.meta, self.arguments),
+            arguments=self.arguments,
+            messages=self.messages,
+        )
 
     def lock_rows(self) -> list[dict[str, Any]]:
         return [
@@ -118,8 +130,7 @@ def _check_argument(index: int, argument: ArgumentIn) -> dict[str, Any]:
 class _BlobStore:
     """Collects inline bytes and references of one version; checks and stores them once."""
 
-    def __init__(self, session: AsyncSession, tenant_id: uuid.UUID, max_bytes: int) -> None:
-        self.session = session
+    def __init__(self, tenant_id: uuid.UUID, max_bytes: int) -> None:
         self.tenant_id = tenant_id
         self.max_bytes = max_bytes
         self.referenced: dict[bytes, str] = {}  # sha -> where, for a clear error
@@ -141,11 +152,11 @@ class _BlobStore:
         self.referenced.setdefault(bytes.fromhex(sha_hex), where)
         return sha_hex
 
-    async def flush(self) -> None:
+    async def flush(self, session: AsyncSession) -> None:
         for sha, (mime_type, data) in self.inline.items():
-            await repo.store_blob(self.session, self.tenant_id, sha, mime_type, data)
+            await repo.store_blob(session, self.tenant_id, sha, mime_type, data)
         missing = set(self.referenced) - set(self.inline)
-        missing -= await repo.existing_blobs(self.session, self.tenant_id, missing)
+        missing -= await repo.existing_blobs(session, self.tenant_id, missing)
         if missing:
             sha = sorted(missing)[0]
             where = self.referenced[sha]
@@ -188,14 +199,41 @@ def _message(
     }
 
 
-async def prepare_version(
-    session: AsyncSession, tenant: Tenant, name: str, body: VersionIn, *, max_blob_bytes: int
-) -> PreparedVersion:
-    """Validate and normalise ``body`` (a version of prompt ``name``); raise InvalidInput (422)
-    naming the field and position."""
+@dataclass
+class _Checked:
+    """A version's parts checked, before anything that needs the database (partials, blobs)."""
+
+    arguments: list[dict[str, Any]]
+    declared: set[str]
+    messages: list[dict[str, Any]]
+    templates: list[tuple[int, Template]]
+    blobs: _BlobStore
+
+    def prepared(self, body: VersionIn, locks: list[Lock]) -> PreparedVersion:
+        meta = {
+            "title": body.title,
+            "description": body.description,
+            "icons": [i.model_dump(mode="json", exclude_none=True) for i in body.icons]
+            if body.icons
+            else None,
+            "commit_message": body.commit_message,
+            "config": body.config.model_dump(mode="json", exclude_none=True)
+            if body.config
+            else None,
+        }
+        return PreparedVersion(
+            meta=meta,
+            arguments=self.arguments,
+            messages=self.messages,
+            content_hash=canonical_hash(meta, self.arguments, self.messages, locks),
+            locks=locks,
+        )
+
+
+def _check(tenant_id: uuid.UUID, body: VersionIn, max_blob_bytes: int) -> _Checked:
     arguments = [_check_argument(i, a) for i, a in enumerate(body.arguments)]
     declared = {a["name"] for a in arguments}
-    blobs = _BlobStore(session, tenant.id, max_blob_bytes)
+    blobs = _BlobStore(tenant_id, max_blob_bytes)
     templates: list[tuple[int, Template]] = []
     wheres: list[str] = []  # where each template is, in the same order
     messages = []
@@ -211,25 +249,35 @@ async def prepare_version(
                         column=tag.column,
                         field=where,
                     )
-    locks, expanded = await _resolve_partials(session, tenant, name, body, templates, declared)
-    _check_longest_output(expanded, arguments)
-    await blobs.flush()
-    meta = {
-        "title": body.title,
-        "description": body.description,
-        "icons": [i.model_dump(mode="json", exclude_none=True) for i in body.icons]
-        if body.icons
-        else None,
-        "commit_message": body.commit_message,
-        "config": body.config.model_dump(mode="json", exclude_none=True) if body.config else None,
-    }
-    return PreparedVersion(
-        meta=meta,
-        arguments=arguments,
-        messages=messages,
-        content_hash=canonical_hash(meta, arguments, messages, locks),
-        locks=locks,
+    return _Checked(arguments, declared, messages, templates, blobs)
+
+
+async def prepare_version(
+    session: AsyncSession, tenant: Tenant, name: str, body: VersionIn, *, max_blob_bytes: int
+) -> PreparedVersion:
+    """Validate and normalise ``body`` (a version of prompt ``name``); raise InvalidInput (422)
+    naming the field and position."""
+    checked = _check(tenant.id, body, max_blob_bytes)
+    locks, expanded = await _resolve_partials(
+        session, tenant, name, body, checked.templates, checked.declared
     )
+    _check_longest_output(expanded, checked.arguments)
+    await checked.blobs.flush(session)
+    return checked.prepared(body, locks)
+
+
+def prepare_alone(
+    tenant_id: uuid.UUID, body: VersionIn, *, max_blob_bytes: int
+) -> PreparedVersion | None:
+    """``prepare_version`` for a version that needs nothing of the database: None when it has
+    partial tags or pins, or blobs (inline bytes to store, references to check)."""
+    checked = _check(tenant_id, body, max_blob_bytes)
+    if body.partials or checked.blobs.inline or checked.blobs.referenced:
+        return None
+    if partials.refs(t for _, t in checked.templates):
+        return None
+    _check_longest_output([t for _, t in checked.templates], checked.arguments)
+    return checked.prepared(body, [])
 
 
 async def _resolve_partials(

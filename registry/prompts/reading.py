@@ -97,6 +97,11 @@ async def prompt_out(
         labels = (await label_repo.labels_of(session, [prompt]))[prompt.id]
     if latest is None and prompt.latest_version:
         latest = (await versions_out(session, prompt, [prompt.latest_version]))[0]
+    return prompt_of(prompt, latest, labels)
+
+
+def prompt_of(prompt: Prompt, latest: VersionOut | None, labels: dict[str, int]) -> PromptOut:
+    """The prompt as the API shows it, from its row, its latest version and its labels."""
     fields = PromptFields.model_validate(prompt).model_dump()
     return PromptOut(**fields, labels=labels, latest=latest)
 

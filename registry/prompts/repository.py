@@ -12,9 +12,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
-import orjson
 from sqlalchemy import (
     Select,
     and_,
@@ -30,7 +29,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm.attributes import set_committed_value
 
 from registry.db.blobs import blob_bytes as blob_bytes
 from registry.db.blobs import store_blob as store_blob
@@ -45,9 +43,7 @@ from registry.db.models import (
     PromptVersion,
 )
 from registry.db.repository import driver as _driver
-from registry.db.repository import journal_ctes, journal_json
 from registry.naming import serves_change
-from registry.prompts import label_repository as label_repo
 
 # --- prompts ----------------------------------------------------------------------------------
 
@@ -187,165 +183,7 @@ class StoredArgument:
 
 # StoredArgument's columns of prompt_arguments ``a``: as a select list, and as a JSON object's members.
 _ARGUMENT_COLUMNS = ", ".join(f'a."{f.name}"' for f in fields(StoredArgument))
-_ARGUMENT_OBJECT = ", ".join(f"'{f.name}', a.\"{f.name}\"" for f in fields(StoredArgument))
-
-# The arguments of the versions that the labels $19 serve (before the statement), as one JSON object
-# of version -> arguments in position order: what a move of those labels onto the new version
-# compares contracts with (registry.prompts.writing.contract_changes), read with the write.
-_CONTRACTED = f"""LATERAL (
-    SELECT jsonb_object_agg(served.version, served.arguments) AS contracts
-      FROM (SELECT l.version,
-                   coalesce(jsonb_agg(jsonb_build_object({_ARGUMENT_OBJECT}) ORDER BY a.position)
-                     FILTER (WHERE a.name IS NOT NULL), '[]') AS arguments
-              FROM labels l
-              LEFT JOIN prompt_arguments a
-                ON a.tenant_id = $1 AND a.prompt_id = $2 AND a.version = l.version
-             WHERE l.tenant_id = $1 AND l.prompt_id = $2 AND l.label = ANY($19::text[])
-             GROUP BY l.version) AS served) AS contracted"""
-
-
-# A new version in one round trip on the driver (no ORM statement): the prompt's latest version is
-# bumped, the version row inserted and its child rows with it (arguments, messages, partial locks:
-# each a JSON array of rows, read as the table's row type), unless the latest version already has
-# this content (then nothing is written and no row comes back). The child rows' foreign keys are
-# checked at the end of the statement, when the version row is there. The label ``latest`` ($16)
-# follows the new version in the same statement (label_repository.move_ctes, with its history row
-# and the prompt's labels). The prompt must be locked FOR UPDATE by the caller.
-_WRITE_VERSION = f"""
-WITH same AS (
-    SELECT 1 FROM prompt_versions
-     WHERE tenant_id = $1 AND prompt_id = $2 AND version = $3 AND content_hash = $4
-), bumped AS (
-    UPDATE prompts SET latest_version = latest_version + 1, updated_at = now()
-     WHERE tenant_id = $1 AND id = $2 AND NOT EXISTS (SELECT 1 FROM same)
-    RETURNING latest_version, updated_at
-), inserted AS (
-    INSERT INTO prompt_versions
-           (tenant_id, prompt_id, version, title, description, icons, config, commit_message,
-            author, content_hash, list_entry)
-    SELECT $1, $2, bumped.latest_version, $5, $6, CAST($7::text AS jsonb),
-           CAST($8::text AS jsonb), $9, $10, $4, $11
-      FROM bumped
-    RETURNING version, created_at
-), arguments AS (
-    INSERT INTO prompt_arguments
-           (tenant_id, prompt_id, version, position, name, title, description, required, "default",
-            enum, pattern, max_length, suggestions)
-    SELECT $1, $2, inserted.version, a.position, a.name, a.title, a.description,
-           coalesce(a.required, false), a."default", a.enum, a.pattern, a.max_length, a.suggestions
-      FROM inserted, jsonb_populate_recordset(NULL::prompt_arguments, CAST($12::text AS jsonb)) a
-), messages AS (
-    INSERT INTO prompt_messages (tenant_id, prompt_id, version, position, role, content, blob_sha256)
-    SELECT $1, $2, inserted.version, m.position, m.role, m.content, m.blob_sha256
-      FROM inserted, jsonb_populate_recordset(NULL::prompt_messages, CAST($13::text AS jsonb)) m
-), partials AS (
-    INSERT INTO prompt_partials
-           (tenant_id, prompt_id, version, ref, child_name, child_prompt_id, child_version)
-    SELECT $1, $2, inserted.version, l.ref, l.child_name, l.child_prompt_id, l.child_version
-      FROM inserted, jsonb_populate_recordset(NULL::prompt_partials, CAST($14::text AS jsonb)) l
-), {label_repo.move_ctes("$16", "SELECT $1, $2, $16, $15, inserted.version, $10 FROM inserted", "$10")},
-{journal_ctes("$17", "$18", when="inserted")}
-SELECT inserted.version AS written, inserted.created_at, bumped.updated_at AS prompt_updated_at,
-       {label_repo.MOVED_COLUMNS}, contracted.contracts
-  FROM inserted CROSS JOIN bumped LEFT JOIN moved ON true CROSS JOIN {label_repo.HELD_LABELS}
-       CROSS JOIN {_CONTRACTED}
-"""
-
-
-class WrittenVersion(NamedTuple):
-    """What ``insert_version`` wrote: the version, ``latest`` as it moved (None: it was there),
-    and the arguments of the versions its ``contracted`` labels served before, by version."""
-
-    row: PromptVersion
-    latest_moved: label_repo.MovedLabel | None
-    contracts: dict[int, list[StoredArgument]]
-
-
-# The version row's columns that come from the write's metadata (PreparedVersion.meta).
-_VERSION_META = ("title", "description", "icons", "config", "commit_message")
-
-
-def _jsonb(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
-def _row_array(rows: Iterable[dict[str, Any]]) -> str:
-    """Rows as one JSON array for jsonb_populate_recordset: bytes as bytea's hex input, the rest
-    as JSON gives it."""
-    return orjson.dumps(
-        [
-            {k: "\\x" + v.hex() if isinstance(v, bytes) else v for k, v in row.items()}
-            for row in rows
-        ],
-        default=str,  # ids read from the driver are asyncpg's own UUID type, which orjson does not know
-    ).decode()
-
-
-async def insert_version(
-    session: AsyncSession,
-    *,
-    prompt: Prompt,
-    meta: dict[str, Any],
-    author: str,
-    content_hash: bytes,
-    list_entry: str,
-    arguments: list[dict[str, Any]],
-    messages: list[dict[str, Any]],
-    partials: Sequence[dict[str, Any]] = (),
-    latest: str,
-    audit: Sequence[Any],
-    changes: Sequence[Any],
-    contracted: Sequence[str] = (),
-) -> WrittenVersion | None:
-    """The prompt's next version with its child rows, the label ``latest`` moved onto it (as
-    moved; None if it pointed there) and the ``audit`` and ``changes`` rows of the write appended
-    (``registry.db.audit``'s rows), or None (nothing written) when its latest version has the
-    same content hash. ``prompt`` (the same ORM object, locked FOR UPDATE) is kept current without
-    a re-read; the version comes back as a transient row. ``list_entry``: its prompts/list entry
-    (registry.prompts.listing). The arguments of the versions that the labels ``contracted``
-    serve come with it (by version)."""
-    columns = {name: meta.get(name) for name in _VERSION_META}
-    found = await (await _driver(session)).fetchrow(
-        _WRITE_VERSION,
-        prompt.tenant_id,
-        prompt.id,
-        prompt.latest_version,
-        content_hash,
-        columns["title"],
-        columns["description"],
-        _jsonb(columns["icons"]),
-        _jsonb(columns["config"]),
-        columns["commit_message"],
-        author,
-        list_entry,
-        _row_array({**a, "position": i} for i, a in enumerate(arguments)),
-        _row_array({**m, "position": i} for i, m in enumerate(messages)),
-        _row_array(partials),
-        prompt.name,
-        latest,
-        journal_json(audit),
-        journal_json(changes),
-        list(contracted),
-    )
-    if found is None:
-        return None
-    set_committed_value(prompt, "latest_version", found["written"])
-    set_committed_value(prompt, "updated_at", found["prompt_updated_at"])
-    row = PromptVersion(
-        tenant_id=prompt.tenant_id,
-        prompt_id=prompt.id,
-        version=found["written"],
-        **columns,
-        author=author,
-        content_hash=content_hash,
-        created_at=found["created_at"],
-    )
-    served = found["contracts"] or {}  # the session's connection decodes jsonb
-    return WrittenVersion(
-        row,
-        label_repo.moved_label(session, prompt, found),
-        {int(v): [StoredArgument(**a) for a in args] for v, args in served.items()},
-    )
+ARGUMENT_OBJECT = ", ".join(f"'{f.name}', a.\"{f.name}\"" for f in fields(StoredArgument))
 
 
 async def version_row_by_id(

@@ -33,10 +33,11 @@ from registry.labels import DIRECT, Terms, approval_refusal
 from registry.labels import check_label_name as check_label_name
 from registry.naming import LATEST
 from registry.principal import Principal
-from registry.prompts import contracts, listing, policy, testing, tools
+from registry.prompts import contracts, policy, testing, tools
 from registry.prompts import label_repository as label_repo
 from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
+from registry.prompts import version_repository as versions
 from registry.prompts.preparing import PreparedVersion, prepare_version
 from registry.prompts.reading import (
     find_prompt,
@@ -88,7 +89,7 @@ async def move_label(
     that needs approvals moves on the ``terms`` the policy accepts (a change request applied, whose
     one change-log row the request writes, or break-glass, sent as its own kind of change). The
     label ``latest`` follows every new version with none of these checks, in the statement that
-    writes the version (``repo.insert_version``)."""
+    writes the version (``versions.insert_version``)."""
     ruling, before = policy.Ruling("move"), None
     if label != LATEST:
         if held is None:
@@ -225,40 +226,16 @@ async def write_version(
             field="If-Match",
             latest_version=latest,
         )
-    # The rows the write appends with its version, after those the transaction queued (the prompt
-    # is locked: the next version is the one after its latest; nothing is appended when the content
-    # is the latest's).
-    number = latest + 1
-    audit = [
-        AuditRow(
-            tenant_id=tenant.id,
-            actor=caller.actor,
-            action="version.create",
-            target=f"prompt:{prompt.name}@{number}",
-            before={"version": latest} if latest else None,
-            after={
-                "version": number,
-                "content_hash": prepared.content_hash.hex(),
-                "commit_message": prepared.meta.get("commit_message"),
-            },
-        )
-    ]
-    moved_audit, moved_changes = _move_rows(
-        prompt, LATEST, number, latest or None, caller, policy.Ruling("move"), DIRECT
-    )
-    audit, changes = with_pending(session, audit + moved_audit, moved_changes)
+    # The write appends the rows the transaction queued before it, then its own (the version's
+    # audit row and the change of ``latest``, which the statement names by the version it wrote).
+    audit, changes = with_pending(session, [], [])
     # The arguments that the protected labels it moves serve now come with the write: their
     # contract checks need no statement of their own.
     contracted = [label for label in requested if policy.contract_checked(tenant, label)]
-    written = await repo.insert_version(
+    written = await versions.insert_version(
         session,
         prompt=prompt,
-        meta=prepared.meta,
-        author=caller.actor,
-        content_hash=prepared.content_hash,
-        list_entry=listing.entry_of_version(prompt.name, prepared.meta, prepared.arguments),
-        arguments=prepared.arguments,
-        messages=prepared.messages,
+        content=prepared.content(prompt.name, caller.actor),
         partials=prepared.lock_rows(),
         latest=LATEST,
         audit=audit,
@@ -270,7 +247,7 @@ async def write_version(
     if written is None:  # the latest version has this content already
         outcome = VersionWrite(False, (await versions_out(session, prompt, [latest]))[0])
     else:
-        appended(session, changes)
+        appended(session, changes, prompt.tenant_id)
         row, latest_moved, served = written
         if latest_moved is not None:  # moved by the version's statement, with no checks
             labels = latest_moved.labels

@@ -51,6 +51,7 @@ class RememberedCallers(Protocol):
 
     def generation(self) -> int: ...
     def tenant(self, slug: str) -> Tenant | None: ...
+    def tenant_id(self, slug: str) -> uuid.UUID | None: ...
     def put_tenant(self, tenant: Tenant, generation: int) -> None: ...
     def principal(self, tenant_id: uuid.UUID, credential: str) -> Principal | None: ...
     def put_principal(self, credential: str, principal: Principal, generation: int) -> None: ...
@@ -87,14 +88,49 @@ async def reader(
     ) as scope:
         tenant, principal = scope.tenant, scope.principal
     if remembered is not None:
-        remembered.put_tenant(tenant, generation)
-        # Keys and tokens alike (a token's principal expires with it; a change of the tenant's
-        # keys, issuers or key switch drops them all through the 'auth' notification).
-        if credential is not None and (
-            principal.key_id is not None or principal.subject is not None
-        ):
-            remembered.put_principal(credential, principal, generation)
+        remember(remembered, generation, tenant, principal, credential)
     return tenant, principal
+
+
+def remember(
+    remembered: RememberedCallers,
+    generation: int,
+    tenant: Tenant,
+    principal: Principal,
+    credential: str | None,
+) -> None:
+    """Keep what a transaction settled (``generation`` taken before it began): the tenant, and the
+    caller of a key or a token (a token's principal expires with it; a change of the tenant's
+    keys, issuers or key switch drops them all through the 'auth' notification)."""
+    remembered.put_tenant(tenant, generation)
+    if credential is not None and (principal.key_id is not None or principal.subject is not None):
+        remembered.put_principal(credential, principal, generation)
+
+
+def remembered_writer(
+    remembered: RememberedCallers | None,
+    operator_token: SecretStr | None,
+    slug: str,
+    credential: str | None,
+    role: str,
+) -> tuple[uuid.UUID, Principal] | None:
+    """The path's tenant (its id) and a caller with ``role`` on it, settled without the database,
+    for a write that checks an API key again in its own statement (registry.prompts.at_once): the
+    operator, or a key this worker checked a moment ago. None for any other caller (a token, a key
+    not remembered): the write's transaction settles it, as for every request."""
+    if remembered is None or credential is None:
+        return None
+    tenant_id = remembered.tenant_id(slug)
+    if tenant_id is None:
+        return None
+    if is_operator(operator_token, credential):
+        principal = OPERATOR
+    else:
+        found = remembered.principal(tenant_id, credential)
+        if found is None or found.key_id is None or found.tenant_id != tenant_id:
+            return None
+        principal = found
+    return (tenant_id, principal) if principal.has(role) else None
 
 
 def parse_bearer(header: str | None) -> str | None:

@@ -17,6 +17,7 @@ from registry.api import prompts
 from registry.api.auth import require_credential
 from registry.api.plain import PlainRoute
 from registry.app import ROUTERS
+from registry.prompts import at_once
 from tests.api.conftest import Api
 
 P = "/api/v1/tenants/acme/prompts"
@@ -233,3 +234,50 @@ async def test_a_plain_prompt_read_is_the_routes_byte_for_byte(
     refused = await api.client.get(f"{P}/ask")
     assert refused.status_code == 401
     assert answered == [200, 304]
+
+
+async def test_a_remembered_callers_write_is_one_call_and_the_routes_answer(
+    api: Api, keys: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first ordinary write of a key goes through the whole transaction, which settles the key
+    and lets the worker remember it; the next is written in one call (registry.prompts.at_once),
+    its answer the one the route gives (the prompt as it reads back, the ETag); a revoked key is
+    refused at once, whether or not the worker has heard of the revocation yet."""
+    written_at_once: list[bool] = []
+    one_call = at_once.create_version
+
+    async def observed(*args: Any, **kwargs: Any) -> Any:
+        result = await one_call(*args, **kwargs)
+        written_at_once.append(result is not None)
+        return result
+
+    monkeypatch.setattr(at_once, "create_version", observed)
+    editor = {"Authorization": keys["editor"]}
+
+    def new(text: str) -> dict[str, Any]:
+        return {k: v for k, v in body(text).items() if k != "labels"}  # no label but latest
+
+    first = await api.client.post(WRITE, json=new("One {{who}}"), headers=editor)
+    assert first.status_code == 201 and written_at_once == []  # not remembered yet
+    second = await api.client.post(WRITE, json=new("Two {{who}}"), headers=editor)
+    assert second.status_code == 201 and written_at_once == [True]
+    read = await api.client.get(f"{P}/ask", headers=editor)
+    assert second.json()["prompt"] == read.json() and second.headers["etag"] == '"3"'
+    routed = await api.client.post(
+        f"{WRITE}?dry_run=false", json=new("Three {{who}}"), headers=editor
+    )
+    assert written_at_once == [True]  # the route's: a query string is not the ordinary case
+    assert routed.status_code == 201 and routed.headers["etag"] == '"4"'
+    assert set(routed.json()) == set(second.json())
+    assert {k: v for k, v in second.json().items() if k not in ("version", "detail", "prompt")} == {
+        k: v for k, v in routed.json().items() if k not in ("version", "detail", "prompt")
+    }
+    # Revoked through the API: refused the next moment, nothing written.
+    listed = await api.client.get("/api/v1/tenants/acme/keys", headers=api.operator)
+    key_id = next(k["id"] for k in listed.json() if k["role"] == "editor")
+    revoked = await api.client.delete(f"/api/v1/tenants/acme/keys/{key_id}", headers=api.operator)
+    assert revoked.status_code == 204
+    refused = await api.client.post(WRITE, json=new("Four {{who}}"), headers=editor)
+    assert (refused.status_code, refused.json()["code"]) == (403, "api_key_refused"), refused.text
+    latest = await api.client.get(f"{P}/ask", headers={"Authorization": keys["admin"]})
+    assert latest.json()["latest_version"] == 4

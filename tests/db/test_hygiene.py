@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.engine import Database
 from registry.prompts import serving
+from registry.prompts import version_repository as prompts
 from tests.conftest import PgServer
 from tests.pgbouncer import Pooler
 
@@ -153,14 +154,25 @@ async def test_a_tenant_transaction_plans_generically_and_leaves_the_connection_
 async def test_the_hot_paths_plain_connection_keeps_no_tenant(
     one_connection: Database, two_tenants: tuple[uuid.UUID, uuid.UUID]
 ) -> None:
-    """The hot path's statements are functions that enter the tenant for their own transaction:
-    the plain connection they ran on is left as it was."""
+    """The hot path's statements, and the write made in one call, are functions that enter the
+    tenant for their own transaction: the plain connection they ran on is left as it was."""
     db = one_connection
     alpha, _ = two_tenants
     pool = await db.read_pool(alpha)
+
+    async def write_at_once() -> None:  # the operator's, to a prompt there is not: declined
+        async with db.one_call(alpha) as connection:
+            assert await prompts.write_version_at_once(
+                connection, tenant_id=alpha, key=None, roles=["admin"], name="nope",
+                if_match=None, latest="latest", content=prompts.VersionContent(
+                    meta={}, author="operator", content_hash=bytes(32), list_entry="{}",
+                    arguments=[], messages=[]),
+            ) is None  # fmt: skip
+
     for statement in (
         lambda: serving.served_page(pool, alpha, "production", after=None, limit=10),
         lambda: serving.served_tool(pool, alpha, "production", "some_tool"),
+        write_at_once,
     ):
         await statement()
         async with pool.acquire() as connection:
