@@ -22,6 +22,7 @@ from bench.inproc import call
 from registry import collector, metrics
 from registry.app import create_app
 from registry.config import load_settings
+from registry.events.cache import Lru
 from tests.conftest import OPERATOR_TOKEN, ROOT, SIMPLE, Api, PgServer
 from tests.mcp.conftest import serve_tools_and_a_skill
 from tests.mcp.test_stateless import REVISION, meta
@@ -86,6 +87,35 @@ def test_the_survivors_of_the_middle_generation_are_frozen_too(policy: collector
     gc.collect(0)  # the youngest's survivors go on to the middle one, not frozen
     assert gc.get_freeze_count() == frozen
     assert young
+
+
+def _turn_over(cache: Lru[Node], start: int, count: int) -> None:
+    for key in range(start, start + count):
+        cache.put(key, Node())  # a new entry kept, the oldest one freed
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_a_cache_turning_over_starts_young_collections(
+    policy: collector.Policy, installed: bool
+) -> None:
+    """A full cache frees an old entry's objects as it keeps a new one's, so the interpreter's
+    count of allocations less deallocations stays flat and never starts a collection: the new
+    entries would pile up in generation 0 for one long collection to walk. The entries a cache
+    drops start young collections instead. (Without the policy, what the interpreter does: the
+    pile-up this guards against.)"""
+    if not installed:
+        collector.uninstall(policy)
+    cache: Lru[Node] = Lru("turnover", 5_000)
+    _turn_over(cache, 0, 5_000)
+    gc.collect(2)  # the full cache, old (frozen by the policy)
+    collections_before = _count("0") + _count("1")
+    _turn_over(cache, 5_000, 5_000)  # every entry replaced
+    young = len(gc.get_objects(generation=0))
+    if installed:
+        assert young < 1_000  # at most EVICTIONS_PER_COLLECTION entries since the last
+        assert _count("0") + _count("1") >= collections_before + 5_000 // 64
+    else:
+        assert young >= 5_000  # the pile-up: every new entry unwalked
 
 
 def test_without_freezing_the_pauses_are_still_timed(policy: collector.Policy) -> None:

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from registry import collector
 from registry.metrics import CACHE_HITS, CACHE_MISSES, tally
 
 V = TypeVar("V")
@@ -25,7 +26,7 @@ class Lru(Generic[V]):
         dropped: Callable[[Hashable, int], None] | None = None,
     ) -> None:
         """``dropped(key, weight)`` hears of every entry that leaves but through ``clear``: evicted,
-        popped or replaced."""
+        popped or replaced (and so does the worker's collector policy: ``collector.dropped``)."""
         self.name = name
         self.capacity = capacity
         self.weigh = weigh or (lambda value: 1)
@@ -61,6 +62,7 @@ class Lru(Generic[V]):
             evicted, (_, dropped) = self._items.popitem(last=False)
             self.weight -= dropped
             self.dropped(evicted, dropped)
+            collector.dropped()
         return value
 
     def pop(self, key: Hashable) -> None:
@@ -68,6 +70,7 @@ class Lru(Generic[V]):
         if old is not None:
             self.weight -= old[1]
             self.dropped(key, old[1])
+            collector.dropped()
 
     def clear(self) -> None:
         self._items.clear()

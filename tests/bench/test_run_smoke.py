@@ -152,7 +152,8 @@ def test_a_chosen_workload_runs_alone_and_an_unknown_one_is_refused(
 def test_the_collector_comparison_runs_both_sides(
     pg_server: PgServer, db_name: str, tmp_path: Path
 ) -> None:
-    """bench/collector on a small dataset: both sides warm their caches and time their collections."""
+    """bench/collector on a small dataset: both sides warm their caches and time their collections;
+    and its turnover mode times every collection while random requests go on."""
     from bench.run import make_targets
 
     env, _ = seeded(pg_server, db_name, tmp_path, tenants=2, prompts=20, big=0, seed=5, peers=0)
@@ -166,3 +167,11 @@ def test_the_collector_comparison_runs_both_sides(
     assert ran.returncode == 0, ran.stderr[-4000:]
     rows = [line for line in ran.stdout.splitlines() if line.startswith(("| plain", "| policy"))]
     assert len(rows) == 2, ran.stdout
+    turned = subprocess.run(  # every collection timed while random requests go on
+        [sys.executable, "-m", "bench.collector", str(targets), "--turnover", "200", "--among", "40"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert turned.returncode == 0, turned.stderr[-4000:]
+    found = json.loads(turned.stdout.strip().splitlines()[-1])
+    assert found["requests"] == 200 and found["cpu_us"] > 0
+    assert {"gen0", "gen1", "gen2"} <= found.keys()
