@@ -17,6 +17,9 @@ embedded server) or REGISTRY_DATABASE_URL. Writes a JSON result and a Markdown t
   g  the newer surfaces, against the same peers: tools/call of the peer prompts' tools (the same
      arguments, then new ones each time) and resources/read of 1,000 skills' SKILL.md
   ceilings: a bare ASGI JSON endpoint under the same uvicorn settings; asyncpg primary-key selects
+--workloads picks some (reads, misses, writes, fanout, surfaces); misses is the random prompts/get
+of a alone, closed and at 50 % and 80 % of that rate. Every row also says how busy the machine's
+cores were during it (machine_busy) and the share the hypervisor stole (machine_steal).
 """
 
 from __future__ import annotations
@@ -207,6 +210,21 @@ def database_cpu_seconds(postmaster: int | None) -> float:
     return 0.0
 
 
+def machine_times() -> Any:
+    """The machine's CPU times so far (every core): psutil's reading of /proc/stat."""
+    return psutil.cpu_times()
+
+
+def machine_shares(before: Any, after: Any) -> dict[str, float]:
+    """Between two ``machine_times``: the share of the cores' time that was busy (neither idle
+    nor waiting on I/O) and the share the hypervisor gave to other machines (steal), whatever ran:
+    a tail that comes with busy near 1 had no core to run on."""
+    spent = {field: getattr(after, field) - getattr(before, field) for field in after._fields}
+    total = sum(spent.values()) or 1.0
+    idle = spent.get("idle", 0.0) + spent.get("iowait", 0.0)
+    return {"machine_busy": 1 - idle / total, "machine_steal": spent.get("steal", 0.0) / total}
+
+
 GC_BUCKET = re.compile(
     r'^registry_gc_pause_seconds_bucket\{generation="(\d)",le="([^"]+)"\} (\S+)$', re.M
 )
@@ -305,9 +323,11 @@ def wrk(
     scraped = metrics() if metrics else ""
     paused, cached = collector_pauses(scraped), cache_counts(scraped)
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
+    machine = machine_times()
     out = subprocess.run(  # noqa: S603 - wrk, built here
         measured, capture_output=True, text=True, check=True, env=env
     ).stdout
+    shares = machine_shares(machine, machine_times())
     if metrics:
         scraped = metrics()
         paused = pauses_between(paused, collector_pauses(scraped))
@@ -326,6 +346,7 @@ def wrk(
         "p99_ms": figures["p99_us"] / 1000,
         "max_ms": figures["max_us"] / 1000,
         "errors": figures["jsonrpc_errors"] + figures["non_2xx"] + figures["socket_errors"],
+        **shares,
     }
     if not figures["requests"]:  # every connection still waiting when the run ended
         result["unanswered"] = True
@@ -436,8 +457,8 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors "
         "| server CPU ms/request | PostgreSQL CPU ms/request | full collections "
-        "| longest pause ms (at most) | from memory |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| longest pause ms (at most) | from memory | machine busy | steal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["wrk"]:
         pauses = (
@@ -454,13 +475,14 @@ def table(results: dict[str, Any]) -> str:
             f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
             f"{p50:.2f} | {p99:.2f} | {most:.1f} | {row['errors']} | "
             f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} | "
-            f"{_share(row.get('hit_ratio'))} |"
+            f"{_share(row.get('hit_ratio'))} | {_share(row.get('machine_busy'))} | "
+            f"{_share(row.get('machine_steal'))} |"
         )
     db = results["db_ceiling"]
     if db:
         lines.append(
             f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} "
-            "| | | | 0 | | | | | |"
+            "| | | | 0 | | | | | | | |"
         )
     if results["machine"].get("sched_autogroup"):
         lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
@@ -618,7 +640,8 @@ def main(argv: list[str] | None = None) -> None:
         "--workloads",
         default=",".join(WORKLOADS),
         help="which parts to run, of: reads (the registry's, the walk, the peers and the bare ASGI "
-        "ceiling), writes, fanout, surfaces (tools and skills, the registry's and the peers')",
+        "ceiling), misses (of the reads, the random targets alone, closed and at each fixed load), "
+        "writes, fanout, surfaces (tools and skills, the registry's and the peers')",
     )
     args = parser.parse_args(argv)
     workloads = {w for w in args.workloads.split(",") if w}
@@ -730,6 +753,9 @@ def run(
         if "reads" in workloads and connections:
             paced(rows, registry.url, duration, warmup, pids, postmaster, token, connections[0],
                   targets, peer_prompts)  # fmt: skip
+        if "misses" in workloads and "reads" not in workloads and connections:
+            misses(rows, registry.url, duration, warmup, pids, postmaster, token, connections[0],
+                   targets)  # fmt: skip
         if "surfaces" in workloads:
             asyncio.run(prepare_skills(registry.url, token, peer_skills))
             for c in connections:
@@ -905,7 +931,32 @@ def paced(
             measure(f"{workload} at {share:.0%} load", path, *script, rate=share * capacity)
 
 
-WORKLOADS = ("reads", "writes", "fanout", "surfaces")
+def misses(
+    rows: list[dict[str, Any]],
+    url: str,
+    duration: int,
+    warmup: int,
+    pids: list[int],
+    postmaster: int | None,
+    token: str,
+    capacity_at: int,
+    targets: Path,
+) -> None:
+    """The reads' random targets alone (``--workloads misses``, part of ``reads``): the closed loop
+    at ``capacity_at`` connections, then each of LOADS of the rate it reached, on a schedule."""
+    _measure(rows, url, capacity_at, duration, warmup, "registry", pids, postmaster, token)(
+        "prompts/get", "", "targets", str(targets)
+    )
+    capacity = rows[-1]["rps"]
+    measure = _measure(
+        rows, url, PACED_CONNECTIONS, duration, warmup, "registry", pids, postmaster, token
+    )
+    for share in LOADS:
+        measure(f"prompts/get at {share:.0%} load", "", "targets", str(targets),
+                rate=share * capacity)  # fmt: skip
+
+
+WORKLOADS = ("reads", "misses", "writes", "fanout", "surfaces")
 WRITE_TENANT = "bench-writes"
 WRITE_PROMPTS = 100
 

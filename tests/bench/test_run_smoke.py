@@ -91,6 +91,8 @@ def test_every_workload_completes_without_errors(
         if row["workload"] == "admin: new version":  # writes reach the database being measured
             assert row["postgres_cpu_ms"] > 0, row
         assert row["rps"] > 0, row
+        # the machine's cores during the run: busy with the load at least, and some not stolen
+        assert 0 < row["machine_busy"] <= 1 and 0 <= row["machine_steal"] < 1, row
         if "load" in row["workload"]:  # an offered load: latencies from each scheduled moment
             assert row["offered_rps"] > 0 and row["paced_p99_ms"] > 0, row
             assert row["paced_max_ms"] >= row["paced_p99_ms"] >= row["paced_p50_ms"], row
@@ -137,14 +139,19 @@ def test_a_chosen_workload_runs_alone_and_an_unknown_one_is_refused(
     )  # fmt: skip
     assert refused.returncode == 2 and "--workloads" in refused.stderr
     ran = subprocess.run(
-        [*command, "--workloads", "writes"], env=env, cwd=ROOT, capture_output=True, text=True,
-        timeout=600, check=False,
+        [*command, "--workloads", "writes,misses"], env=env, cwd=ROOT, capture_output=True,
+        text=True, timeout=600, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-4000:]
     [result_file] = out.glob("*.json")
     results = json.loads(result_file.read_text())
-    assert [row["workload"] for row in results["wrk"]] == ["admin: new version"]
-    assert results["wrk"][0]["errors"] == 0 and results["wrk"][0]["rps"] > 0
+    assert [row["workload"] for row in results["wrk"]] == [
+        "prompts/get", "prompts/get at 50% load", "prompts/get at 80% load", "admin: new version",
+    ]  # fmt: skip
+    closed, half, most, _ = results["wrk"]
+    assert all(row["errors"] == 0 and row["rps"] > 0 for row in results["wrk"])
+    assert half["offered_rps"] == pytest.approx(closed["rps"] / 2)  # the misses' own capacity
+    assert most["offered_rps"] == pytest.approx(closed["rps"] * 0.8)
     assert results["walk"] == {} and results["fanout"] == [] and results["db_ceiling"] == {}
     assert len(results["memory_kib"]["idle"]) == 2  # both workers were found and read
 
