@@ -28,9 +28,10 @@ request of the worker meanwhile (200-500 ms with warm caches, measured by bench/
   new entries pile up in generation 0 unwalked, until some other allocation tips it: then one
   collection walks all of them (90,000 objects, 5,000 compiled versions, in 65-138 ms when
   bench/run's peer set with new arguments pushed out the random misses' versions, 2026-11-28). So
-  every ``EVICTIONS_PER_COLLECTION`` entries a cache drops (``dropped``) start the young
-  collection the allocations would have: generation 1 when its own count has passed its
-  threshold, as the interpreter would pick, else generation 0.
+  every ``EVICTIONS_PER_COLLECTION`` entries the caches evict or replace (``dropped``) start the
+  young collection the allocations would have: generation 1 when its own count has passed its
+  threshold, as the interpreter would pick, else generation 0. An invalidation's drops are not
+  counted: nothing is kept in their place, and what is kept later counts up as usual.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def install(*, freeze: bool = True) -> Policy:
 
 
 def dropped() -> None:
-    """A cache let an entry go (evicted, replaced or invalidated): counted towards the collection
-    it may start, where a policy is installed (a serving worker); nothing elsewhere."""
+    """A cache let an entry go to keep another (evicted or replaced): counted towards the
+    collection it may start, where a policy is installed (a serving worker); nothing elsewhere."""
     if _installed is not None:
         _installed.drop()
 

@@ -11,6 +11,7 @@ import gc
 import json
 import subprocess
 import sys
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -22,7 +23,7 @@ from bench.inproc import call
 from registry import collector, metrics
 from registry.app import create_app
 from registry.config import load_settings
-from registry.events.cache import Lru
+from registry.events.cache import Lru, TenantScoped
 from tests.conftest import OPERATOR_TOKEN, ROOT, SIMPLE, Api, PgServer
 from tests.mcp.conftest import serve_tools_and_a_skill
 from tests.mcp.test_stateless import REVISION, meta
@@ -116,6 +117,22 @@ def test_a_cache_turning_over_starts_young_collections(
         assert _count("0") + _count("1") >= collections_before + 5_000 // 64
     else:
         assert young >= 5_000  # the pile-up: every new entry unwalked
+
+
+def test_an_invalidation_starts_no_collection(policy: collector.Policy) -> None:
+    """A tenant's change drops its entries without keeping others in their place: the frees only
+    lower the interpreter's count, and what is kept afterwards counts up from there. Counting
+    them too would run a collection every 64 entries of the loop that drops them (0.4-0.5 ms more
+    for a tenant of 5,000 entries)."""
+    cache: TenantScoped[list[Node]] = TenantScoped("invalidated", 100_000)
+    tenant = uuid.uuid4()
+    for key in range(5_000):
+        cache.keep(tenant, key, [Node()])
+    gc.collect(1)
+    collections_before = _count("0") + _count("1") + _count("2")
+    cache.invalidate(tenant)
+    assert cache.held(tenant) == 0
+    assert _count("0") + _count("1") + _count("2") == collections_before
 
 
 def test_without_freezing_the_pauses_are_still_timed(policy: collector.Policy) -> None:

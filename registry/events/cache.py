@@ -26,7 +26,8 @@ class Lru(Generic[V]):
         dropped: Callable[[Hashable, int], None] | None = None,
     ) -> None:
         """``dropped(key, weight)`` hears of every entry that leaves but through ``clear``: evicted,
-        popped or replaced (and so does the worker's collector policy: ``collector.dropped``)."""
+        popped or replaced. The worker's collector policy hears of those that leave to make room
+        for another or are replaced (``collector.dropped``): a cache turning over."""
         self.name = name
         self.capacity = capacity
         self.weigh = weigh or (lambda value: 1)
@@ -65,12 +66,15 @@ class Lru(Generic[V]):
             collector.dropped()
         return value
 
-    def pop(self, key: Hashable) -> None:
+    def pop(self, key: Hashable, *, turnover: bool = True) -> None:
+        """Drop ``key``'s entry. ``turnover`` False: not to make room for another (an
+        invalidation), which the collector policy does not count (``collector.dropped``)."""
         old = self._items.pop(key, None)
         if old is not None:
             self.weight -= old[1]
             self.dropped(key, old[1])
-            collector.dropped()
+            if turnover:
+                collector.dropped()
 
     def clear(self) -> None:
         self._items.clear()
@@ -157,10 +161,11 @@ class _Shared(Generic[V]):
                 lru.pop(oldest)
 
     def _forget(self, tenant: int) -> None:
-        """Drop every entry of the tenant."""
+        """Drop every entry of the tenant (not counted as turnover: what is put afterwards counts up
+        the interpreter's allocations from where these frees left them, as a filling cache does)."""
         for key in self._keys.pop(tenant, ()):
             if self._owns(tenant, key):
-                self.lru.pop(key)
+                self.lru.pop(key, turnover=False)
 
     def held(self, tenant_id: uuid.UUID) -> int:
         """The weight of the tenant's entries the cache holds."""
