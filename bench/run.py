@@ -754,8 +754,8 @@ def run(
             paced(rows, registry.url, duration, warmup, pids, postmaster, token, connections[0],
                   targets, peer_prompts)  # fmt: skip
         if "misses" in workloads and "reads" not in workloads and connections:
-            misses(rows, registry.url, duration, warmup, pids, postmaster, token, connections[0],
-                   targets)  # fmt: skip
+            paced(rows, registry.url, duration, warmup, pids, postmaster, token, connections[0],
+                  targets, None)  # fmt: skip
         if "surfaces" in workloads:
             asyncio.run(prepare_skills(registry.url, token, peer_skills))
             for c in connections:
@@ -902,25 +902,36 @@ def paced(
     token: str,
     capacity_at: int,
     targets: Path,
-    peer_prompts: int,
+    peer_prompts: int | None,
 ) -> None:
     """Latency at a fixed offered load: each of LOADS of the rate the closed loop reached in this
     run (at ``capacity_at`` connections), sent on a schedule; cached answers (the peer set), random
     targets (misses where the dataset is larger than a worker's caches), and the targets in a Zipf
     mix (a few tenants and prompts asked for most, as callers do), whose closed-loop rate is
-    measured here first."""
-    zipf = ("zipf", str(targets), str(ZIPF_EXPONENT))
-    _measure(rows, url, capacity_at, duration, warmup, "registry", pids, postmaster, token)(
-        ZIPF_WORKLOAD, "", *zipf
+    measured here first. ``peer_prompts`` None (``--workloads misses``): the random targets
+    alone, their closed loop measured here first."""
+    closed = _measure(rows, url, capacity_at, duration, warmup, "registry", pids, postmaster, token)
+    random_targets: tuple[str, str, tuple[str, ...]] = (
+        "prompts/get",
+        "",
+        ("targets", str(targets)),
     )
+    zipf = ("zipf", str(targets), str(ZIPF_EXPONENT))
+    if peer_prompts is None:
+        closed(random_targets[0], "", *random_targets[2])
+        workloads = [random_targets]
+    else:
+        closed(ZIPF_WORKLOAD, "", *zipf)
+        peer = ("get", "1", str(peer_prompts), "peer")
+        workloads = [
+            ("prompts/get (peer set)", f"/mcp/{PEER_TENANT}", peer),
+            random_targets,
+            (ZIPF_WORKLOAD, "", zipf),
+        ]
     measure = _measure(
         rows, url, PACED_CONNECTIONS, duration, warmup, "registry", pids, postmaster, token
     )
-    for workload, path, script in (
-        ("prompts/get (peer set)", f"/mcp/{PEER_TENANT}", ("get", "1", str(peer_prompts), "peer")),
-        ("prompts/get", "", ("targets", str(targets))),
-        (ZIPF_WORKLOAD, "", zipf),
-    ):
+    for workload, path, script in workloads:
         capacity = next(
             row["rps"]
             for row in rows
@@ -929,31 +940,6 @@ def paced(
         )
         for share in LOADS:
             measure(f"{workload} at {share:.0%} load", path, *script, rate=share * capacity)
-
-
-def misses(
-    rows: list[dict[str, Any]],
-    url: str,
-    duration: int,
-    warmup: int,
-    pids: list[int],
-    postmaster: int | None,
-    token: str,
-    capacity_at: int,
-    targets: Path,
-) -> None:
-    """The reads' random targets alone (``--workloads misses``, part of ``reads``): the closed loop
-    at ``capacity_at`` connections, then each of LOADS of the rate it reached, on a schedule."""
-    _measure(rows, url, capacity_at, duration, warmup, "registry", pids, postmaster, token)(
-        "prompts/get", "", "targets", str(targets)
-    )
-    capacity = rows[-1]["rps"]
-    measure = _measure(
-        rows, url, PACED_CONNECTIONS, duration, warmup, "registry", pids, postmaster, token
-    )
-    for share in LOADS:
-        measure(f"prompts/get at {share:.0%} load", "", "targets", str(targets),
-                rate=share * capacity)  # fmt: skip
 
 
 WORKLOADS = ("reads", "misses", "writes", "fanout", "surfaces")
