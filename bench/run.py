@@ -210,13 +210,9 @@ def database_cpu_seconds(postmaster: int | None) -> float:
     return 0.0
 
 
-def machine_times() -> Any:
-    """The machine's CPU times so far (every core): psutil's reading of /proc/stat."""
-    return psutil.cpu_times()
-
-
 def machine_shares(before: Any, after: Any) -> dict[str, float]:
-    """Between two ``machine_times``: the share of the cores' time that was busy (neither idle
+    """Between two readings of the machine's CPU times (``psutil.cpu_times()``, every core, from
+    /proc/stat): the share of the cores' time that was busy (neither idle
     nor waiting on I/O) and the share the hypervisor gave to other machines (steal), whatever ran:
     a tail that comes with busy near 1 had no core to run on."""
     spent = {field: getattr(after, field) - getattr(before, field) for field in after._fields}
@@ -323,11 +319,11 @@ def wrk(
     scraped = metrics() if metrics else ""
     paused, cached = collector_pauses(scraped), cache_counts(scraped)
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
-    machine = machine_times()
+    machine = psutil.cpu_times()
     out = subprocess.run(  # noqa: S603 - wrk, built here
         measured, capture_output=True, text=True, check=True, env=env
     ).stdout
-    shares = machine_shares(machine, machine_times())
+    shares = machine_shares(machine, psutil.cpu_times())
     if metrics:
         scraped = metrics()
         paused = pauses_between(paused, collector_pauses(scraped))
@@ -910,24 +906,19 @@ def paced(
     mix (a few tenants and prompts asked for most, as callers do), whose closed-loop rate is
     measured here first. ``peer_prompts`` None (``--workloads misses``): the random targets
     alone, their closed loop measured here first."""
-    closed = _measure(rows, url, capacity_at, duration, warmup, "registry", pids, postmaster, token)
-    random_targets: tuple[str, str, tuple[str, ...]] = (
-        "prompts/get",
-        "",
-        ("targets", str(targets)),
-    )
-    zipf = ("zipf", str(targets), str(ZIPF_EXPONENT))
+    Workload = tuple[str, str, tuple[str, ...]]  # name, path, the wrk script's arguments
+    random_targets: Workload = ("prompts/get", "", ("targets", str(targets)))
+    zipf: Workload = (ZIPF_WORKLOAD, "", ("zipf", str(targets), str(ZIPF_EXPONENT)))
     if peer_prompts is None:
-        closed(random_targets[0], "", *random_targets[2])
-        workloads = [random_targets]
+        first, workloads = random_targets, [random_targets]
     else:
-        closed(ZIPF_WORKLOAD, "", *zipf)
         peer = ("get", "1", str(peer_prompts), "peer")
-        workloads = [
-            ("prompts/get (peer set)", f"/mcp/{PEER_TENANT}", peer),
-            random_targets,
-            (ZIPF_WORKLOAD, "", zipf),
-        ]
+        first = zipf
+        workloads = [("prompts/get (peer set)", f"/mcp/{PEER_TENANT}", peer), random_targets, zipf]
+    workload, path, script = first
+    _measure(rows, url, capacity_at, duration, warmup, "registry", pids, postmaster, token)(
+        workload, path, *script
+    )
     measure = _measure(
         rows, url, PACED_CONNECTIONS, duration, warmup, "registry", pids, postmaster, token
     )

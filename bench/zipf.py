@@ -22,12 +22,13 @@ import bisect
 import itertools
 import json
 import random
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any
 
-ZIPF = "prompts/get (Zipf mix)"
-RANDOM = "prompts/get"
+from bench.run import ZIPF_WORKLOAD
+
+RANDOM = "prompts/get"  # bench/run's name for the random targets, closed and (" at N% load") paced
 
 
 def cdf(n: int, exponent: float = 1.0) -> list[float]:
@@ -62,10 +63,7 @@ class Workers:
 def replay(
     results: dict[str, Any], targets: Path, capacity: int, seed: int
 ) -> list[dict[str, Any]]:
-    tenants: dict[str, int] = {}
-    for line in targets.read_text().splitlines():
-        path = line.split("\t", 1)[0]
-        tenants[path] = tenants.get(path, 0) + 1
+    tenants = Counter(line.split("\t", 1)[0] for line in targets.read_text().splitlines())
     sizes = list(tenants.values())  # prompts per tenant in the file's order: the script's ranks
     flat = [(t, p) for t, size in enumerate(sizes) for p in range(size)]
     tenant_cdf, prompt_cdfs = cdf(len(sizes)), {size: cdf(size) for size in set(sizes)}
@@ -84,7 +82,7 @@ def replay(
     for row in results["wrk"]:
         name = row["workload"]
         random_targets = name == RANDOM or name.startswith(f"{RANDOM} at ")
-        if not (random_targets or name.startswith(ZIPF)) or row.get("hit_ratio") is None:
+        if not (random_targets or name.startswith(ZIPF_WORKLOAD)) or row.get("hit_ratio") is None:
             continue
         draw = uniform if random_targets else zipf
         requests = int(row["rps"] * seconds)

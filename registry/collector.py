@@ -62,13 +62,13 @@ class Policy:
         self.unfreeze_every = unfreeze_every
         self.full = 0
         self.started = 0.0
-        self.dropped = 0
+        self.evicted = 0  # evicted or replaced by the caches since the last collection they started
 
     def drop(self) -> None:
-        """A cache dropped an entry (``dropped``)."""
-        self.dropped += 1
-        if self.dropped >= EVICTIONS_PER_COLLECTION:
-            self.dropped = 0
+        """A cache evicted or replaced an entry (``dropped``)."""
+        self.evicted += 1
+        if self.evicted >= EVICTIONS_PER_COLLECTION:
+            self.evicted = 0
             count, threshold = gc.get_count(), gc.get_threshold()
             gc.collect(1 if count[1] >= threshold[1] else 0)
 
