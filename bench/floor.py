@@ -1,6 +1,8 @@
-"""The cheapest possible prompts/get miss on this stack, side by side with the registry's.
+"""The cheapest possible prompts/get miss on this stack, side by side with the registry's; with
+``--workload page``, the cheapest possible answer of a prompts/list page.
 
-    python -m bench.floor [--duration 10] [--warmup 3] [--connections 16,64] [--rounds 2]
+    python -m bench.floor [--workload miss|page] [--duration 10] [--warmup 3] [--connections 16,64]
+                          [--rounds 2]
 
 On the seeded database (REGISTRY_DATA_DIR or REGISTRY_DATABASE_URL; the 1,000-tenant dataset
 makes nearly every registry request a miss), the same random prompts/get requests (bench/run's
@@ -12,6 +14,11 @@ at start. Nothing is kept between requests: every request is that one round trip
 any registry miss (no label resolution, no arguments, no rendering, no caller, no tenant), so its
 CPU per request, the server's and PostgreSQL's, is the floor a miss cannot go under here. Prints a
 Markdown table (each round) and the registry's cost over the floor's.
+
+``--workload page``: the first prompts/list page of bench-big (as bench/run's list workload asks
+for it), from the registry, against ``page_floor_app``: an ASGI endpoint that reads each request's
+body and answers the very bytes the registry answered that page with (read from it once at start),
+parsing and checking nothing. Sending that many bytes over the socket is what a page costs at least.
 """
 
 from __future__ import annotations
@@ -23,9 +30,12 @@ import sys
 from typing import Any
 
 import asyncpg
+import httpx
 import orjson
 
 from bench.run import (
+    HEADERS,
+    META,
     ROOT,
     _embedded_url,
     make_targets,
@@ -35,6 +45,7 @@ from bench.run import (
     worker_pids,
     wrk,
 )
+from bench.seed import BIG_TENANT
 
 # One row per prompt served under production: its message at position 0, by the table's key.
 _KEYS = """
@@ -96,8 +107,41 @@ def floor_app() -> Any:
     return app
 
 
+def page_floor_app() -> Any:
+    """The floor of a page: the answer in the file BENCH_FLOOR_PAGE, sent to every request."""
+    with open(os.environ["BENCH_FLOOR_PAGE"], "rb") as page:
+        body = page.read()
+    headers = [(b"content-type", b"application/json")]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return  # no lifespan work
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+def first_page(url: str, tenant: str) -> bytes:
+    """The registry's answer to the first prompts/list page of ``tenant``, as bench/run asks."""
+    request = {"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": {"_meta": META}}
+    answer = httpx.post(
+        f"{url}/mcp/{tenant}",
+        json=request,
+        headers={**HEADERS, "Mcp-Method": "prompts/list"},
+        timeout=60,
+    )
+    answer.raise_for_status()
+    if "result" not in answer.json():
+        raise RuntimeError(f"prompts/list of {tenant} answered {answer.text[:500]}")
+    return answer.content
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench/floor", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", choices=["miss", "page"], default="miss")
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--connections", default="16,64")
@@ -113,26 +157,35 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[tuple[str, int, dict[str, Any]]] = []
     registry_cmd = [sys.executable, "-m", "registry", "serve", "--workers", "2"]
     with server(registry_cmd, {}, "/readyz") as registry:  # starts the embedded server, if any
-        count = asyncio.run(make_targets(url, targets))
         postmaster = asyncio.run(postmaster_of(url))
-        env = {"REGISTRY_DATABASE_URL": url}
-        with server(uvicorn("bench.floor:floor_app", 2), env, "/mcp/-", timeout=300) as floor:
+        if args.workload == "page":
+            page = targets.with_name("floor-page.json")
+            page.write_bytes(first_page(registry.url, BIG_TENANT))
+            what = f"the first page of {BIG_TENANT}, {page.stat().st_size:,} bytes"
+            path, script = f"/mcp/{BIG_TENANT}", ["list", ""]
+            factory, env = "bench.floor:page_floor_app", {"BENCH_FLOOR_PAGE": str(page)}
+        else:
+            what = f"{asyncio.run(make_targets(url, targets)):,} targets"
+            path = ""
+            script = ["targets", str(targets)]
+            factory, env = "bench.floor:floor_app", {"REGISTRY_DATABASE_URL": url}
+        with server(uvicorn(factory, 2), env, "/mcp/-", timeout=300) as floor:
             for _ in range(args.rounds):
                 for name, running in (("registry", registry), ("floor", floor)):
                     for c in connections:
                         figures = wrk(
-                            running.url, c, args.duration, args.warmup, "targets", str(targets),
+                            running.url + path, c, args.duration, args.warmup, *script,
                             server_pids=worker_pids(running.pid), postmaster=postmaster,
                         )  # fmt: skip
                         rows.append((name, c, figures))
                         print(name, c, figures, file=sys.stderr)
-    print(table(rows, count))
+    print(table(rows, what))
 
 
-def table(rows: list[tuple[str, int, dict[str, Any]]], count: int) -> str:
+def table(rows: list[tuple[str, int, dict[str, Any]]], what: str) -> str:
     lines = [
         f"| server | connections | requests/s | p50 ms | p99 ms | server CPU ms | PostgreSQL CPU ms "
-        f"| in all ms | errors |  ({count:,} targets)",
+        f"| in all ms | errors |  ({what})",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, c, f in rows:

@@ -183,6 +183,38 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def waiting_seconds(pids: list[int]) -> dict[int, float]:
+    """By process, the time its threads spent so far runnable but not running, waiting for a core
+    (the kernel's run-queue delay, /proc/PID/task/TID/schedstat); processes gone are left out."""
+    found = {}
+    for pid in pids:
+        total = 0
+        with suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with (
+                    suppress(OSError, ValueError, IndexError),
+                    open(f"/proc/{pid}/task/{task}/schedstat") as stat,
+                ):
+                    total += int(stat.read().split()[1])
+            found[pid] = total / 1e9
+    return found
+
+
+def waited_between(before: dict[int, float], after: dict[int, float]) -> float:
+    """The seconds waited for a core between two readings, by the processes in both (a PostgreSQL
+    backend that comes or goes in between is left out)."""
+    return sum(after[pid] - before[pid] for pid in after.keys() & before.keys())
+
+
+def database_pids(postmaster: int | None) -> list[int]:
+    """The PostgreSQL server's processes now: the postmaster and its children."""
+    if postmaster is None:
+        return []
+    with suppress(psutil.Error):
+        return [postmaster, *(child.pid for child in psutil.Process(postmaster).children())]
+    return []
+
+
 async def postmaster_of(url: str) -> int | None:
     """The process id of the PostgreSQL server at ``url`` when it runs on this machine (the
     parent of the backend that answers, read while that backend is there), else None."""
@@ -206,7 +238,7 @@ def database_cpu_seconds(postmaster: int | None) -> float:
         server = psutil.Process(postmaster)
         times = server.cpu_times()
         gone = float(times.children_user + times.children_system)
-        return gone + cpu_seconds([postmaster, *(child.pid for child in server.children())])
+        return gone + cpu_seconds(database_pids(postmaster))
     return 0.0
 
 
@@ -255,22 +287,57 @@ def hit_ratio(before: dict[str, float], after: dict[str, float], requests: int) 
     return max(0.0, 1 - reads / requests) if requests else float("nan")
 
 
+LATENCY_BUCKET = re.compile(r"^registry_request_seconds_bucket\{([^}]*)\} (\S+)$", re.M)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def served_latencies(metrics_text: str) -> dict[str, float]:
+    """The registry's own request-time histogram for MCP requests from a /metrics scrape, every
+    worker and method together: cumulative counts by bucket bound (``mcp/<le>``), each request timed
+    from its message's arrival in the worker to its answer."""
+    found: dict[str, float] = {}
+    for labels, count in LATENCY_BUCKET.findall(metrics_text):
+        named = dict(LABEL.findall(labels))  # in any order (multiprocess mode sorts them)
+        if named.get("kind") == "mcp":
+            key = f"mcp/{named['le']}"
+            found[key] = found.get(key, 0.0) + float(count)
+    return found
+
+
+def bucket_bound(delta: dict[str, float], prefix: str, share: float) -> float | None:
+    """From cumulative bucket counts gained between two scrapes (``<prefix>/<le>``): the upper bound
+    of the bucket that holds the ``share`` quantile (1: the largest), inf past the last bound; None
+    when nothing was counted."""
+    total = delta.get(f"{prefix}/+Inf", 0.0)
+    if total <= 0:
+        return None
+    bounds = sorted(
+        (float(le), key)
+        for key in delta
+        if key.startswith(f"{prefix}/") and (le := key.split("/")[1]) not in ("sum", "+Inf")
+    )
+    return next((b for b, key in bounds if delta[key] >= share * total), float("inf"))
+
+
+def served_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The registry's own p50 and p99 of MCP requests between two scrapes, at bucket resolution
+    (each the bucket's upper bound): set beside the generator's latencies, they tell a tail spent
+    inside a worker's handling from one spent before a worker read the request (a socket or run
+    queue, the generator)."""
+    delta = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in after}
+    found = {}
+    for share, name in ((0.5, "server_p50_ms_at_most"), (0.99, "server_p99_ms_at_most")):
+        bound = bucket_bound(delta, "mcp", share)
+        if bound is not None:
+            found[name] = 1000 * bound
+    return found
+
+
 def pauses_between(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
     """What the collectors did between two scrapes: full collections, the seconds paused in all,
     and the longest pause's bucket (its upper bound: the longest pause was at most this)."""
     delta = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in after}
-    longest = 0.0
-    for gen in "012":
-        total = delta.get(f"{gen}/+Inf", 0.0)
-        if total <= 0:
-            continue
-        bounds = sorted(
-            (float(le), key)
-            for key in delta
-            if key.startswith(f"{gen}/") and (le := key.split("/")[1]) not in ("sum", "+Inf")
-        )
-        bound = next((b for b, key in bounds if delta[key] >= total), float("inf"))
-        longest = max(longest, bound)
+    longest = max((bucket_bound(delta, gen, 1.0) or 0.0 for gen in "012"), default=0.0)
     return {
         "gc_full_collections": int(delta.get("2/+Inf", 0.0)),
         "gc_paused_s": sum(delta.get(f"{gen}/sum", 0.0) for gen in "012"),
@@ -318,7 +385,9 @@ def wrk(
     database = postmaster if server_pids is not None else None
     scraped = metrics() if metrics else ""
     paused, cached = collector_pauses(scraped), cache_counts(scraped)
+    served = served_latencies(scraped)
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
+    waited = (waiting_seconds(server_pids or []), waiting_seconds(database_pids(database)))
     machine = psutil.cpu_times()
     out = subprocess.run(  # noqa: S603 - wrk, built here
         measured, capture_output=True, text=True, check=True, env=env
@@ -327,6 +396,7 @@ def wrk(
     if metrics:
         scraped = metrics()
         paused = pauses_between(paused, collector_pauses(scraped))
+        paused |= served_between(served, served_latencies(scraped))
         if gets:
             paused["hit_ratio"] = hit_ratio(
                 cached, cache_counts(scraped), figures_of(out)["requests"]
@@ -334,6 +404,10 @@ def wrk(
     spent = (
         cpu_seconds(server_pids or []) - started[0],
         database_cpu_seconds(database) - started[1],
+    )
+    waits = (
+        waited_between(waited[0], waiting_seconds(server_pids or [])),
+        waited_between(waited[1], waiting_seconds(database_pids(database))),
     )
     figures = figures_of(out)
     result = {
@@ -357,6 +431,8 @@ def wrk(
     if server_pids is not None and figures["requests"]:
         result["server_cpu_ms"] = 1000 * spent[0] / figures["requests"]
         result["postgres_cpu_ms"] = 1000 * spent[1] / figures["requests"]
+        result["server_wait_ms"] = 1000 * waits[0] / figures["requests"]
+        result["postgres_wait_ms"] = 1000 * waits[1] / figures["requests"]
     return result | paused
 
 
@@ -453,8 +529,9 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors "
         "| server CPU ms/request | PostgreSQL CPU ms/request | full collections "
-        "| longest pause ms (at most) | from memory | machine busy | steal |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| longest pause ms (at most) | p99 ms in the server (at most) "
+        "| waiting for a core ms/request (server + PostgreSQL) | from memory | machine busy | steal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["wrk"]:
         pauses = (
@@ -471,6 +548,7 @@ def table(results: dict[str, Any]) -> str:
             f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
             f"{p50:.2f} | {p99:.2f} | {most:.1f} | {row['errors']} | "
             f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} | "
+            f"{_bound(row.get('server_p99_ms_at_most'))} | {_waits(row)} | "
             f"{_share(row.get('hit_ratio'))} | {_share(row.get('machine_busy'))} | "
             f"{_share(row.get('machine_steal'))} |"
         )
@@ -478,7 +556,7 @@ def table(results: dict[str, Any]) -> str:
     if db:
         lines.append(
             f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} "
-            "| | | | 0 | | | | | | | |"
+            "| | | | 0 | | | | | | | | | |"
         )
     if results["machine"].get("sched_autogroup"):
         lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
@@ -527,6 +605,16 @@ def table(results: dict[str, Any]) -> str:
         if value == value:  # NaN: a workload of the ratio was not run
             lines.append(f"| {name} | {value:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def _waits(row: dict[str, Any]) -> str:
+    if "server_wait_ms" not in row:
+        return ""
+    return f"{row['server_wait_ms']:.3f} + {row['postgres_wait_ms']:.3f}"
+
+
+def _bound(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
 
 
 def _ms(value: float | None) -> str:

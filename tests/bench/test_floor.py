@@ -59,3 +59,27 @@ async def test_the_floor_answers_each_prompt_with_one_select(
     answer = orjson.loads(sent[1]["body"])
     assert answer["id"] == 7
     assert answer["result"]["messages"] == [{"role": "user", "content": orjson.loads(content)}]
+
+
+async def test_the_page_floor_answers_the_registrys_page_bytes(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.floor import page_floor_app
+
+    page = b'{"jsonrpc":"2.0","id":1,"result":{"prompts":[]}}' * 1000
+    (tmp_path / "page.json").write_bytes(page)
+    monkeypatch.setenv("BENCH_FLOOR_PAGE", str(tmp_path / "page.json"))
+    app = page_floor_app()
+    parts = [{"type": "http.request", "body": b"{", "more_body": True},
+             {"type": "http.request", "body": b"}", "more_body": False}]  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return parts.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app({"type": "http", "path": "/mcp/bench-big"}, receive, send)
+    assert not parts  # the whole body was read before answering
+    assert sent[0]["status"] == 200 and sent[1]["body"] == page

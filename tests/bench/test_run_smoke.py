@@ -88,6 +88,8 @@ def test_every_workload_completes_without_errors(
     for row in results["wrk"]:
         assert row["errors"] == 0, row
         assert row["server_cpu_ms"] > 0, row  # the CPU a request cost the server, measured
+        # and the time its processes waited for a core (the kernel's run-queue delay)
+        assert row["server_wait_ms"] >= 0 and row["postgres_wait_ms"] >= 0, row
         if row["workload"] == "admin: new version":  # writes reach the database being measured
             assert row["postgres_cpu_ms"] > 0, row
         assert row["rps"] > 0, row
@@ -99,6 +101,8 @@ def test_every_workload_completes_without_errors(
         if row["target"] == "registry":  # its collector pauses, read from /metrics around the run
             assert row["gc_full_collections"] >= 0 and row["gc_paused_s"] >= 0, row
             assert row["gc_longest_pause_ms_at_most"] >= 0, row
+            if row["workload"] != "admin: new version":  # MCP: its own time, from its metrics
+                assert row["server_p99_ms_at_most"] >= row["server_p50_ms_at_most"] > 0, row
             if row["workload"].startswith(("prompts/get", "tools/call")):  # read no database
                 assert 0 <= row["hit_ratio"] <= 1, row
     assert results["db_ceiling"]["rps"] > 0
