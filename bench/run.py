@@ -30,6 +30,7 @@ import json
 import os
 import random
 import re
+import resource
 import secrets
 import shutil
 import subprocess
@@ -388,11 +389,15 @@ def wrk(
     served = served_latencies(scraped)
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
     waited = (waiting_seconds(server_pids or []), waiting_seconds(database_pids(database)))
-    machine = psutil.cpu_times()
+    machine, generator = psutil.cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(  # noqa: S603 - wrk, built here
         measured, capture_output=True, text=True, check=True, env=env
     ).stdout
     shares = machine_shares(machine, psutil.cpu_times())
+    generated = resource.getrusage(resource.RUSAGE_CHILDREN)  # wrk's, once it has exited
+    generator_cpu = (generated.ru_utime + generated.ru_stime) - (
+        generator.ru_utime + generator.ru_stime
+    )
     if metrics:
         scraped = metrics()
         paused = pauses_between(paused, collector_pauses(scraped))
@@ -418,6 +423,8 @@ def wrk(
         "errors": figures["jsonrpc_errors"] + figures["non_2xx"] + figures["socket_errors"],
         **shares,
     }
+    if figures["requests"]:  # the load generator's own CPU (wrk's, on the same cores)
+        result["generator_cpu_ms"] = 1000 * generator_cpu / figures["requests"]
     if not figures["requests"]:  # every connection still waiting when the run ended
         result["unanswered"] = True
     if rate:  # latencies from each request's scheduled moment
@@ -530,8 +537,9 @@ def table(results: dict[str, Any]) -> str:
         "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors "
         "| server CPU ms/request | PostgreSQL CPU ms/request | full collections "
         "| longest pause ms (at most) | p99 ms in the server (at most) "
-        "| waiting for a core ms/request (server + PostgreSQL) | from memory | machine busy | steal |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| waiting for a core ms/request (server + PostgreSQL) | from memory | machine busy | steal "
+        "| wrk CPU ms/request |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["wrk"]:
         pauses = (
@@ -550,13 +558,13 @@ def table(results: dict[str, Any]) -> str:
             f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} | "
             f"{_bound(row.get('server_p99_ms_at_most'))} | {_waits(row)} | "
             f"{_share(row.get('hit_ratio'))} | {_share(row.get('machine_busy'))} | "
-            f"{_share(row.get('machine_steal'))} |"
+            f"{_share(row.get('machine_steal'))} | {_ms(row.get('generator_cpu_ms'))} |"
         )
     db = results["db_ceiling"]
     if db:
         lines.append(
             f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} "
-            "| | | | 0 | | | | | | | | | |"
+            "| | | | 0 | | | | | | | | | | |"
         )
     if results["machine"].get("sched_autogroup"):
         lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
