@@ -207,6 +207,24 @@ def waited_between(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(after[pid] - before[pid] for pid in after.keys() & before.keys())
 
 
+def _generate(command: list[str], env: dict[str, str] | None) -> tuple[str, float]:
+    """Run wrk; its output, and the seconds its threads waited for a core (read every 0.1 s while
+    it runs: at most the last tenth of a second is missed)."""
+    process = subprocess.Popen(  # noqa: S603 - wrk, built by the caller
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    waited = 0.0
+    while True:
+        try:
+            out, err = process.communicate(timeout=0.1)
+            break
+        except subprocess.TimeoutExpired:
+            waited = waiting_seconds([process.pid]).get(process.pid, waited)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command, out, err)
+    return out, waited
+
+
 def database_pids(postmaster: int | None) -> list[int]:
     """The PostgreSQL server's processes now: the postmaster and its children."""
     if postmaster is None:
@@ -394,9 +412,7 @@ def wrk(
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
     waited = (waiting_seconds(server_pids or []), waiting_seconds(database_pids(database)))
     machine, generator = psutil.cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(  # noqa: S603 - wrk, built here
-        measured, capture_output=True, text=True, check=True, env=env
-    ).stdout
+    out, generator_waited = _generate(measured, env)
     shares = machine_shares(machine, psutil.cpu_times())
     generated = resource.getrusage(resource.RUSAGE_CHILDREN)  # wrk's, once it has exited
     generator_cpu = (generated.ru_utime + generated.ru_stime) - (
@@ -429,6 +445,7 @@ def wrk(
     }
     if figures["requests"]:  # the load generator's own CPU (wrk's, on the same cores)
         result["generator_cpu_ms"] = 1000 * generator_cpu / figures["requests"]
+        result["generator_wait_ms"] = 1000 * generator_waited / figures["requests"]
     if not figures["requests"]:  # every connection still waiting when the run ended
         result["unanswered"] = True
     if rate:  # latencies from each request's scheduled moment
@@ -542,7 +559,7 @@ def table(results: dict[str, Any]) -> str:
         "| server CPU ms/request | PostgreSQL CPU ms/request | full collections "
         "| longest pause ms (at most) | p99 / max ms in the server (at most) "
         "| waiting for a core ms/request (server + PostgreSQL) | from memory | machine busy | steal "
-        "| wrk CPU ms/request |",
+        "| wrk CPU / waiting for a core ms/request |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["wrk"]:
@@ -562,7 +579,7 @@ def table(results: dict[str, Any]) -> str:
             f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} | "
             f"{_served(row)} | {_waits(row)} | "
             f"{_share(row.get('hit_ratio'))} | {_share(row.get('machine_busy'))} | "
-            f"{_share(row.get('machine_steal'))} | {_ms(row.get('generator_cpu_ms'))} |"
+            f"{_share(row.get('machine_steal'))} | {_generator(row)} |"
         )
     db = results["db_ceiling"]
     if db:
@@ -623,6 +640,12 @@ def _waits(row: dict[str, Any]) -> str:
     if "server_wait_ms" not in row:
         return ""
     return f"{row['server_wait_ms']:.3f} + {row['postgres_wait_ms']:.3f}"
+
+
+def _generator(row: dict[str, Any]) -> str:
+    if "generator_cpu_ms" not in row:
+        return ""
+    return f"{row['generator_cpu_ms']:.3f} / {row['generator_wait_ms']:.3f}"
 
 
 def _served(row: dict[str, Any]) -> str:

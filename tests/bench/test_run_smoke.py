@@ -91,6 +91,7 @@ def test_every_workload_completes_without_errors(
         # and the time its processes waited for a core (the kernel's run-queue delay)
         assert row["server_wait_ms"] >= 0 and row["postgres_wait_ms"] >= 0, row
         assert row["generator_cpu_ms"] > 0, row  # and what wrk spent on it, on the same cores
+        assert row["generator_wait_ms"] >= 0, row
         if row["workload"] == "admin: new version":  # writes reach the database being measured
             assert row["postgres_cpu_ms"] > 0, row
         assert row["rps"] > 0, row
