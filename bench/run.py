@@ -218,8 +218,8 @@ def _generate(command: list[str], env: dict[str, str] | None) -> tuple[str, floa
         try:
             out, err = process.communicate(timeout=0.1)
             break
-        except subprocess.TimeoutExpired:
-            waited = waiting_seconds([process.pid]).get(process.pid, waited)
+        except subprocess.TimeoutExpired:  # the largest reading: threads that end take theirs
+            waited = max(waited, waiting_seconds([process.pid]).get(process.pid, 0.0))
     if process.returncode:
         raise subprocess.CalledProcessError(process.returncode, command, out, err)
     return out, waited
@@ -308,6 +308,7 @@ def hit_ratio(before: dict[str, float], after: dict[str, float], requests: int) 
 
 LATENCY_BUCKET = re.compile(r"^registry_request_seconds_bucket\{([^}]*)\} (\S+)$", re.M)
 LABEL = re.compile(r'(\w+)="([^"]*)"')
+LAG_BUCKET = re.compile(r'^registry_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$', re.M)
 
 
 def served_latencies(metrics_text: str) -> dict[str, float]:
@@ -320,6 +321,7 @@ def served_latencies(metrics_text: str) -> dict[str, float]:
         if named.get("kind") == "mcp":
             key = f"mcp/{named['le']}"
             found[key] = found.get(key, 0.0) + float(count)
+    found |= {f"lag/{le}": float(count) for le, count in LAG_BUCKET.findall(metrics_text)}
     return found
 
 
@@ -339,7 +341,8 @@ def bucket_bound(delta: dict[str, float], prefix: str, share: float) -> float | 
 
 
 def served_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """The registry's own p50, p99 and longest MCP request between two scrapes, at bucket resolution
+    """The registry's own p50, p99 and longest MCP request between two scrapes, and the workers'
+    longest event-loop lag (registry_event_loop_lag_seconds), at bucket resolution
     (each the bucket's upper bound): set beside the generator's latencies, they tell a tail spent
     inside a worker's handling from one spent before a worker read the request (a socket or run
     queue, the generator)."""
@@ -353,6 +356,9 @@ def served_between(before: dict[str, float], after: dict[str, float]) -> dict[st
         bound = bucket_bound(delta, "mcp", share)
         if bound is not None:
             found[name] = 1000 * bound
+    lag = bucket_bound(delta, "lag", 1.0)
+    if lag is not None:
+        found["loop_lag_max_ms_at_most"] = 1000 * lag
     return found
 
 
@@ -558,9 +564,10 @@ def table(results: dict[str, Any]) -> str:
         "| workload | target | connections | requests/s | p50 ms | p99 ms | max ms | errors "
         "| server CPU ms/request | PostgreSQL CPU ms/request | full collections "
         "| longest pause ms (at most) | p99 / max ms in the server (at most) "
+        "| longest loop lag ms (at most) "
         "| waiting for a core ms/request (server + PostgreSQL) | from memory | machine busy | steal "
         "| wrk CPU / waiting for a core ms/request |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["wrk"]:
         pauses = (
@@ -577,7 +584,7 @@ def table(results: dict[str, Any]) -> str:
             f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
             f"{p50:.2f} | {p99:.2f} | {most:.1f} | {row['errors']} | "
             f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} | "
-            f"{_served(row)} | {_waits(row)} | "
+            f"{_served(row)} | {_bound(row.get('loop_lag_max_ms_at_most'))} | {_waits(row)} | "
             f"{_share(row.get('hit_ratio'))} | {_share(row.get('machine_busy'))} | "
             f"{_share(row.get('machine_steal'))} | {_generator(row)} |"
         )
@@ -585,7 +592,7 @@ def table(results: dict[str, Any]) -> str:
     if db:
         lines.append(
             f"| asyncpg primary-key select | PostgreSQL | {db['concurrency']} | {db['rps']:,.0f} "
-            "| | | | 0 | | | | | | | | | | |"
+            "| | | | 0 | | | | | | | | | | | |"
         )
     if results["machine"].get("sched_autogroup"):
         lines += ["", AUTOGROUP_WARNING.replace("note: ", "Note: ", 1)]
@@ -646,6 +653,10 @@ def _generator(row: dict[str, Any]) -> str:
     if "generator_cpu_ms" not in row:
         return ""
     return f"{row['generator_cpu_ms']:.3f} / {row['generator_wait_ms']:.3f}"
+
+
+def _bound(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
 
 
 def _served(row: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -80,6 +81,15 @@ async def flush_metrics(every_seconds: float = 1.0) -> None:
     while True:
         await asyncio.sleep(every_seconds)
         metrics.flush()
+
+
+async def watch_loop_lag(every_seconds: float = 0.05) -> None:
+    """How late the event loop runs a timer, every ``every_seconds``: the time a request arriving
+    meanwhile could sit unread (registry_event_loop_lag_seconds)."""
+    while True:
+        asked = time.perf_counter()
+        await asyncio.sleep(every_seconds)
+        metrics.LOOP_LAGS.observe(max(0.0, time.perf_counter() - asked - every_seconds))
 
 
 def close_streams_on_exit(hub: Hub) -> None:
@@ -220,6 +230,7 @@ class Worker:
             asyncio.create_task(self.feed.run()),
             asyncio.create_task(purge_sessions(self.db, self.settings)),
             asyncio.create_task(flush_metrics()),
+            asyncio.create_task(watch_loop_lag()),
             asyncio.create_task(self.dispatcher.run()),
             asyncio.create_task(self.db.watch()),  # primary, pools, replicas
             asyncio.create_task(self.scheduler.run()),  # change requests applied at their time

@@ -82,6 +82,12 @@ GC_PAUSE = Histogram(
     ["generation"],
     buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2),
 )
+LOOP_LAG = Histogram(
+    "registry_event_loop_lag_seconds",
+    "How late each worker's event loop ran a timer set every 50 ms: how long a request that came"
+    " meanwhile could wait to be read (the loop busy, or the process waiting for a core)",
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2),
+)
 LATENCY = Histogram(
     "registry_request_seconds",
     "Time to answer, per MCP method or REST route",
@@ -172,6 +178,7 @@ def timings(*labels: str) -> Timings:
 
 
 POOL_WAITS = Timings(POOL_WAIT)  # counted in memory like the request latencies
+LOOP_LAGS = Timings(LOOP_LAG)
 
 
 def flush() -> None:

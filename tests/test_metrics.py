@@ -3,9 +3,11 @@ may read them."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,38 @@ def test_the_bench_reads_the_servers_own_p50_and_p99_between_two_scrapes() -> No
         "server_max_ms_at_most": 50.0,
     }
     assert served_between(served_latencies(before), served_latencies(before)) == {}
+    lag = 'registry_event_loop_lag_seconds_bucket{{le="{}"}} {}'
+    lagged = "\n".join(
+        [lag.format("0.01", 10.0), lag.format("0.2", 12.0), lag.format("+Inf", 12.0)]
+    )
+    quiet = "\n".join([lag.format("0.01", 5.0), lag.format("0.2", 5.0), lag.format("+Inf", 5.0)])
+    found = served_between(served_latencies(quiet), served_latencies(lagged))
+    assert found == {"loop_lag_max_ms_at_most": 200.0}  # 7 timers, 2 of them 10-200 ms late
+
+
+async def test_a_blocked_event_loop_shows_as_lag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's loop held for 150 ms runs its lag timer that late: one count in the buckets from
+    100 ms up, none before the loop was held."""
+    from registry.app import watch_loop_lag
+
+    seen_late = asyncio.Event()
+
+    class Watched(metrics.Timings):  # this test's own histogram, flushed by nothing else
+        def observe(self, seconds: float) -> None:
+            super().observe(seconds)
+            if seconds >= 0.1:
+                seen_late.set()
+
+    lags = Watched(metrics.LOOP_LAG)
+    monkeypatch.setattr(metrics, "LOOP_LAGS", lags)
+    slow = lags.bounds.index(0.1)
+    watcher = asyncio.create_task(watch_loop_lag(every_seconds=0.01))
+    try:
+        await asyncio.sleep(0)  # the watcher sets its timer
+        assert sum(lags.counts[slow:]) == 0
+        time.sleep(0.15)  # noqa: ASYNC251 - the loop held, as a long synchronous step holds it
+        async with asyncio.timeout(10):
+            await seen_late.wait()
+    finally:
+        watcher.cancel()
+    assert sum(lags.counts[slow:]) == 1

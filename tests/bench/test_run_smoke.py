@@ -106,6 +106,7 @@ def test_every_workload_completes_without_errors(
             if row["workload"] != "admin: new version":  # MCP: its own time, from its metrics
                 served = [row[f"server_{q}_ms_at_most"] for q in ("max", "p99", "p50")]
                 assert served == sorted(served, reverse=True) and served[-1] > 0, row
+            assert row["loop_lag_max_ms_at_most"] >= 1, row  # the workers' loops' lateness
             if row["workload"].startswith(("prompts/get", "tools/call")):  # read no database
                 assert 0 <= row["hit_ratio"] <= 1, row
     assert results["db_ceiling"]["rps"] > 0
