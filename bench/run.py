@@ -580,13 +580,16 @@ def table(results: dict[str, Any]) -> str:
             if "paced_p99_ms" in row
             else (row["p50_ms"], row["p99_ms"], row["max_ms"])
         )
+        served = _pair(row, "server_p99_ms_at_most", "server_max_ms_at_most", " / ", "g")
+        waits = _pair(row, "server_wait_ms", "postgres_wait_ms", " + ", ".3f")
+        generator = _pair(row, "generator_cpu_ms", "generator_wait_ms", " / ", ".3f")
         lines.append(
             f"| {row['workload']} | {row['target']} | {row['connections']} | {row['rps']:,.0f} | "
             f"{p50:.2f} | {p99:.2f} | {most:.1f} | {row['errors']} | "
             f"{_ms(row.get('server_cpu_ms'))} | {_ms(row.get('postgres_cpu_ms'))} | {pauses} | "
-            f"{_served(row)} | {_bound(row.get('loop_lag_max_ms_at_most'))} | {_waits(row)} | "
+            f"{served} | {_bound(row.get('loop_lag_max_ms_at_most'))} | {waits} | "
             f"{_share(row.get('hit_ratio'))} | {_share(row.get('machine_busy'))} | "
-            f"{_share(row.get('machine_steal'))} | {_generator(row)} |"
+            f"{_share(row.get('machine_steal'))} | {generator} |"
         )
     db = results["db_ceiling"]
     if db:
@@ -643,26 +646,15 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _waits(row: dict[str, Any]) -> str:
-    if "server_wait_ms" not in row:
+def _pair(row: dict[str, Any], first: str, second: str, joined: str, form: str) -> str:
+    """Two figures of a row in one cell (empty where the row has none)."""
+    if first not in row:
         return ""
-    return f"{row['server_wait_ms']:.3f} + {row['postgres_wait_ms']:.3f}"
-
-
-def _generator(row: dict[str, Any]) -> str:
-    if "generator_cpu_ms" not in row:
-        return ""
-    return f"{row['generator_cpu_ms']:.3f} / {row['generator_wait_ms']:.3f}"
+    return f"{row[first]:{form}}{joined}{row[second]:{form}}"
 
 
 def _bound(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
-
-
-def _served(row: dict[str, Any]) -> str:
-    if "server_p99_ms_at_most" not in row:
-        return ""
-    return f"{row['server_p99_ms_at_most']:g} / {row['server_max_ms_at_most']:g}"
 
 
 def _ms(value: float | None) -> str:
