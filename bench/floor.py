@@ -34,10 +34,9 @@ import httpx
 import orjson
 
 from bench.run import (
-    HEADERS,
-    META,
     ROOT,
     _embedded_url,
+    list_request,
     make_targets,
     postmaster_of,
     server,
@@ -126,13 +125,8 @@ def page_floor_app() -> Any:
 
 def first_page(url: str, tenant: str) -> bytes:
     """The registry's answer to the first prompts/list page of ``tenant``, as bench/run asks."""
-    request = {"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": {"_meta": META}}
-    answer = httpx.post(
-        f"{url}/mcp/{tenant}",
-        json=request,
-        headers={**HEADERS, "Mcp-Method": "prompts/list"},
-        timeout=60,
-    )
+    request, headers = list_request()
+    answer = httpx.post(f"{url}/mcp/{tenant}", json=request, headers=headers, timeout=60)
     answer.raise_for_status()
     if "result" not in answer.json():
         raise RuntimeError(f"prompts/list of {tenant} answered {answer.text[:500]}")

@@ -272,18 +272,33 @@ def machine_shares(before: Any, after: Any) -> dict[str, float]:
     return {"machine_busy": 1 - idle / total, "machine_steal": spent.get("steal", 0.0) / total}
 
 
-GC_BUCKET = re.compile(
-    r'^registry_gc_pause_seconds_bucket\{generation="(\d)",le="([^"]+)"\} (\S+)$', re.M
-)
-GC_SUM = re.compile(r'^registry_gc_pause_seconds_sum\{generation="(\d)"\} (\S+)$', re.M)
+SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})? (\S+)$", re.M)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def histogram(
+    metrics_text: str, metric: str, group: Callable[[dict[str, str]], str | None]
+) -> dict[str, float]:
+    """One histogram from a /metrics scrape, every worker together: cumulative counts by group and
+    bucket bound (``<group>/<le>``) and the sum by group (``<group>/sum``), where ``group`` names
+    a series' group from its labels (None: left out) and the series of a group are added up.
+    Labels are read in any order (the multiprocess mode sorts them)."""
+    found: dict[str, float] = {}
+    for name, labels, value in SAMPLE.findall(metrics_text):
+        if name not in (f"{metric}_bucket", f"{metric}_sum"):
+            continue
+        named = dict(LABEL.findall(labels))
+        part = named.pop("le", "sum")
+        where = group(named)
+        if where is not None:
+            found[f"{where}/{part}"] = found.get(f"{where}/{part}", 0.0) + float(value)
+    return found
 
 
 def collector_pauses(metrics_text: str) -> dict[str, float]:
-    """The registry's collector-pause histogram from a /metrics scrape, every worker together:
-    cumulative counts by generation and bucket bound, and the seconds paused by generation."""
-    found = {f"{gen}/{le}": float(count) for gen, le, count in GC_BUCKET.findall(metrics_text)}
-    found |= {f"{gen}/sum": float(total) for gen, total in GC_SUM.findall(metrics_text)}
-    return found
+    """The registry's collector-pause histogram: by generation and bucket bound, and the seconds
+    paused by generation."""
+    return histogram(metrics_text, "registry_gc_pause_seconds", lambda labels: labels["generation"])
 
 
 CACHE_COUNT = re.compile(
@@ -306,23 +321,15 @@ def hit_ratio(before: dict[str, float], after: dict[str, float], requests: int) 
     return max(0.0, 1 - reads / requests) if requests else float("nan")
 
 
-LATENCY_BUCKET = re.compile(r"^registry_request_seconds_bucket\{([^}]*)\} (\S+)$", re.M)
-LABEL = re.compile(r'(\w+)="([^"]*)"')
-LAG_BUCKET = re.compile(r'^registry_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$', re.M)
-
-
-def served_latencies(metrics_text: str) -> dict[str, float]:
-    """The registry's own request-time histogram for MCP requests from a /metrics scrape, every
-    worker and method together: cumulative counts by bucket bound (``mcp/<le>``), each request timed
-    from its message's arrival in the worker to its answer."""
-    found: dict[str, float] = {}
-    for labels, count in LATENCY_BUCKET.findall(metrics_text):
-        named = dict(LABEL.findall(labels))  # in any order (multiprocess mode sorts them)
-        if named.get("kind") == "mcp":
-            key = f"mcp/{named['le']}"
-            found[key] = found.get(key, 0.0) + float(count)
-    found |= {f"lag/{le}": float(count) for le, count in LAG_BUCKET.findall(metrics_text)}
-    return found
+def served_timings(metrics_text: str) -> dict[str, float]:
+    """The registry's own request-time histogram for MCP requests, every method together
+    (``mcp/<le>``: each request timed from its message's arrival in a worker to its answer), and
+    its workers' event-loop lag (``lag/<le>``)."""
+    return histogram(
+        metrics_text,
+        "registry_request_seconds",
+        lambda labels: "mcp" if labels.get("kind") == "mcp" else None,
+    ) | histogram(metrics_text, "registry_event_loop_lag_seconds", lambda labels: "lag")
 
 
 def bucket_bound(delta: dict[str, float], prefix: str, share: float) -> float | None:
@@ -414,7 +421,7 @@ def wrk(
     database = postmaster if server_pids is not None else None
     scraped = metrics() if metrics else ""
     paused, cached = collector_pauses(scraped), cache_counts(scraped)
-    served = served_latencies(scraped)
+    served = served_timings(scraped)
     started = (cpu_seconds(server_pids or []), database_cpu_seconds(database))
     waited = (waiting_seconds(server_pids or []), waiting_seconds(database_pids(database)))
     machine, generator = psutil.cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -427,7 +434,7 @@ def wrk(
     if metrics:
         scraped = metrics()
         paused = pauses_between(paused, collector_pauses(scraped))
-        paused |= served_between(served, served_latencies(scraped))
+        paused |= served_between(served, served_timings(scraped))
         if gets:
             paused["hit_ratio"] = hit_ratio(
                 cached, cache_counts(scraped), figures_of(out)["requests"]
@@ -500,6 +507,13 @@ async def db_ceiling(url: str, seconds: float, concurrency: int) -> dict[str, An
     return {"rps": done / elapsed, "concurrency": concurrency}
 
 
+def list_request(cursor: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body and headers of a prompts/list request for the page at ``cursor``."""
+    params: dict[str, Any] = {"_meta": META, **({"cursor": cursor} if cursor else {})}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": params}
+    return body, {**HEADERS, "Mcp-Method": "prompts/list"}
+
+
 def walk(url: str, tenant: str, stop_at: int | None = None) -> dict[str, Any]:
     """Walk every page; returns the time taken, the pages, and the cursor at ``stop_at`` prompts.
 
@@ -511,10 +525,8 @@ def walk(url: str, tenant: str, stop_at: int | None = None) -> dict[str, Any]:
     waited = parsed = 0.0
     with httpx.Client(base_url=url, timeout=60) as client:
         started, seen, pages, cursor = time.perf_counter(), 0, 0, None
-        headers = {**HEADERS, "Mcp-Method": "prompts/list"}
         while True:
-            params: dict[str, Any] = {"_meta": META, **({"cursor": cursor} if cursor else {})}
-            body = {"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": params}
+            body, headers = list_request(cursor)
             sent = time.perf_counter()
             content = client.post(f"/mcp/{tenant}", json=body, headers=headers).content
             received = time.perf_counter()
@@ -720,10 +732,10 @@ def ratios(
                     surface, peer, c
                 )
         found[f"registry prompts/get (random tenant) / bare ASGI, c{c}"] = rps(
-            "prompts/get", "registry", c
+            RANDOM_WORKLOAD, "registry", c
         ) / rps("prompts/get (peer set)", "bare ASGI", c)
         found[f"registry prompts/get (random tenant) / asyncpg selects, c{c}"] = rps(
-            "prompts/get", "registry", c
+            RANDOM_WORKLOAD, "registry", c
         ) / (db["rps"] if db else float("nan"))
         first = find("prompts/list page 1", "registry", c)
         deep = find("prompts/list deep page", "registry", c)
@@ -864,7 +876,7 @@ def run(
             measure = _measure(
                 rows, registry.url, c, duration, warmup, "registry", pids, postmaster, token
             )
-            measure("prompts/get", "", "targets", str(targets))
+            measure(RANDOM_WORKLOAD, "", "targets", str(targets))
             for workload, names in PEER_WORKLOADS:
                 measure(workload, f"/mcp/{PEER_TENANT}", "get", "1", str(peer_prompts), names)
             measure("prompts/list page 1", f"/mcp/{BIG_TENANT}", "list", "")
@@ -1011,6 +1023,7 @@ def _measure(
 
 
 PACED_CONNECTIONS = 32  # requests in flight at most, under an offered load
+RANDOM_WORKLOAD = "prompts/get"  # random targets (" at N% load" under an offered load)
 ZIPF_WORKLOAD = "prompts/get (Zipf mix)"
 ZIPF_EXPONENT = 1.0  # tenants, and prompts within a tenant: rank k asked for in proportion to 1/k
 LOADS = (0.5, 0.8)  # of the closed-loop rate measured in the same run
@@ -1035,7 +1048,7 @@ def paced(
     measured here first. ``peer_prompts`` None (``--workloads misses``): the random targets
     alone, their closed loop measured here first."""
     Workload = tuple[str, str, tuple[str, ...]]  # name, path, the wrk script's arguments
-    random_targets: Workload = ("prompts/get", "", ("targets", str(targets)))
+    random_targets: Workload = (RANDOM_WORKLOAD, "", ("targets", str(targets)))
     zipf: Workload = (ZIPF_WORKLOAD, "", ("zipf", str(targets), str(ZIPF_EXPONENT)))
     if peer_prompts is None:
         first, workloads = random_targets, [random_targets]

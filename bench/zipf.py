@@ -26,9 +26,7 @@ from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any
 
-from bench.run import ZIPF_WORKLOAD
-
-RANDOM = "prompts/get"  # bench/run's name for the random targets, closed and (" at N% load") paced
+from bench.run import RANDOM_WORKLOAD, ZIPF_WORKLOAD
 
 
 def cdf(n: int, exponent: float = 1.0) -> list[float]:
@@ -81,7 +79,7 @@ def replay(
     found = []
     for row in results["wrk"]:
         name = row["workload"]
-        random_targets = name == RANDOM or name.startswith(f"{RANDOM} at ")
+        random_targets = name == RANDOM_WORKLOAD or name.startswith(f"{RANDOM_WORKLOAD} at ")
         if not (random_targets or name.startswith(ZIPF_WORKLOAD)) or row.get("hit_ratio") is None:
             continue
         draw = uniform if random_targets else zipf

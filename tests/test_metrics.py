@@ -109,7 +109,7 @@ def test_the_bench_reads_the_longest_pause_between_two_scrapes() -> None:
 
 
 def test_the_bench_reads_the_servers_own_p50_and_p99_between_two_scrapes() -> None:
-    from bench.run import served_between, served_latencies
+    from bench.run import served_between, served_timings
 
     def scrape(counts: dict[str, int]) -> str:
         return "\n".join(
@@ -121,7 +121,7 @@ def test_the_bench_reads_the_servers_own_p50_and_p99_between_two_scrapes() -> No
     before = scrape({"0.001": 10, "0.01": 10, "0.05": 10, "+Inf": 10})
     # 100 more requests of each MCP method: 60 within 1 ms, 39 within 10 ms, one within 50 ms.
     after = scrape({"0.001": 70, "0.01": 109, "0.05": 110, "+Inf": 110})
-    found = served_between(served_latencies(before), served_latencies(after))
+    found = served_between(served_timings(before), served_timings(after))
     assert found == {
         "server_p50_ms_at_most": 1.0,
         "server_p99_ms_at_most": 10.0,
@@ -129,18 +129,18 @@ def test_the_bench_reads_the_servers_own_p50_and_p99_between_two_scrapes() -> No
     }
     # Two slow requests in each method's hundred: the 99th percentile is in the 50 ms bucket.
     slower = scrape({"0.001": 70, "0.01": 108, "0.05": 110, "+Inf": 110})
-    assert served_between(served_latencies(before), served_latencies(slower)) == {
+    assert served_between(served_timings(before), served_timings(slower)) == {
         "server_p50_ms_at_most": 1.0,
         "server_p99_ms_at_most": 50.0,
         "server_max_ms_at_most": 50.0,
     }
-    assert served_between(served_latencies(before), served_latencies(before)) == {}
+    assert served_between(served_timings(before), served_timings(before)) == {}
     lag = 'registry_event_loop_lag_seconds_bucket{{le="{}"}} {}'
     lagged = "\n".join(
         [lag.format("0.01", 10.0), lag.format("0.2", 12.0), lag.format("+Inf", 12.0)]
     )
     quiet = "\n".join([lag.format("0.01", 5.0), lag.format("0.2", 5.0), lag.format("+Inf", 5.0)])
-    found = served_between(served_latencies(quiet), served_latencies(lagged))
+    found = served_between(served_timings(quiet), served_timings(lagged))
     assert found == {"loop_lag_max_ms_at_most": 200.0}  # 7 timers, 2 of them 10-200 ms late
 
 
