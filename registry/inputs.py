@@ -170,22 +170,35 @@ def _loader() -> type[yaml.SafeLoader]:
     return cast(type[yaml.SafeLoader], getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-def load_yaml(text: str) -> Any:
+def load_yaml(
+    text: str, *, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
     """One YAML document, read safely and boundedly: its events are scanned first, refusing
     anchors and aliases (an alias repeats a node without copying it in the text: billions of
-    values from one line) and more than ``MAX_YAML_NODES`` nodes, before anything is built.
-    yaml.YAMLError (with its problem and mark) when it cannot be read."""
+    values from one line), more than ``max_nodes`` nodes and collections nested deeper than
+    ``max_depth`` (the loader builds them recursively), before anything is built. yaml.YAMLError
+    (with its problem and mark) when it cannot be read, a number Python would not build (an
+    integer of thousands of digits) included."""
     import yaml
 
-    loader, nodes = _loader(), 0
+    loader, nodes, depth = _loader(), 0, 0
     for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise _refused("anchors and aliases (&name, *name) are not accepted", event)
         if isinstance(event, yaml.NodeEvent):
             nodes += 1
-            if nodes > MAX_YAML_NODES:
-                raise _refused(f"the document holds more than {MAX_YAML_NODES:,} values", event)
-    return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader, aliases refused above
+            if nodes > max_nodes:
+                raise _refused(f"the document holds more than {max_nodes:,} values", event)
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > max_depth:
+                raise _refused(f"the document is nested deeper than {max_depth} levels", event)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader, aliases refused above
+    except (ValueError, OverflowError) as error:  # int() past its digit limit, a float's range
+        raise yaml.YAMLError(f"a value cannot be read: {str(error)[:200]}") from None
 
 
 def _refused(problem: str, event: yaml.Event) -> yaml.MarkedYAMLError:
@@ -197,15 +210,11 @@ def _refused(problem: str, event: yaml.Event) -> yaml.MarkedYAMLError:
 
 
 def json_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``value`` if it is a valid JSON Schema (of the draft it names); a ValueError naming the place
-    otherwise. A validator of every input field that holds one."""
+    """``value`` if it is a valid JSON Schema (of the draft it names) that the registry will evaluate
+    (``registry.jsonschemas``: every reference inside it, its cost bounded); a ValueError naming the
+    problem otherwise. A validator of every input field that holds one."""
     if value is not None:
-        import jsonschema
-        import jsonschema.validators
+        from registry import jsonschemas
 
-        try:
-            jsonschema.validators.validator_for(value).check_schema(value)
-        except jsonschema.SchemaError as error:
-            where = "/".join(str(p) for p in error.absolute_path) or "the top level"
-            raise ValueError(f"not a valid JSON Schema (at {where}): {error.message}") from None
+        jsonschemas.check(value)
     return value

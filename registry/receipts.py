@@ -1,98 +1,104 @@
 """Receipts: what exactly an answer served (tenant, prompt, version, the label it was reached
-through, the partial versions locked into it, a digest of the arguments and one of the rendered
-result), signed with the registry's key (the one snapshots and skills are signed with), so an
-application or an auditor can later prove which text a model was given.
+through, the partial versions locked into it, a digest of the arguments and one of the whole result
+the client was given), signed with the registry's key (the one snapshots and skills are signed
+with), so an application or an auditor can later prove which text a model was given.
 
-A receipt describes the answer, not the request (no time, no caller): an answer kept and sent again
-keeps its receipt. ``check`` verifies one, and that it is the receipt of the result beside it."""
+A receipt (``"v": 2``) covers every byte of the result a client can hand to a model: the whole
+result object but the receipt's own ``_meta`` entry, in the JSON Canonicalization Scheme (RFC 8785),
+hashed with SHA-256 (docs/receipts.md says it for a verifier in another language). It describes the
+answer, not the request (no time, no caller): an answer kept and sent again keeps its receipt.
+
+An answer's handler names what it served (``pending``); the protocol core seals the finished
+result (``seal``), after everything it adds. ``check_answer`` verifies a receipt against the answer
+beside it and refuses any it does not cover whole."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from registry.signing import SignatureRefused, canonical, private_key, sign, verify
+from registry.signing import SignatureRefused, jcs, sign_bytes, verify_bytes
 
 META_KEY = "dev.prompt-registry/receipt"
+VERSION = 2  # what a receipt covers: the whole result but its own _meta entry (docs/receipts.md)
 SIGNATURE_FIELDS = ("alg", "keyId", "signature")
+_PENDING = "pending"  # a receipt not sealed yet: the result it will cover is not finished
 
 
 def digest(value: Any) -> str:
-    return "sha256:" + hashlib.sha256(canonical(value)).hexdigest()
+    return "sha256:" + hashlib.sha256(jcs(value)).hexdigest()
 
 
-@functools.lru_cache(maxsize=4)
-def signing_key(path: Path) -> Ed25519PrivateKey:
-    """The key of ``REGISTRY_SNAPSHOT_KEY_FILE``, read once per worker."""
-    return private_key(path.read_bytes())
+def covered(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` as its receipt covers it: everything but the receipt's own entry of ``_meta``
+    (``_meta`` itself stays, empty when the receipt was all it held)."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict) or META_KEY not in meta:
+        return result
+    return {**result, "_meta": {k: v for k, v in meta.items() if k != META_KEY}}
 
 
-def make(
-    *,
-    tenant: str,
-    served: dict[str, Any],
-    label: str | None,
-    arguments: dict[str, Any],
-    result: Any,
-    key: Ed25519PrivateKey | None,
+def pending(
+    *, tenant: str, served: dict[str, Any], label: str | None, arguments: dict[str, Any]
 ) -> dict[str, Any]:
-    """The receipt of one answer, signed when there is a key. ``served``: what was served (a
-    prompt: ``{"prompt", "version", "partials"}``; a skill's file: ``{"skill", "version",
-    "file"}``); ``result``: what the answer holds of it (the rendered messages; the file's
-    contents)."""
-    document: dict[str, Any] = {
-        "tenant": tenant,
-        **served,
-        "label": label,
-        "arguments": digest(arguments),
-        "result": digest(result),
-    }
-    if key is None:
-        return document
-    signed = sign(document, key)
+    """What a handler puts at ``_meta[META_KEY]`` of its result: what it served (a prompt:
+    ``{"prompt", "version", "partials"}``; a skill's file: ``{"skill", "version", "file"}``), the
+    label and the arguments' digest; ``seal`` completes it once the result is finished."""
     return {
-        **document,
-        "alg": "Ed25519",
-        "keyId": signed["key_id"],
-        "signature": signed["signature"],
-    }
+        "v": VERSION, "tenant": tenant, **served, "label": label,
+        "arguments": digest(arguments), _PENDING: True,
+    }  # fmt: skip
 
 
-def check(receipt: Any, key: Ed25519PublicKey, *, result: Any = None) -> dict[str, Any]:
-    """The receipt's document once its signature verifies with ``key`` (and, given the
-    ``result`` it came with, once that result is the one it names); SignatureRefused else."""
-    if not isinstance(receipt, dict) or "signature" not in receipt:
+def seal(result: dict[str, Any], key: Ed25519PrivateKey | None, key_id: str | None) -> None:
+    """Complete the pending receipt of ``result`` in place (none: nothing to do): the digest of
+    the result it covers, and the signature when the server has a key."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict):
+        return
+    receipt = meta.get(META_KEY)
+    if not isinstance(receipt, dict) or not receipt.get(_PENDING):
+        return
+    document = {k: v for k, v in receipt.items() if k != _PENDING}
+    document["result"] = digest(covered(result))
+    if key is not None and key_id is not None:
+        document.update(alg="Ed25519", keyId=key_id)
+        document["signature"] = sign_bytes(jcs(document), key)
+    meta[META_KEY] = document
+
+
+def check(receipt: Any, key: Ed25519PublicKey) -> dict[str, Any]:
+    """The receipt's document once its signature verifies with ``key``; SignatureRefused else."""
+    if not isinstance(receipt, dict) or not isinstance(receipt.get("signature"), str):
         raise SignatureRefused("not a signed receipt (the registry that made it has no key)")
-    document = {k: v for k, v in receipt.items() if k not in SIGNATURE_FIELDS}
-    verify({"document": document, "signature": receipt["signature"]}, key)
-    if result is not None and digest(result) != document.get("result"):
-        raise SignatureRefused("the result is not the one this receipt names (it was changed)")
-    return document
+    if receipt.get("v") != VERSION:
+        raise SignatureRefused(
+            f"a receipt of another format (v {receipt.get('v')!r}): this verifier checks v "
+            f"{VERSION}, which covers the whole result; an earlier receipt covered only part of it"
+        )
+    document = {k: v for k, v in receipt.items() if k != "signature"}
+    verify_bytes(jcs(document), receipt["signature"], key)
+    return {k: v for k, v in document.items() if k not in SIGNATURE_FIELDS}
 
 
 def check_answer(answer: Any, key: Ed25519PublicKey) -> dict[str, Any]:
-    """Check the receipt an answer carries against the answer: a prompts/get result or the REST
-    render (its messages), a tool call (its structured messages), a skill file read (its
-    contents); a whole JSON-RPC response is taken too. The receipt's document; SignatureRefused
-    when it does not verify or names another result."""
+    """Check the receipt an answer carries against the whole answer: a prompts/get result, a tool
+    call, the REST render, a skill file read; a whole JSON-RPC response is taken too. The receipt's
+    document; SignatureRefused when it does not verify or the result is not the one it covers."""
     if isinstance(answer, dict) and isinstance(answer.get("result"), dict):
+        if not set(answer) <= {"jsonrpc", "id", "result"}:
+            raise SignatureRefused(
+                "the response holds members beside its result, which no receipt covers"
+            )
         answer = answer["result"]
     if not isinstance(answer, dict):
         raise SignatureRefused("not an answer of the registry (a JSON object expected)")
-    receipt = (answer.get("_meta") or {}).get(META_KEY)
-    if "messages" in answer:
-        result = answer["messages"]
-    elif isinstance(answer.get("structuredContent"), dict):
-        result = answer["structuredContent"].get("messages")
-    elif isinstance(answer.get("contents"), list) and answer["contents"]:
-        first = answer["contents"][0]
-        result = first.get("text", first.get("blob")) if isinstance(first, dict) else None
-    else:
-        result = None
-    if receipt is None or result is None:
-        raise SignatureRefused("the answer carries no receipt, or nothing a receipt names")
-    return check(receipt, key, result=result)
+    meta = answer.get("_meta")
+    if not isinstance(meta, dict) or META_KEY not in meta:
+        raise SignatureRefused("the answer carries no receipt (_meta holds none)")
+    document = check(meta[META_KEY], key)
+    if digest(covered(answer)) != document.get("result"):
+        raise SignatureRefused("the answer is not the one this receipt covers (it was changed)")
+    return document

@@ -1,15 +1,23 @@
 """Ed25519 signatures over JSON documents that leave the server and come back (prompt snapshots):
 the document is signed as canonical JSON (sorted keys, no spaces, UTF-8), so any change to it, even
-of a space, fails verification. Keys are PEM files, as ``openssl genpkey -algorithm ed25519`` writes
-them; the cryptography is the ``cryptography`` package's."""
+of a space, fails verification; receipts use the JSON Canonicalization Scheme (RFC 8785, ``jcs``),
+which a verifier in any language has. Keys are PEM files, as ``openssl genpkey -algorithm ed25519``
+writes them; the cryptography is the ``cryptography`` package's. ``KeyFile`` is the server's key:
+read again when its file is replaced, so a rotation needs no restart."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
+import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -21,6 +29,40 @@ class SignatureRefused(ValueError):
 
 def canonical(document: Any) -> bytes:
     return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+
+
+def jcs(value: Any) -> bytes:
+    """``value`` in the JSON Canonicalization Scheme (RFC 8785). orjson writes the same bytes for
+    every value but floats (RFC 8785 writes them as JavaScript does) and keys that order otherwise
+    by UTF-16 code units than by code points (only beside characters past U+FFFF): floats are put
+    in as RFC 8785's text, and a key past U+FFFF takes the pure-Python library for the whole value.
+    Hand-written beside the library: 2-7 us for a rendered prompt against its 140 us, the same
+    bytes (tests/test_signing.py compares the two on generated values)."""
+    try:
+        prepared = _prepared(value)
+    except _Astral:
+        return bytes(rfc8785.dumps(value))
+    return orjson.dumps(prepared, option=orjson.OPT_SORT_KEYS)
+
+
+class _Astral(Exception):
+    pass
+
+
+def _prepared(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if not key.isascii() and max(key) > "\uffff":
+                raise _Astral
+            out[key] = _prepared(item)
+        return out
+    if kind is list:
+        return [_prepared(item) for item in value]
+    if kind is float:
+        return orjson.Fragment(rfc8785.dumps(value))
+    return value
 
 
 def private_key(pem: bytes) -> Ed25519PrivateKey:
@@ -71,3 +113,82 @@ def verify(signed: Any, key: Ed25519PublicKey) -> Any:
             "the signature does not verify: the document was changed, or signed with another key"
         ) from None
     return signed["document"]
+
+
+def sign_bytes(data: bytes, key: Ed25519PrivateKey) -> str:
+    return base64.b64encode(key.sign(data)).decode()
+
+
+def verify_bytes(data: bytes, signature: Any, key: Ed25519PublicKey) -> None:
+    try:
+        key.verify(base64.b64decode(signature, validate=True), data)
+    except (InvalidSignature, ValueError, TypeError):
+        raise SignatureRefused(
+            "the signature does not verify: the document was changed, or signed with another key"
+        ) from None
+
+
+def public_pem(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+class KeyFile:
+    """The server's signing key, from its file (``REGISTRY_SNAPSHOT_KEY_FILE``), read again when the
+    file changes (its size, time or inode, looked at most once a second): replacing the file rotates
+    the key in every worker without a restart. A file that cannot be read as a key (replaced half
+    written) leaves the previous key in use. ``on_new_key`` callbacks hear of every key it loads."""
+
+    CHECK_SECONDS = 1.0
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._stat: tuple[int, int, int] | None = None
+        self._checked = float("-inf")
+        self._key: Ed25519PrivateKey | None = None
+        self._key_id = ""
+        self.on_new_key: list[Callable[[Ed25519PublicKey], None]] = []
+
+    def current(self) -> tuple[Ed25519PrivateKey, str]:
+        """The key to sign with now, and its id."""
+        now = time.monotonic()
+        if self._key is None or now - self._checked >= self.CHECK_SECONDS:
+            with self._lock:
+                self._checked = now
+                self._reload()
+        assert self._key is not None
+        return self._key, self._key_id
+
+    def _reload(self) -> None:
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            if self._key is None:
+                raise
+            return
+        stat = (found.st_ino, found.st_size, found.st_mtime_ns)
+        if stat == self._stat:
+            return
+        try:
+            key = private_key(self.path.read_bytes())
+        except (OSError, SignatureRefused):
+            if self._key is None:
+                raise
+            return
+        self._stat, self._key = stat, key
+        self._key_id = key_id(key.public_key())
+        for heard in self.on_new_key:
+            heard(key.public_key())
+
+
+_KEY_FILES: dict[Path, KeyFile] = {}
+
+
+def key_file(path: Path) -> KeyFile:
+    """The one KeyFile of ``path`` in this process."""
+    found = _KEY_FILES.get(path)
+    if found is None:
+        found = _KEY_FILES.setdefault(path, KeyFile(path))
+    return found

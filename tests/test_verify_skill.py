@@ -177,7 +177,7 @@ def test_receipts_verify_and_a_changed_byte_does_not(
     text = changed["result"]["messages"][0]["content"]["text"]
     changed["result"]["messages"][0]["content"]["text"] = text.replace("billing", "billinG")
     refused = verify_receipt(tmp_path, "changed-answer", changed, key)
-    assert refused.returncode == 1 and "not the one this receipt names" in refused.stderr
+    assert refused.returncode == 1 and "not the one this receipt covers" in refused.stderr
 
     forged = json.loads(json.dumps(got))
     forged["result"]["_meta"]["dev.prompt-registry/receipt"]["version"] = 2

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
-from registry import receipts
+from registry import receipts, signing
 from registry.api import conditional, plain
 from registry.api.auth import bearer, callers, require_credential, tenant_scope
 from registry.api.paging import pages
@@ -536,14 +536,16 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
             max_rendered_chars=_settings(request).max_rendered_chars,
         )
         label = None if body.version else body.label or scope.tenant.default_label
-        key_file = _settings(request).snapshot_key_file
-        receipt = receipts.make(
+        pending = receipts.pending(
             tenant=scope.tenant.slug, label=label, arguments=body.arguments or {},
             served={"prompt": name, "version": rendered.version, "partials": list(rendered.partials)},
-            result=rendered.messages,
-            key=receipts.signing_key(key_file) if key_file is not None else None,
         )  # fmt: skip
-    rendered = rendered.model_copy(update={"meta": {receipts.META_KEY: receipt}})
+    answer = rendered.model_copy(update={"meta": {receipts.META_KEY: pending}})
+    result = answer.model_dump(mode="json", exclude_none=True, by_alias=True)
+    key_file = _settings(request).snapshot_key_file
+    key, key_id = signing.key_file(key_file).current() if key_file else (None, None)
+    receipts.seal(result, key, key_id)  # the whole answer as it is sent
+    rendered = answer.model_copy(update={"meta": result["_meta"]})
     return conditional.answer(request, rendered, exclude_none=True, by_alias=True)
 
 

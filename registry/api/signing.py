@@ -4,11 +4,10 @@ signed skills (``_meta`` of every skill entry) and snapshots against (``registry
 
 from __future__ import annotations
 
-from cryptography.hazmat.primitives import serialization
 from fastapi import APIRouter, Request, Response
 
+from registry import signing
 from registry.errors import NotFound
-from registry.signing import private_key
 
 router = APIRouter(tags=["signing"])
 PATH = "/.well-known/prompt-registry/signing-key"
@@ -24,10 +23,8 @@ async def signing_key(request: Request) -> Response:
     key_file = request.app.state.settings.snapshot_key_file
     if key_file is None:
         raise NotFound("this registry has no signing key (REGISTRY_SNAPSHOT_KEY_FILE is not set)")
-    public = private_key(key_file.read_bytes()).public_key()
-    pem = public.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    key, _ = signing.key_file(key_file).current()
+    pem = signing.public_pem(key.public_key())
     return Response(
         pem, media_type="application/x-pem-file", headers={"Cache-Control": "max-age=300"}
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from registry import receipts, tokens
+from registry import receipts, signing, tokens
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx
 from registry.db.models import McpSession, Tenant
@@ -69,19 +69,20 @@ class Call:
         return result
 
     def receipt(
-        self,
-        served: dict[str, Any],
-        arguments: dict[str, Any],
-        result: Any,
-        label: str | None = None,
+        self, served: dict[str, Any], arguments: dict[str, Any], label: str | None = None
     ) -> dict[str, Any]:
-        """The receipt of an answer (registry.receipts), signed where the server has a key."""
+        """The pending receipt of an answer (registry.receipts): what it served; ``seal`` completes
+        it once the answer is finished."""
+        return receipts.pending(
+            tenant=self.tenant.slug, served=served, label=label or self.label, arguments=arguments
+        )
+
+    def seal(self, result: dict[str, Any]) -> None:
+        """The receipt of ``result`` (if it has one) completed: the digest of the whole result, and
+        the signature where the server has a key (registry.receipts)."""
         key_file = self.settings.snapshot_key_file
-        return receipts.make(
-            tenant=self.tenant.slug, served=served, label=label or self.label,
-            arguments=arguments, result=result,
-            key=receipts.signing_key(key_file) if key_file is not None else None,
-        )  # fmt: skip
+        key, key_id = signing.key_file(key_file).current() if key_file else (None, None)
+        receipts.seal(result, key, key_id)
 
 
 class Params(BaseModel):

@@ -147,6 +147,8 @@ class Core:
             answer["result"] = stateless.complete(
                 answer["result"], spoken, tenant, label, self.settings.public_url
             )
+        if answer is not None and isinstance(answer.get("result"), dict):
+            call.seal(answer["result"])  # the finished result, as it is sent
         if key is not None and answer is not None:
             caching.remember_answer(
                 self.caches, tenant.id, key, answer, generation,

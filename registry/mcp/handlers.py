@@ -188,7 +188,7 @@ async def prompts_get(call: Call, parsed: GetParams) -> dict[str, Any]:
     if rendered.config:  # the prompt's own model settings, for agents that use them
         meta[META_CONFIG] = rendered.config
     served = {"prompt": name, "version": rendered.version, "partials": list(rendered.partials)}
-    meta[RECEIPT] = call.receipt(served, arguments, result["messages"], label=label)
+    meta[RECEIPT] = call.receipt(served, arguments, label=label)
     result["_meta"] = meta
     return result
 

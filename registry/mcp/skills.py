@@ -15,12 +15,13 @@ from __future__ import annotations
 import base64
 import functools
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry import signing
 from registry.mcp import paging
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
@@ -96,7 +97,7 @@ def provenance(call: Call, skill: ServedSkill) -> dict[str, Any]:
     }
     key_file = call.settings.snapshot_key_file
     if key_file is not None:
-        signer = signer_of(key_file)
+        signer = signer_of(*signing.key_file(key_file).current())
         files = ((f.path, f.sha256, f.size) for f in skill.files)
         signed = provenance_rules.document(call.tenant.slug, skill.name, skill.version, files)
         found.update(
@@ -106,9 +107,10 @@ def provenance(call: Call, skill: ServedSkill) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def signer_of(path: Path) -> provenance_rules.Signer:
-    """The worker's signer of one key file (read once)."""
-    return provenance_rules.Signer.from_file(path)
+def signer_of(key: Ed25519PrivateKey, key_id: str) -> provenance_rules.Signer:
+    """The worker's signer of one key (a rotated key gets a signer of its own)."""
+    del key_id  # part of the cache's key only
+    return provenance_rules.Signer(key)
 
 
 # --- the methods ------------------------------------------------------------------------------
@@ -198,7 +200,7 @@ async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
     else:
         contents["blob"] = base64.b64encode(data).decode()
     served_file = {"skill": skill.name, "version": skill.version, "file": path}
-    receipt = call.receipt(served_file, {}, contents.get("text", contents.get("blob")))
+    receipt = call.receipt(served_file, {})
     if call.revision.links:
         contents["_meta"] = {
             META_SKILL: {

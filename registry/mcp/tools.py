@@ -175,7 +175,7 @@ async def _render(
     if rendered.config:
         meta[META_CONFIG] = rendered.config
     served = {"prompt": name, "version": served_version, "partials": list(rendered.partials)}
-    meta[RECEIPT] = call.receipt(served, arguments, messages)
+    meta[RECEIPT] = call.receipt(served, arguments)
     result["_meta"] = meta
     return result
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from registry.signing import SignatureRefused, key_id, private_key, sign, verify
+from registry.signing import SignatureRefused, canonical, key_id, private_key, sign, verify
 from registry.skills.folder import MAX_BYTES, MAX_FILES, manifest
 
 SCHEME = "skill://"
@@ -29,14 +29,16 @@ class Signer:
     def __init__(self, key: Ed25519PrivateKey) -> None:
         self.key = key
         self.key_id = key_id(key.public_key())
-        self._signed: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+        self._signed: OrderedDict[bytes, str] = OrderedDict()
 
     @classmethod
     def from_file(cls, path: Path) -> Signer:
         return cls(private_key(path.read_bytes()))
 
     def signature(self, document: dict[str, Any]) -> str:
-        key = (document["tenant"], document["skill"], document["version"])
+        """The signature of ``document``, remembered by its digest: a version deleted and written
+        again under the same number is another document, never served the old one's signature."""
+        key = hashlib.sha256(canonical(document)).digest()
         found = self._signed.get(key)
         if found is None:
             found = str(sign(document, self.key)["signature"])

@@ -396,7 +396,7 @@ def version_out(row: SkillVersion, files: list[SkillFile]) -> SkillVersionOut:
     return SkillVersionOut(
         version=row.version,
         description=row.description,
-        frontmatter=row.frontmatter,
+        frontmatter=folder.served_front_matter(row.frontmatter, row.description),
         files=[
             SkillFileOut(path=f.path, sha256=f.sha256.hex(), size=f.size, mime_type=f.mime_type)
             for f in files
@@ -560,7 +560,7 @@ async def served_skills(
             skill_id=skill.id,
             version=version.version,
             description=version.description,
-            frontmatter=version.frontmatter,
+            frontmatter=folder.served_front_matter(version.frontmatter, version.description),
             files=tuple(
                 ServedFile(f.path, f.sha256.hex(), f.size, f.mime_type)
                 for f in files[(skill.id, version.version)]
