@@ -191,11 +191,22 @@ MUTATIONS = (
     ),
     Mutation(
         "receipt-result",
-        "a receipt verifies only beside the result it names",
+        "a receipt verifies only beside the whole result it covers",
         "registry/receipts.py",
-        'if result is not None and digest(result) != document.get("result"):',
+        'if digest(covered(answer)) != document.get("result"):',
         "if False:",
-        ("tests/test_verify_skill.py::test_receipts_verify_and_a_changed_byte_does_not",),
+        (
+            "tests/test_verify_skill.py::test_receipts_verify_and_a_changed_byte_does_not",
+            "tests/hardening/test_receipts.py::test_every_tampering_is_refused",
+        ),
+    ),
+    Mutation(
+        "schema-references-local",
+        "a tenant's JSON Schema refers only inside itself",
+        "registry/jsonschemas.py",
+        'if not isinstance(target, str) or not target.startswith("#"):',
+        "if False:",
+        ("tests/hardening/test_json_schemas.py",),
     ),
     Mutation(
         "tools-off-by-default",
