@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -44,6 +44,7 @@ from registry.config import Settings, get_settings
 from registry.console import admin, browse, editor, signin
 from registry.console import releases as console_releases
 from registry.console import skills as console_skills
+from registry.db import repository as db_repository
 from registry.db.engine import Database, PoolSizes, listen_connection
 from registry.db.replicas import Replicas
 from registry.events.hub import Hub
@@ -54,6 +55,7 @@ from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
 from registry.releases.scheduler import Scheduler
 from registry.sessions import service as sessions
+from registry.signing import KeyFile, SignatureRefused, key_file, key_id, public_pem
 from registry.tenants.oauth import TokenVerifier
 from registry.webhooks.delivery import Dispatcher
 
@@ -74,6 +76,60 @@ async def purge_sessions(db: Database, settings: Settings, every_seconds: float 
             logger.warning(
                 "mcp_session_purge_failed", extra={"fields": {"error": type(error).__name__}}
             )
+
+
+def _key_checked(live: Callable[[], bool], keys: KeyFile) -> Callable[[], bool]:
+    """``live``, after looking whether the signing key's file was replaced (at most once a second;
+    a new key clears the caches through ``Worker.running``'s callback): every path that answers
+    from a cache asks ``McpCaches.enabled`` first, so no kept answer outlives the key it was
+    signed with."""
+
+    def checked() -> bool:
+        with contextlib.suppress(OSError, SignatureRefused):  # said by the signing itself
+            keys.current()
+        return live()
+
+    return checked
+
+
+async def keep_signing_keys(db: Database, settings: Settings) -> None:
+    """Record every public key this worker signs with (the key file's, read again when the file is
+    replaced) in ``signing_keys``, which the key set publishes: what was signed before a rotation
+    still verifies. Woken by the key file's reload, not by a timer."""
+    if settings.snapshot_key_file is None:
+        return
+    keys = key_file(settings.snapshot_key_file)
+    heard: list[Any] = []
+    woken = asyncio.Event()
+
+    def hear(public: Any) -> None:
+        heard.append(public)
+        woken.set()
+
+    keys.on_new_key.append(hear)
+    try:
+        with contextlib.suppress(OSError, SignatureRefused):  # said by the first signing
+            heard.append(keys.current()[0].public_key())
+        while True:
+            while heard:
+                public = heard[0]
+                try:
+                    async with db.app_tx() as session:
+                        await db_repository.record_signing_key(
+                            session, key_id(public), public_pem(public).decode()
+                        )
+                except (SQLAlchemyError, OSError) as error:
+                    logger.warning(
+                        "signing_key_not_recorded",
+                        extra={"fields": {"error": type(error).__name__}},
+                    )
+                    await asyncio.sleep(5)
+                    continue
+                heard.pop(0)
+            woken.clear()
+            await woken.wait()
+    finally:
+        keys.on_new_key.remove(hear)
 
 
 async def flush_metrics(every_seconds: float = 1.0) -> None:
@@ -217,6 +273,8 @@ class Worker:
             outbox=[dispatcher.poke],  # a committed change queued webhook deliveries
         )
         caches.live = feed.hearing
+        if settings.snapshot_key_file is not None:  # a rotated key drops every kept answer
+            caches.live = _key_checked(feed.hearing, key_file(settings.snapshot_key_file))
         db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
         db.replicas.trusted = feed.hearing  # what this worker knows is complete
         return cls(settings, db, hub, tokens, dispatcher, endpoint, feed, Scheduler(db))
@@ -226,6 +284,10 @@ class Worker:
         """The lifespan: the background tasks run while the worker serves."""
         logger.info("worker_started", extra={"fields": {"version": registry.__version__}})
         close_streams_on_exit(self.hub)
+        key_file_ = self.settings.snapshot_key_file
+        rotated = lambda _public: self.endpoint.caches.clear()  # noqa: E731
+        if key_file_ is not None:
+            key_file(key_file_).on_new_key.append(rotated)
         tasks = [
             asyncio.create_task(self.feed.run()),
             asyncio.create_task(purge_sessions(self.db, self.settings)),
@@ -234,6 +296,7 @@ class Worker:
             asyncio.create_task(self.dispatcher.run()),
             asyncio.create_task(self.db.watch()),  # primary, pools, replicas
             asyncio.create_task(self.scheduler.run()),  # change requests applied at their time
+            asyncio.create_task(keep_signing_keys(self.db, self.settings)),
         ]
         # Serve once the change listener is connected, or its first try failed (/readyz says 503
         # until it connects), and at the latest after 10 s.
@@ -257,6 +320,8 @@ class Worker:
             tasks[0].cancel()
             await self.db.dispose()
             collector.uninstall(policy)
+            if key_file_ is not None:
+                key_file(key_file_).on_new_key.remove(rotated)
             worker_exited(os.getpid())
             logger.info("worker_stopped")
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from registry.signing import SignatureRefused, jcs, sign_bytes, verify_bytes
+from registry.signing import Keys, SignatureRefused, jcs, pick, sign_bytes, verify_bytes
 
 META_KEY = "dev.prompt-registry/receipt"
 VERSION = 2  # what a receipt covers: the whole result but its own _meta entry (docs/receipts.md)
@@ -69,8 +69,9 @@ def seal(result: dict[str, Any], key: Ed25519PrivateKey | None, key_id: str | No
     meta[META_KEY] = document
 
 
-def check(receipt: Any, key: Ed25519PublicKey) -> dict[str, Any]:
-    """The receipt's document once its signature verifies with ``key``; SignatureRefused else."""
+def check(receipt: Any, keys: Keys) -> dict[str, Any]:
+    """The receipt's document once its signature verifies with ``keys`` (one key, or a key set:
+    the one its keyId names); SignatureRefused else."""
     if not isinstance(receipt, dict) or not isinstance(receipt.get("signature"), str):
         raise SignatureRefused("not a signed receipt (the registry that made it has no key)")
     if receipt.get("v") != VERSION:
@@ -79,11 +80,11 @@ def check(receipt: Any, key: Ed25519PublicKey) -> dict[str, Any]:
             f"{VERSION}, which covers the whole result; an earlier receipt covered only part of it"
         )
     document = {k: v for k, v in receipt.items() if k != "signature"}
-    verify_bytes(jcs(document), receipt["signature"], key)
+    verify_bytes(jcs(document), receipt["signature"], pick(keys, receipt.get("keyId")))
     return {k: v for k, v in document.items() if k not in SIGNATURE_FIELDS}
 
 
-def check_answer(answer: Any, key: Ed25519PublicKey) -> dict[str, Any]:
+def check_answer(answer: Any, keys: Keys) -> dict[str, Any]:
     """Check the receipt an answer carries against the whole answer: a prompts/get result, a tool
     call, the REST render, a skill file read; a whole JSON-RPC response is taken too. The receipt's
     document; SignatureRefused when it does not verify or the result is not the one it covers."""
@@ -98,7 +99,7 @@ def check_answer(answer: Any, key: Ed25519PublicKey) -> dict[str, Any]:
     meta = answer.get("_meta")
     if not isinstance(meta, dict) or META_KEY not in meta:
         raise SignatureRefused("the answer carries no receipt (_meta holds none)")
-    document = check(meta[META_KEY], key)
+    document = check(meta[META_KEY], keys)
     if digest(covered(answer)) != document.get("result"):
         raise SignatureRefused("the answer is not the one this receipt covers (it was changed)")
     return document

@@ -12,7 +12,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,48 @@ def public_key(pem: bytes) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
         raise SignatureRefused("the verifying key must be an Ed25519 key")
     return key
+
+
+# What a verifier is given: one public key, or a key set by id (what /signing-keys publishes).
+Keys = Ed25519PublicKey | Mapping[str, Ed25519PublicKey]
+
+
+def public_keys(data: bytes) -> dict[str, Ed25519PublicKey]:
+    """The keys of a PEM file (one key) or of a key set as ``/.well-known/prompt-registry/
+    signing-keys`` answers it (``{"keys": [{"keyId", "publicKey"}]}``), by id; each id checked
+    against its key. SignatureRefused when it is neither."""
+    if data.lstrip().startswith(b"-----BEGIN"):
+        key = public_key(data)
+        return {key_id(key): key}
+    try:
+        listed = orjson.loads(data)["keys"]
+        found = {}
+        for entry in listed:
+            key = public_key(entry["publicKey"].encode())
+            if key_id(key) != entry["keyId"]:
+                raise SignatureRefused(
+                    f"the key set names a key {entry['keyId']!r} it does not hold"
+                )
+            found[entry["keyId"]] = key
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        raise SignatureRefused("not a PEM public key, nor a key set of the registry") from None
+    if not found:
+        raise SignatureRefused("the key set holds no key")
+    return found
+
+
+def pick(keys: Keys, named: Any) -> Ed25519PublicKey:
+    """The key of ``keys`` that signed a document naming ``named`` as its keyId (one key: that
+    key, whatever the name)."""
+    if isinstance(keys, Ed25519PublicKey):
+        return keys
+    found = keys.get(named) if isinstance(named, str) else None
+    if found is None:
+        raise SignatureRefused(
+            f"signed with the key {str(named)[:40]!r}, which the keys given do not hold "
+            "(GET /.well-known/prompt-registry/signing-keys has every key the registry used)"
+        )
+    return found
 
 
 def key_id(key: Ed25519PublicKey) -> str:
@@ -181,6 +223,24 @@ class KeyFile:
         self._key_id = key_id(key.public_key())
         for heard in self.on_new_key:
             heard(key.public_key())
+
+
+def make_key_file(path: Path) -> bool:
+    """A new Ed25519 key in ``path`` (PEM, PKCS #8, readable by its owner only) unless one is there
+    already; whether it was made. Written whole or not at all (a file beside it, renamed)."""
+    if path.exists():
+        return False
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(pem)
+    os.replace(partial, path)
+    return True
 
 
 _KEY_FILES: dict[Path, KeyFile] = {}

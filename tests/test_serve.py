@@ -55,6 +55,12 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tm
             slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n")
             assert slow.recv(1024) == b""  # closed by the server, long before the 30 s here
         assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
+        # The quick start signs: a key made in the data directory on the first start, published.
+        key_file = data_dir / "signing-key.pem"
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        published = httpx.get(f"http://127.0.0.1:{port}/.well-known/prompt-registry/signing-key")
+        assert published.status_code == 200 and b"BEGIN PUBLIC KEY" in published.content
+        first_key = published.content
 
         # A second server on the same data directory is refused, clearly, and harms nothing.
         second = registry_command("serve", "--port", str(free_port()), env=env, timeout=60)
@@ -76,6 +82,7 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tm
         f"x {187 // workers} (" in said
     ), said
     assert "within max_connections 200 (3 reserved, 10 spare)" in said
+    assert said.count(f"signing key: made {data_dir.resolve() / 'signing-key.pem'}") == 1, said
 
     port = free_port()
     token = "serve-operator-token-0123456789abcdef"
@@ -86,6 +93,9 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tm
         wait_ready(process, port)
         listing = registry_command("tenant", "list", env=env)
         assert "kept" in listing.stdout
+        # The same key on the next start: kept like the data, made once.
+        again = httpx.get(f"http://127.0.0.1:{port}/.well-known/prompt-registry/signing-key")
+        assert again.content == first_key
         # One worker shows its own metrics: the listener it runs, connected.
         scraped = httpx.get(
             f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}
@@ -97,6 +107,7 @@ def test_serve_embedded_stop_and_restart_on_the_same_data(data_dir: Path, own_tm
     assert not (data_dir / "pg" / "postmaster.pid").exists()
     said = process.stderr.read() if process.stderr else ""
     assert "connections: 1 worker(s) x 187 (pool 124, reads 62, listener 1)" in said, said
+    assert "signing key: made" not in said, said
 
 
 def test_serve_refuses_more_workers_than_the_server_has_connections_for(data_dir: Path) -> None:

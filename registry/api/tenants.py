@@ -21,6 +21,7 @@ from registry.tenants.schemas import (
     KeyCreate,
     KeyCreated,
     KeyOut,
+    KeyPatch,
     TenantCreate,
     TenantOut,
     TenantPatch,
@@ -90,6 +91,7 @@ async def create_key(tenant: str, body: KeyCreate, request: Request) -> KeyCreat
             name=body.name,
             actor=scope.principal.actor,
             expires_at=body.expires_at,
+            owner=body.owner,
         )
         return KeyCreated(**service.key_out(key).model_dump(), secret=secret)
 
@@ -98,6 +100,18 @@ async def create_key(tenant: str, body: KeyCreate, request: Request) -> KeyCreat
 async def list_keys(tenant: str, request: Request) -> list[KeyOut]:
     async with tenant_scope(request, tenant, "admin") as scope:
         return [service.key_out(k) for k in await service.list_keys(scope.session, scope.tenant.id)]
+
+
+@router.patch(
+    "/{tenant}/keys/{key_id}", response_model=KeyOut, summary="Name the person who holds a key"
+)
+async def update_key(tenant: str, key_id: uuid.UUID, body: KeyPatch, request: Request) -> KeyOut:
+    async with tenant_scope(request, tenant, "admin") as scope:
+        key = await service.set_key_owner(
+            scope.session, tenant_id=scope.tenant.id, key_id=key_id, owner=body.owner,
+            actor=scope.principal.actor,
+        )  # fmt: skip
+        return service.key_out(key)
 
 
 @router.delete("/{tenant}/keys/{key_id}", status_code=204, summary="Revoke a key at once")

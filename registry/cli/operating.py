@@ -76,6 +76,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
     made: str | None = None  # the metrics folder this command made, removed when it ends
     with contextlib.suppress(KeyboardInterrupt), _removed(lambda: made):
         url = registry.url(serve=True)
+        _signing_key(settings)
         os.environ["REGISTRY_DATABASE_URL"] = url  # read by every worker's settings
         count = _workers_and_pools(settings, url)
         # Several workers: /metrics adds up their files. One worker serves from this process, whose
@@ -98,6 +99,24 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
             http=serving.PROTOCOL,  # httptools, with a bound on the time a request's head takes
             limit_concurrency=settings.max_connections or _connection_budget(),
         )
+
+
+def _signing_key(settings: Settings) -> None:
+    """On the embedded database with no key named, the key receipts, skills and snapshots are
+    signed with lives in the data directory: made on the first start (said once, with its path),
+    kept like the data. An external deployment names its own (REGISTRY_SNAPSHOT_KEY_FILE)."""
+    if not settings.embedded or settings.snapshot_key_file is not None:
+        return
+    from registry.signing import make_key_file
+
+    path = (settings.data_dir / "signing-key.pem").resolve()
+    if make_key_file(path):
+        click.echo(
+            f"signing key: made {path} (receipts, skills and snapshots are signed with it; keep it "
+            "with the data, and back it up beside `registry backup`)",
+            err=True,
+        )
+    os.environ["REGISTRY_SNAPSHOT_KEY_FILE"] = str(path)  # read by every worker's settings
 
 
 @contextlib.contextmanager

@@ -193,10 +193,19 @@ def key() -> None:
     "--role", required=True, type=click.Choice(list(ROLE_RANK)), help="What the key may do."
 )
 @click.option("--name", default=None, help="A name to recognise the key by.")
+@click.option(
+    "--owner", default=None,
+    help="The person who holds it, a name or an email (required where approvals are on).",
+)  # fmt: skip
 @click.option("--expires-in-days", type=click.IntRange(min=1), default=None, help="Expiry.")
 @pass_registry
 def key_create(
-    registry: Registry, slug: str, role: str, name: str | None, expires_in_days: int | None
+    registry: Registry,
+    slug: str,
+    role: str,
+    name: str | None,
+    owner: str | None,
+    expires_in_days: int | None,
 ) -> None:
     """Create a key; its secret is printed once, alone on stdout."""
     tenants.check_slug(slug)
@@ -208,7 +217,7 @@ def key_create(
             await enter_tenant(session, found.id)
             created, secret = await tenants.create_key(
                 session, tenant=found, role=role, name=name, actor=tenants.OPERATOR,
-                expires_at=expires_at,
+                expires_at=expires_at, owner=owner,
             )  # fmt: skip
             return secret, str(created.id), created.name
 
@@ -229,12 +238,47 @@ def key_list(registry: Registry, slug: str) -> None:
             found = await tenants.get_tenant(session, slug)
             await enter_tenant(session, found.id)
             return [
-                (str(k.id), k.name, k.role, when(k.created_at), when(k.expires_at),
-                 when(k.revoked_at), when(k.last_used_at))
+                (str(k.id), k.name, k.role, k.owner or "-", when(k.created_at),
+                 when(k.expires_at), when(k.revoked_at), when(k.last_used_at))
                 for k in await tenants.list_keys(session, found.id)
             ]  # fmt: skip
 
-    table(("ID", "NAME", "ROLE", "CREATED", "EXPIRES", "REVOKED", "LAST USED"), registry.run(work))
+    table(
+        ("ID", "NAME", "ROLE", "OWNER", "CREATED", "EXPIRES", "REVOKED", "LAST USED"),
+        registry.run(work),
+    )
+
+
+@key.command("owner")
+@click.argument("key_id")
+@click.argument("owner")
+@pass_registry
+def key_owner(registry: Registry, key_id: str, owner: str) -> None:
+    """Name OWNER (a person's name or email) as the holder of the key KEY_ID: approvals count
+    owners, not keys."""
+    parsed = _key_id(key_id)
+    if not owner.strip() or len(owner) > 200:
+        raise CommandError("the owner is a name or an email of 1 to 200 characters")
+
+    async def work(db: Database) -> str:
+        async with db.operator_tx() as session:
+            tenant_id = await tenants.find_key_tenant(session, parsed)
+        async with db.tenant_tx(tenant_id) as session:
+            found = await tenants.set_key_owner(
+                session, tenant_id=tenant_id, key_id=parsed, owner=owner, actor=tenants.OPERATOR
+            )
+            return found.name
+
+    click.echo(f"key {registry.run(work)} ({parsed}) is held by {owner.strip()}")
+
+
+def _key_id(key_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(key_id)
+    except ValueError:
+        raise CommandError(
+            f"invalid key id {key_id!r}: expected a UUID as shown by `registry key list`"
+        ) from None
 
 
 @key.command("revoke")
@@ -242,12 +286,7 @@ def key_list(registry: Registry, slug: str) -> None:
 @pass_registry
 def key_revoke(registry: Registry, key_id: str) -> None:
     """Revoke the key KEY_ID at once."""
-    try:
-        parsed = uuid.UUID(key_id)
-    except ValueError:
-        raise CommandError(
-            f"invalid key id {key_id!r}: expected a UUID as shown by `registry key list`"
-        ) from None
+    parsed = _key_id(key_id)
 
     async def work(db: Database) -> str:
         async with db.operator_tx() as session:

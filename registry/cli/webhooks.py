@@ -149,7 +149,8 @@ def webhook_delete(registry: Registry, slug: str, endpoint_id: uuid.UUID) -> Non
 @click.option(
     "--public-key", "key_file", required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The registry's public key (PEM): GET /.well-known/prompt-registry/signing-key.",
+    help="The registry's public key (PEM, GET /.well-known/prompt-registry/signing-key) or its "
+    "key set (JSON, GET /.well-known/prompt-registry/signing-keys: every key it signed with).",
 )  # fmt: skip
 @click.option("--tenant", "slug", default=None, help="Also require the skill to be this tenant's.")
 def verify_skill(folder: Path, entry_file: Path, key_file: Path, slug: str | None) -> None:
@@ -169,8 +170,8 @@ def verify_skill(folder: Path, entry_file: Path, key_file: Path, slug: str | Non
     if not isinstance(entry, dict):
         raise CommandError(f"{entry_file} holds no skill entry")
     try:
-        key = signing.public_key(key_file.read_bytes())
-        problems = provenance.verify_folder(folder, entry, key, tenant=slug)
+        keys = signing.public_keys(key_file.read_bytes())
+        problems = provenance.verify_folder(folder, entry, keys, tenant=slug)
     except signing.SignatureRefused as refused:
         raise CommandError(f"not verified: {refused}") from None
     if problems:
@@ -194,7 +195,8 @@ def _entry_of(loaded: object) -> dict[str, Any] | None:
 @click.option(
     "--public-key", "key_file", required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The registry's public key (PEM): GET /.well-known/prompt-registry/signing-key.",
+    help="The registry's public key (PEM, GET /.well-known/prompt-registry/signing-key) or its "
+    "key set (JSON, GET /.well-known/prompt-registry/signing-keys: every key it signed with).",
 )  # fmt: skip
 def verify_receipt(answer_file: Path, key_file: Path) -> None:
     """Check the receipt an answer carries (prompts/get, a tool call, the REST render, a skill file
@@ -205,7 +207,7 @@ def verify_receipt(answer_file: Path, key_file: Path) -> None:
     except orjson.JSONDecodeError as error:
         raise CommandError(f"{answer_file} is not JSON: {error}") from None
     try:
-        document = receipts.check_answer(answer, signing.public_key(key_file.read_bytes()))
+        document = receipts.check_answer(answer, signing.public_keys(key_file.read_bytes()))
     except signing.SignatureRefused as refused:
         raise CommandError(f"not verified: {refused}") from None
     what = document.get("prompt") or f"{document.get('skill')}/{document.get('file')}"

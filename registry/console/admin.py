@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from registry.console.pages import (
     ConsoleRoute,
@@ -42,6 +42,7 @@ async def keys_page(tenant: str, request: Request) -> Response:
 class KeyForm(Form):
     role: Literal["reader", "editor", "publisher", "admin"]
     name: str = ""
+    owner: str = Field(default="", max_length=200)
 
 
 class SettingsForm(Form):
@@ -60,6 +61,7 @@ async def create_key(tenant: str, request: Request) -> Response:
         made, secret = await tenants.create_key(
             console.session, tenant=console.tenant, role=fields.role,
             name=fields.name or None, actor=console.principal.actor,
+            owner=fields.owner or None,
         )  # fmt: skip
         keys = await tenants.list_keys(console.session, console.tenant.id)
     return render(request, "keys.html", scope=console, keys=keys, secret=secret, made=made)

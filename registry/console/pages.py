@@ -70,9 +70,13 @@ environment.filters["who"] = who
 
 
 async def people_of(scope: ConsoleScope) -> dict[str, str]:
-    """The tenant's keys by the actor string that records them, for ``who``."""
+    """The tenant's keys by the actor string that records them, for ``who``: the person who holds
+    one and its name, or its name alone."""
     keys = await tenants.list_keys(scope.session, scope.tenant.id)
-    return {f"key:{key.id}": key.name or "an unnamed key" for key in keys}
+    return {
+        f"key:{key.id}": f"{key.owner}, {key.name}" if key.owner else key.name or "an unnamed key"
+        for key in keys
+    }
 
 
 def settings_of(request: Request) -> Settings:

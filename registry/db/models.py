@@ -146,6 +146,9 @@ class ApiKey(Base):
         ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
         CheckConstraint("role IN ('reader', 'editor', 'publisher', 'admin')", name="role_known"),
         CheckConstraint("octet_length(secret_hash) = 32", name="secret_hash_sha256"),
+        CheckConstraint(
+            "owner IS NULL OR char_length(owner) BETWEEN 1 AND 200", name="owner_length"
+        ),
         UniqueConstraint("tenant_id", "secret_hash"),
         Index(
             "uq_api_keys_tenant_id_name_active",
@@ -162,6 +165,8 @@ class ApiKey(Base):
     )
     name: Mapped[str] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text)
+    # The person who holds it (a name or an email): approvals count owners, not keys.
+    owner: Mapped[str | None] = mapped_column(Text)
     # SHA-256 of the secret. Secrets are 256-bit random tokens, so a fast hash is the right tool.
     secret_hash: Mapped[bytes] = mapped_column(LargeBinary)
     created_by: Mapped[str] = mapped_column(Text)
@@ -469,6 +474,17 @@ class McpSession(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SigningKey(Base):
+    """A public key the registry has signed with (receipts, skills, snapshots): every one is
+    published, so what was signed before a rotation still verifies. Never a private key."""
+
+    __tablename__ = "signing_keys"
+
+    key_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    public_key: Mapped[str] = mapped_column(Text)
+    first_used: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 
 
 class RegistrySecret(Base):

@@ -24,10 +24,11 @@ from sqlalchemy import (
     true,
 )
 from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from registry.db.models import ChangeLog, RegistrySecret, Tenant
+from registry.db.models import ChangeLog, RegistrySecret, SigningKey, Tenant
 
 # A tenant's transaction plans its statements once per connection (generic plans), from the
 # statement after the one that enters it. Left to choose, PostgreSQL kept planning each execution
@@ -187,6 +188,23 @@ async def migration_revision(conn: AsyncConnection) -> str | None:
 async def read_secret(session: AsyncSession, name: str) -> bytes:
     result = await session.execute(select(RegistrySecret.secret).where(RegistrySecret.name == name))
     return bytes(result.scalar_one())
+
+
+async def record_signing_key(session: AsyncSession, key_id: str, public_pem: str) -> None:
+    """A public key the server signs with, kept once (the first use stays)."""
+    await session.execute(
+        pg_insert(SigningKey)
+        .values(key_id=key_id, public_key=public_pem)
+        .on_conflict_do_nothing(index_elements=[SigningKey.key_id])
+    )
+
+
+async def signing_keys(session: AsyncSession) -> Sequence[SigningKey]:
+    """Every public key the registry has signed with, oldest first."""
+    result = await session.execute(
+        select(SigningKey).order_by(SigningKey.first_used, SigningKey.key_id).limit(1000)
+    )
+    return result.scalars().all()
 
 
 async def driver(reads: asyncpg.Pool | AsyncSession) -> Any:

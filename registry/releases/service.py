@@ -47,6 +47,7 @@ from registry.releases.schemas import (
 )
 from registry.skills import service as skills
 from registry.skills import testing as skill_tests
+from registry.tenants import service as tenants
 
 LIVE = ("open", "approved")  # states a request can still move from
 
@@ -149,9 +150,7 @@ async def approve(
     moves = await repo.moves_of(session, request)
     _check_reviewer(tenant, caller, moves, "approve")
     reviews = await repo.reviews_of(session, request)
-    approvers = _approvers(request, reviews)
-    if caller.actor in approvers:
-        raise Conflict(f"{caller.actor} approved revision {request.revision} already")
+    approvers = await _approving_people(session, tenant, request, reviews, caller)
     request = await _refresh(session, tenant, request, moves)
     if request.state == "stale":  # the route answers 409 once this is committed
         return await _out(session, tenant, request, moves)
@@ -538,6 +537,31 @@ def _needed(tenant: Tenant, moves: Sequence[ChangeRequestMove]) -> int:
 
 def _approvers(request: ChangeRequest, reviews: Sequence[Any]) -> set[str]:
     return {r.actor for r in reviews if r.kind == "approve" and r.revision == request.revision}
+
+
+async def _approving_people(
+    session: AsyncSession, tenant: Tenant, request: ChangeRequest, reviews: Sequence[Any],
+    caller: Principal,
+) -> set[str]:  # fmt: skip
+    """The people who approved the request's revision, once the caller may add theirs: approvals
+    count people (a key's owner, a token's subject), so the author's other key and a second key of
+    someone who approved already are refused."""
+    approvers = _approvers(request, reviews)
+    people = await tenants.people(session, tenant.id, {caller.actor, request.author, *approvers})
+    me = people[caller.actor]
+    if me == people[request.author]:
+        raise Forbidden(
+            f"the author of a change request cannot approve it: this key's owner "
+            f"({me.removeprefix('owner:')}) wrote it",
+            field="author",
+        )
+    approving = {people[actor] for actor in approvers}
+    if me in approving:
+        who = me.removeprefix("owner:")
+        raise Conflict(f"{who} approved revision {request.revision} already (with another key)"
+                       if me.startswith("owner:") else
+                       f"{caller.actor} approved revision {request.revision} already")  # fmt: skip
+    return approving
 
 
 def _check_author(request: ChangeRequest, caller: Principal, what: str) -> None:

@@ -13,9 +13,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from registry.signing import SignatureRefused, canonical, key_id, private_key, sign, verify
+from registry.signing import (
+    Keys,
+    SignatureRefused,
+    canonical,
+    key_id,
+    pick,
+    private_key,
+    sign,
+    verify,
+)
 from registry.skills.folder import MAX_BYTES, MAX_FILES, manifest
 
 SCHEME = "skill://"
@@ -79,14 +88,14 @@ def entry_document(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
 
 
 def verify_folder(
-    folder: Path, entry: dict[str, Any], key: Ed25519PublicKey, *, tenant: str | None = None
+    folder: Path, entry: dict[str, Any], keys: Keys, *, tenant: str | None = None
 ) -> list[str]:
     """Check a downloaded folder against the entry it was downloaded by: the entry's signature
     with ``key`` (and its tenant, when given), then each file's digest and size, and that the
     folder holds exactly the entry's files. The problems found (none: the folder is what this
     registry served); SignatureRefused when the entry itself does not verify."""
     signed, meta = entry_document(entry)
-    verify({"document": signed, "signature": meta["signature"]}, key)
+    verify({"document": signed, "signature": meta["signature"]}, pick(keys, meta.get("keyId")))
     if tenant is not None and signed["tenant"] != tenant:
         raise SignatureRefused(f"the skill is tenant {signed['tenant']!r}'s, not {tenant!r}'s")
     expected = {f["path"]: f for f in signed["files"]}

@@ -72,6 +72,7 @@ async def insert_key(
     secret_hash: bytes,
     created_by: str,
     expires_at: datetime | None,
+    owner: str | None = None,
 ) -> ApiKey:
     statement = (
         insert(ApiKey)
@@ -79,6 +80,7 @@ async def insert_key(
             tenant_id=tenant_id,
             name=name,
             role=role,
+            owner=owner,
             secret_hash=secret_hash,
             created_by=created_by,
             expires_at=expires_at,
@@ -125,12 +127,37 @@ async def revoke_key(
     return result.scalar_one_or_none()
 
 
+async def set_key_owner(
+    session: AsyncSession, tenant_id: uuid.UUID, key_id: uuid.UUID, owner: str
+) -> ApiKey | None:
+    result = await session.execute(
+        update(ApiKey)
+        .where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)
+        .values(owner=owner)
+        .returning(ApiKey)
+    )
+    return result.scalar_one_or_none()
+
+
+async def key_owners(
+    session: AsyncSession, tenant_id: uuid.UUID, key_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, str | None]:
+    """The owner of each of ``key_ids`` (revoked keys included) that exists."""
+    if not key_ids:
+        return {}
+    result = await session.execute(
+        select(ApiKey.id, ApiKey.owner).where(ApiKey.tenant_id == tenant_id, ApiKey.id.in_(key_ids))
+    )
+    return {row.id: row.owner for row in result}
+
+
 def key_snapshot(key: ApiKey) -> dict[str, Any]:
     """What the audit log keeps of a key: never its hash."""
     return {
         "id": str(key.id),
         "name": key.name,
         "role": key.role,
+        "owner": key.owner,
         "expires_at": key.expires_at.isoformat() if key.expires_at else None,
         "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
     }

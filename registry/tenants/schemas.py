@@ -38,10 +38,26 @@ class TenantOut(BaseModel):
     updated_at: datetime
 
 
+Owner = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=200,
+        description="the person who holds the key (a name or an email): approvals count owners",
+    ),
+]  # fmt: skip
+
+
 class KeyCreate(StrictInput):
     name: str | None = Field(default=None, min_length=1, max_length=100)
     role: Role
     expires_at: datetime | None = None
+    owner: Owner | None = Field(
+        default=None, description="required when the tenant has approvals on"
+    )
+
+
+class KeyPatch(StrictInput):
+    owner: Owner
 
 
 class KeyOut(BaseModel):
@@ -53,6 +69,7 @@ class KeyOut(BaseModel):
     tenant_id: uuid.UUID
     name: str
     role: Role
+    owner: str | None = None
     created_by: str
     created_at: datetime
     expires_at: datetime | None

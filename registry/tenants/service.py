@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -143,9 +144,18 @@ async def create_key(
     name: str | None,
     actor: str,
     expires_at: datetime | None = None,
+    owner: str | None = None,
 ) -> tuple[ApiKey, str]:
-    """In a transaction scoped to ``tenant``. Returns the key and its secret (shown once, never stored)."""
+    """In a transaction scoped to ``tenant``. Returns the key and its secret (shown once, never
+    stored). A tenant with approvals on needs the key's owner: approvals count people."""
     check_role(role)
+    owner = _owner(owner) if owner else None
+    if tenant.approvals and not owner:
+        raise InvalidInput(
+            f"tenant {tenant.slug!r} has approvals on, which count people, not keys: give the "
+            "key's owner (the person who holds it, a name or an email)",
+            field="owner",
+        )
     if expires_at is not None:
         if expires_at.tzinfo is None:
             raise InvalidInput("expires_at needs a time zone (e.g. ...Z)", field="expires_at")
@@ -163,6 +173,7 @@ async def create_key(
         secret_hash=hash_secret(secret),
         created_by=actor,
         expires_at=expires_at,
+        owner=owner,
     )
     await record_audit(
         session,
@@ -173,6 +184,49 @@ async def create_key(
         after=repo.key_snapshot(key),
     )
     return key, secret
+
+
+async def set_key_owner(
+    session: AsyncSession, *, tenant_id: uuid.UUID, key_id: uuid.UUID, owner: str, actor: str
+) -> ApiKey:
+    """In a transaction scoped to ``tenant_id``: the person who holds a key, named (or renamed)."""
+    key = await repo.set_key_owner(session, tenant_id, key_id, _owner(owner))
+    if key is None:
+        raise NotFound(f"key {key_id} not found", field="key_id")
+    await record_audit(
+        session, tenant_id=tenant_id, actor=actor, action="key.update", target=f"key:{key.id}",
+        after=repo.key_snapshot(key),
+    )  # fmt: skip
+    return key
+
+
+def _owner(owner: str) -> str:
+    found = owner.strip()
+    if not 1 <= len(found) <= 200:
+        raise InvalidInput(
+            "a key's owner is a name or an email of 1 to 200 characters", field="owner"
+        )
+    return found
+
+
+async def people(
+    session: AsyncSession, tenant_id: uuid.UUID, actors: Iterable[str]
+) -> dict[str, str]:
+    """The person behind each actor as the audit names it, for counting people rather than
+    credentials: a key with an owner is its owner (case aside: two keys of one owner are one
+    person), an OAuth token its subject at its issuer, anything else (a key without an owner, the
+    operator) itself."""
+    key_ids = {}
+    for actor in actors:
+        if actor.startswith("key:"):
+            with contextlib.suppress(ValueError):
+                key_ids[actor] = uuid.UUID(actor[4:])
+    owners = await repo.key_owners(session, tenant_id, list(key_ids.values()))
+    found = {}
+    for actor in actors:
+        owner = owners.get(key_ids[actor]) if actor in key_ids else None
+        found[actor] = f"owner:{owner.casefold()}" if owner else actor
+    return found
 
 
 async def list_keys(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[ApiKey]:

@@ -15,7 +15,7 @@ CR = f"{T}/change-requests"
 
 async def _key(api: Api, role: str, name: str) -> dict[str, str]:
     made = await api.client.post(
-        f"{T}/keys", json={"role": role, "name": name}, headers=api.operator
+        f"{T}/keys", json={"role": role, "name": name, "owner": name}, headers=api.operator
     )
     assert made.status_code == 201, made.text
     return api.as_key(made.json()["secret"])
