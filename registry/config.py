@@ -82,6 +82,12 @@ class Settings(BaseSettings):
     # The most text one render may produce (a value inserted many times through partials could
     # otherwise turn a small request into a huge answer): -32602 / 422 past it.
     max_rendered_chars: int = Field(default=2_000_000, ge=1000)
+    # The most bytes one answer that serves a rendering (prompts/get, a prompt's tool) may take as
+    # JSON: a tool answer holds the rendering twice, and escaping can multiply text by six.
+    max_answer_bytes: int = Field(default=8 * 1024 * 1024, ge=4096)
+    # The longest one import may take (413 past it, nothing written): one request and its
+    # transaction are not held for minutes.
+    import_max_seconds: float = Field(default=30, gt=0, le=3600)
     max_blob_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     # A request body must arrive whole within this many seconds (408 otherwise).
     body_timeout_seconds: float = Field(default=30, gt=0, le=3600)

@@ -4,7 +4,8 @@ document, exported as a stream and imported back (idempotent). Each domain write
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -16,6 +17,7 @@ from registry.api.bulk import bulk_slot
 from registry.api.skills import expand_skill_md
 from registry.config import Settings
 from registry.db.engine import Database
+from registry.errors import PayloadTooLarge
 from registry.prompts import bundles
 from registry.prompts.schemas import Bundle, ImportResult
 from registry.skills import bundles as skill_bundles
@@ -73,21 +75,42 @@ async def export_bundle(
     return StreamingResponse(body(), media_type="application/json")
 
 
+def _time_budget(seconds: float) -> Callable[[], None]:
+    """What one import may spend (REGISTRY_IMPORT_MAX_SECONDS): past it, a 413 that says so, and
+    the import's transaction writes nothing."""
+    deadline = time.monotonic() + seconds
+    units = 0
+
+    def spend() -> None:
+        nonlocal units
+        units += 1
+        if time.monotonic() > deadline:
+            raise PayloadTooLarge(
+                f"the import did not finish within {seconds:g} s (REGISTRY_IMPORT_MAX_SECONDS; "
+                f"{units - 1:,} blobs, prompts and versions done): nothing was written; import "
+                "the bundle in parts"
+            )
+
+    return spend
+
+
 @router.post("/import", response_model=TenantImportResult, summary="Import a bundle (idempotent)")
 async def import_bundle(
     tenant: str, body: TenantBundle, request: Request, dry_run: bool = False, force: Force = False
 ) -> TenantImportResult:
     settings: Settings = request.app.state.settings
+    spend = _time_budget(settings.import_max_seconds)
     async with (
         bulk_slot(request),
         tenant_scope(request, tenant, "editor", rollback=dry_run) as scope,
     ):
         prompts = await bundles.import_bundle(
             scope.session, scope.tenant, scope.principal, body,
-            max_blob_bytes=settings.max_blob_bytes, force=force,
+            max_blob_bytes=settings.max_blob_bytes, force=force, spend=spend,
         )  # fmt: skip
         skills = await skill_bundles.import_skills(
             scope.session, scope.tenant, scope.principal, body.skills,
             {sha: blob.data for sha, blob in body.blobs.items()}, expand=expand_skill_md,
+            spend=spend,
         )  # fmt: skip
     return TenantImportResult(**prompts.model_dump(), **skills.model_dump())

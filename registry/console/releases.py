@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from registry.console.pages import ConsoleRoute, Form, posted, render, scope_of
+from registry.console.pages import ConsoleRoute, Form, people_of, posted, render, scope_of
 from registry.releases import service as releases
 from registry.releases.schemas import ApproveIn
 
@@ -26,7 +26,8 @@ class ReviewForm(Form):
 async def requests_page(tenant: str, request: Request) -> Response:
     async with scope_of(request, "reader") as scope:
         found = await releases.list_requests(scope.session, scope.tenant, limit=100)
-    return render(request, "change_requests.html", scope=scope, requests=found)
+        people = await people_of(scope)
+    return render(request, "change_requests.html", scope=scope, requests=found, people=people)
 
 
 @router.get("/{tenant}/change-requests/{request_id}", response_class=HTMLResponse)
@@ -34,9 +35,10 @@ async def review_page(tenant: str, request_id: int, request: Request) -> Respons
     async with scope_of(request, "reader") as scope:
         shown = await releases.show(scope.session, scope.tenant, request_id)
         allowed = releases.may_review(scope.tenant, scope.principal, shown)
+        people = await people_of(scope)
     message = request.query_params.get("message")
     return render(request, "change_request.html", scope=scope, cr=shown, message=message,
-                  may_review=allowed)  # fmt: skip
+                  may_review=allowed, people=people)  # fmt: skip
 
 
 @router.post("/{tenant}/change-requests/{request_id}/approve")

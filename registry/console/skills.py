@@ -9,7 +9,15 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from registry.console.pages import ConsoleRoute, Form, as_number, posted, render, scope_of
+from registry.console.pages import (
+    ConsoleRoute,
+    Form,
+    as_number,
+    people_of,
+    posted,
+    render,
+    scope_of,
+)
 from registry.errors import InvalidInput
 from registry.skills import service as skills
 from registry.skills.folder import SKILL_MD, is_text
@@ -35,8 +43,9 @@ async def skill_page(tenant: str, name: str, request: Request) -> Response:
     async with scope_of(request, "reader") as scope:
         skill = await skills.get_skill(scope.session, scope.tenant, name)
         versions = await skills.list_versions(scope.session, scope.tenant, name)
+        people = await people_of(scope)
     message = request.query_params.get("message")
-    return render(request, "skill.html", scope=scope, skill=skill, versions=versions,
+    return render(request, "skill.html", scope=scope, skill=skill, versions=versions, people=people,
                   message=message)  # fmt: skip
 
 

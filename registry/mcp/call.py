@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict
 
 from registry import receipts, signing, tokens
@@ -75,6 +76,17 @@ class Call:
         it once the answer is finished."""
         return receipts.pending(
             tenant=self.tenant.slug, served=served, label=label or self.label, arguments=arguments
+        )
+
+    def oversized(self, result: dict[str, Any]) -> str | None:
+        """Why ``result`` is too large to send (REGISTRY_MAX_ANSWER_BYTES as JSON), or None."""
+        size = len(orjson.dumps(result))
+        most = self.settings.max_answer_bytes
+        if size <= most:
+            return None
+        return (
+            f"the answer would be {size:,} bytes as JSON; the most this server sends is {most:,} "
+            "(REGISTRY_MAX_ANSWER_BYTES): pass shorter arguments"
         )
 
     def seal(self, result: dict[str, Any]) -> None:

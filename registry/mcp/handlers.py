@@ -24,7 +24,7 @@ from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams, MethodNotFound
 from registry.mcp.protocol import Message, error_message, result_message
 from registry.metrics import REQUESTS, tally, timings
-from registry.naming import META_CONFIG
+from registry.naming import META_CONFIG, find_nul
 from registry.prompts import completion, listing, reading, rendering
 from registry.receipts import META_KEY as RECEIPT
 from registry.revisions import (
@@ -187,6 +187,9 @@ async def prompts_get(call: Call, parsed: GetParams) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     if rendered.config:  # the prompt's own model settings, for agents that use them
         meta[META_CONFIG] = rendered.config
+    too_large = call.oversized(result)
+    if too_large is not None:
+        raise InvalidParams(f"invalid params: {too_large}")
     served = {"prompt": name, "version": rendered.version, "partials": list(rendered.partials)}
     meta[RECEIPT] = call.receipt(served, arguments, label=label)
     result["_meta"] = meta
@@ -371,6 +374,9 @@ async def _dispatch(call: Call, message: Message) -> dict[str, Any]:
     try:
         if row is None or not call.revision.serves(row.name) or not row.offered(call.tenant):
             raise MethodNotFound(f"method not found: {message.method}")
+        where = find_nul(message.params)
+        if where:  # PostgreSQL text holds none, and no name, argument or query needs one
+            raise InvalidParams(f"invalid params: {where}: text may not contain NUL (\\u0000)")
         params = row.params.model_validate(message.params)
         return result_message(message.id, await row.handler(call, params))
     except Exception as error:

@@ -174,6 +174,9 @@ async def _render(
     meta: dict[str, Any] = {}
     if rendered.config:
         meta[META_CONFIG] = rendered.config
+    too_large = call.oversized(result)
+    if too_large is not None:  # the model reads it and can correct the call
+        return _tool_error(too_large)
     served = {"prompt": name, "version": served_version, "partials": list(rendered.partials)}
     meta[RECEIPT] = call.receipt(served, arguments)
     result["_meta"] = meta

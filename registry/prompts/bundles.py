@@ -152,11 +152,15 @@ async def import_bundle(
     *,
     max_blob_bytes: int,
     force: bool = False,
+    spend: Callable[[], None] = lambda: None,
 ) -> ImportResult:
     """Idempotent: versions already present (same content hash) are reused, labels already in place
-    stay, so importing the same bundle twice writes nothing the second time."""
+    stay, so importing the same bundle twice writes nothing the second time. ``spend`` is called
+    before each unit of work (a blob, a prompt, a version): the caller's bound on one import,
+    which raises to stop it (the transaction then writes nothing)."""
     result = ImportResult()
     for sha_hex, blob in bundle.blobs.items():
+        spend()
         try:
             data = base64.b64decode(blob.data, validate=True)
         except (binascii.Error, ValueError):
@@ -175,6 +179,7 @@ async def import_bundle(
     for item in bundle.prompts:
         for label in item.labels:
             check_label_name(label)
+        spend()
         prompt, created = await find_or_create_prompt(session, tenant, caller, item.name, item.tags)
         prompts.append(prompt)
         result.prompts_created += created
@@ -187,6 +192,7 @@ async def import_bundle(
         for index, item in enumerate(bundle.prompts):
             while queues[index] and _locked_are_in(queues[index][0], mappings):
                 version = queues[index].pop(0)
+                spend()
                 mappings[item.name][version.version] = await _import_version(
                     session, tenant, caller, prompts[index], index, item.name, version, mappings,
                     result, max_blob_bytes=max_blob_bytes,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -83,9 +83,11 @@ async def import_skills(
     blobs: Mapping[str, str],
     *,
     expand: service.Expand,
+    spend: Callable[[], None] = lambda: None,
 ) -> SkillImportResult:
     """Write each skill's versions in order (a version the skill has already writes nothing), then
-    its labels and archive state. ``blobs``: sha256 -> base64, the bundle's blobs."""
+    its labels and archive state. ``blobs``: sha256 -> base64, the bundle's blobs; ``spend``, the
+    caller's bound, is called before each version."""
     result = SkillImportResult()
     for index, item in enumerate(skills):
         skill = await repo.skill_by_name(session, tenant.id, item.name, lock=True)
@@ -95,6 +97,7 @@ async def import_skills(
             result.skills_created += 1
         mapping: dict[int, int] = {}
         for version in sorted(item.versions, key=lambda v: v.version):
+            spend()
             body = SkillVersionIn(
                 files=[_file(index, f, version.source, blobs) for f in version.files],
                 commit_message=version.commit_message,
