@@ -1,6 +1,6 @@
 """What changed between two versions of a prompt: metadata, arguments, and a text diff per message.
 
-Line diffs are bounded (``MAX_DIFF_LINES`` per message side, ``DIFF_BUDGET`` lines per request: a
+Line diffs are bounded by ``registry.textdiff`` (lines per message side, and per request: a
 message past them is reported as changed, with a note, not diffed line by line) and computed in a
 worker thread, so a large diff never holds the event loop.
 """
@@ -8,10 +8,10 @@ worker thread, so a large diff never holds the event loop.
 from __future__ import annotations
 
 import asyncio
-import difflib
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry import textdiff
 from registry.content.kinds import kind_of
 from registry.db.models import Tenant
 from registry.errors import NotFound
@@ -26,9 +26,6 @@ from registry.prompts.schemas import (
     VersionDiff,
 )
 
-MAX_DIFF_LINES = 5_000
-DIFF_BUDGET = 20_000
-
 
 def _text(message: MessageOut | None) -> list[str]:
     return kind_of(message.content).text(message.content).splitlines() if message else []
@@ -38,7 +35,7 @@ def _message_diffs(
     old: list[MessageOut], new: list[MessageOut], a: int, b: int
 ) -> list[MessageDiff]:
     """Blocking (difflib): run in a worker thread."""
-    budget = DIFF_BUDGET
+    budget = textdiff.Budget()
     messages: list[MessageDiff] = []
     for i in range(max(len(old), len(new))):
         before = old[i] if i < len(old) else None
@@ -51,20 +48,13 @@ def _message_diffs(
             if before and after and before.role != after.role
             else None
         )
-        left, right = _text(before), _text(after)
-        size = len(left) + len(right)
-        if max(len(left), len(right)) > MAX_DIFF_LINES or size > budget:
-            note = (
-                f"too large to diff line by line ({len(left):,} and {len(right):,} lines; "
-                f"the limit is {MAX_DIFF_LINES:,} per side and {DIFF_BUDGET:,} per request)"
-            )
+        lines, note = textdiff.unified(
+            _text(before), _text(after), f"v{a}/messages[{i}]", f"v{b}/messages[{i}]", budget
+        )
+        if lines is None:
             messages.append(MessageDiff(position=i, status=status, role=role, note=note))
             continue
-        budget -= size
-        lines = difflib.unified_diff(
-            left, right, fromfile=f"v{a}/messages[{i}]", tofile=f"v{b}/messages[{i}]", lineterm=""
-        )
-        messages.append(MessageDiff(position=i, status=status, role=role, diff=list(lines)))
+        messages.append(MessageDiff(position=i, status=status, role=role, diff=lines))
     return messages
 
 

@@ -140,6 +140,7 @@ class FileChange(BaseModel):
     diff: list[str] | None = Field(
         default=None, description="a unified diff of a changed text file, line by line"
     )
+    note: str | None = Field(default=None, description="why a changed text file has no diff")
 
 
 class SkillDiff(BaseModel):

@@ -11,7 +11,7 @@ the version is written, and the served ``SKILL.md`` never changes afterwards.
 
 from __future__ import annotations
 
-import difflib
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry import textdiff
 from registry.db import blobs
 from registry.db.audit import record_audit, record_change
 from registry.db.models import Tenant
@@ -501,6 +502,7 @@ async def diff(
     old = {f.path: f for f in files[(skill.id, before)]}
     new = {f.path: f for f in files[(skill.id, after)]}
     changes = []
+    budget = textdiff.Budget()  # lines one request compares, whatever the files
     for path in sorted(old.keys() | new.keys()):
         a, b = old.get(path), new.get(path)
         if a is None or b is None:
@@ -513,9 +515,11 @@ async def diff(
             changes.append(FileChange(path=path, change="unchanged", before_sha256=a.sha256.hex(),
                                       after_sha256=b.sha256.hex()))  # fmt: skip
             continue
-        lines = await _text_diff(session, tenant, skill, path, (before, a), (after, b))
+        lines, note = await _text_diff(
+            session, tenant, skill, path, (before, a), (after, b), budget
+        )
         changes.append(FileChange(path=path, change="changed", before_sha256=a.sha256.hex(),
-                                  after_sha256=b.sha256.hex(), diff=lines))  # fmt: skip
+                                  after_sha256=b.sha256.hex(), diff=lines, note=note))  # fmt: skip
     return SkillDiff(name=name, from_version=before, to_version=after, files=changes)
 
 
@@ -526,17 +530,18 @@ async def _text_diff(
     path: str,
     old: tuple[int, SkillFile],
     new: tuple[int, SkillFile],
-) -> list[str] | None:
+    budget: textdiff.Budget,
+) -> tuple[list[str] | None, str | None]:
+    """A changed text file's bounded diff (textdiff), computed in a worker thread; (None, None)
+    for a file that is not text."""
     texts = []
     for version, row in (old, new):
         found = await repo.file_bytes(session, tenant.id, skill.id, version, path)
         if found is None or not folder.is_text(row.mime_type, found[1]):
-            return None
+            return None, None
         texts.append(found[1].decode("utf-8").splitlines())
-    return list(
-        difflib.unified_diff(
-            texts[0], texts[1], f"{path}@{old[0]}", f"{path}@{new[0]}", lineterm=""
-        )
+    return await asyncio.to_thread(
+        textdiff.unified, texts[0], texts[1], f"{path}@{old[0]}", f"{path}@{new[0]}", budget
     )
 
 

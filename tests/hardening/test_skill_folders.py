@@ -133,3 +133,27 @@ async def test_twins_by_case_or_normal_form_are_refused_and_paths_are_stored_in_
     assert made.status_code == 201, made.text
     files = (await api.client.get(f"{S}/paths/versions/1", headers=publisher)).json()["files"]
     assert [f["path"] for f in files] == ["SKILL.md", "caf\u00e9.md"]
+
+
+async def test_a_skill_diff_is_bounded_like_a_prompts(api: Api) -> None:
+    """difflib's cost grows faster than its input: a skill's large file is reported changed with a
+    note (as a prompt's large message is), never diffed line by line in a reader's request."""
+    keys = await api.tenant("acme")
+    publisher = auth(keys["publisher"])
+    big = "\n".join(f"line {i}" for i in range(6_000))
+    changed = "\n".join(f"changed {i}" if i % 3 else f"line {i}" for i in range(6_000))
+    files = [{"path": "notes.md", "text": big}, {"path": "small.md", "text": "a\nb\n"}]
+    made = await api.client.post(S, json=_skill("diffed", "", *files), headers=publisher)
+    assert made.status_code == 201, made.text
+    files = [{"path": "notes.md", "text": changed}, {"path": "small.md", "text": "a\nc\n"}]
+    again = await api.client.post(
+        f"{S}/diffed/versions", json={"files": _skill("diffed", "", *files)["files"]},
+        headers=publisher,
+    )  # fmt: skip
+    assert again.status_code == 201, again.text
+    diff = await api.client.get(f"{S}/diffed/diff", params={"from": 1, "to": 2}, headers=publisher)
+    assert diff.status_code == 200, diff.text
+    by_path = {f["path"]: f for f in diff.json()["files"]}
+    assert by_path["notes.md"]["diff"] is None
+    assert "too large to diff line by line (6,000 and 6,000 lines" in by_path["notes.md"]["note"]
+    assert "+c" in by_path["small.md"]["diff"]
