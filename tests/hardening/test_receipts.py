@@ -146,3 +146,18 @@ def test_the_canonical_form_is_rfc_8785(value: Any) -> None:
 def test_keys_past_the_basic_plane_sort_by_utf16_code_units() -> None:
     value: Any = {"\U0001f600": 1, "\uffff": 2, "a": 0.5, "b": [1.0, 1e21, 1e-7]}
     assert signing.jcs(value) == rfc8785.dumps(value)
+
+
+def test_a_skill_signature_is_remembered_by_what_it_signs() -> None:
+    """A skill deleted and written again is version 1 again with other files: its entry is signed
+    anew, never given the deleted version's remembered signature (finding 6)."""
+    from registry.skills import provenance
+
+    signer = provenance.Signer(KEY)
+    old = provenance.document("acme", "review", 1, [("SKILL.md", "a" * 64, 10)])
+    new = provenance.document("acme", "review", 1, [("SKILL.md", "b" * 64, 12)])
+    first, second = signer.signature(old), signer.signature(new)
+    assert first != second
+    for document, signature in ((old, first), (new, second)):
+        signing.verify({"document": document, "signature": signature}, KEY.public_key())
+    assert signer.signature(new) == second  # remembered
