@@ -32,6 +32,8 @@ MAX_FRONT_MATTER_VALUES = 512  # scalars, lists and mappings
 MAX_FRONT_MATTER_DEPTH = 8  # the front matter itself is level 1
 NAME_RE = re.compile(r"^(?!.*--)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 RESERVED_PREFIX = "io.modelcontextprotocol/"
+# What a push's .registry.yaml says beside the files, never SKILL.md's front matter.
+SETTINGS_KEYS = frozenset({"labels", "tests", "commit_message"})
 _FRONT_MATTER = re.compile(r"^---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
 _SEGMENT = re.compile(r"^[^\x00-\x1f\x7f/\\]{1,255}$")
 # Types served as text (when their bytes are UTF-8); anything else goes out as base64.
@@ -197,6 +199,14 @@ def front_matter(text: str, name: str) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise InvalidInput(f"{SKILL_MD} front matter must be a mapping of fields", field=SKILL_MD)
     _check_json(parsed, "front matter")
+    misplaced = sorted(SETTINGS_KEYS & parsed.keys())
+    if misplaced:
+        raise InvalidInput(
+            f"{SKILL_MD} front matter: {misplaced[0]!r} is not front matter, and would not move a "
+            "label or store a test: a skill's labels, commit_message and tests go in "
+            ".registry.yaml beside SKILL.md (registry push), or in the request's own fields",
+            field=SKILL_MD,
+        )
     if len(orjson.dumps(parsed)) > MAX_FRONT_MATTER:
         raise InvalidInput(
             f"{SKILL_MD} front matter: at most {MAX_FRONT_MATTER:,} bytes as JSON", field=SKILL_MD

@@ -31,6 +31,8 @@ REFUSED_FRONT_MATTER = [
     ("metadata:\n" + "".join(f"  k{i}: v\n" for i in range(600)), "more than 512 values"),
     ("long: " + "y" * 17_000 + "\n", "at most 16,384 bytes"),
     ("n: " + "9" * 5_000 + "\n", "cannot be read"),
+    ("labels: [production]\n", "'labels' is not front matter"),  # .registry.yaml's (issue 67)
+    ("tests:\n  - name: x\n", "'tests' is not front matter"),
 ]
 
 
