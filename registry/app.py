@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import registry
 from registry import collector, metrics
@@ -42,6 +43,7 @@ from registry.api.metrics import RequestMetrics
 from registry.api.plain import PlainRoute
 from registry.config import Settings, get_settings
 from registry.console import admin, browse, editor, signin
+from registry.console import pages as console_pages
 from registry.console import releases as console_releases
 from registry.console import skills as console_skills
 from registry.db import repository as db_repository
@@ -53,6 +55,7 @@ from registry.mcp.caching import McpCaches
 from registry.mcp.feed import DatabaseChanges
 from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
+from registry.naming import SLUG_RE
 from registry.releases.scheduler import Scheduler
 from registry.sessions import service as sessions
 from registry.signing import KeyFile, SignatureRefused, key_file, key_id, public_pem
@@ -326,6 +329,19 @@ class Worker:
             logger.info("worker_stopped")
 
 
+async def _page_or_problem(request: Request, exc: Exception) -> Response:
+    """A path no route serves: under ``/ui/`` a console page saying so (a person is reading), else
+    the API's problem JSON."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404 and request.url.path.startswith("/ui/"):
+        slug = request.url.path.split("/")[2] or None
+        return console_pages.render(
+            request, "error.html", 404, slug=slug if slug and SLUG_RE.fullmatch(slug) else None,
+            message=f"the console has no page at {request.url.path[:200]}",
+        )  # fmt: skip
+    return await problems.http_error_handler(request, exc)
+
+
 def create_app(settings: Settings | None = None) -> RegistryApp:
     settings = settings or get_settings()
     worker = Worker.build(settings, _database(settings))
@@ -347,6 +363,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     # One bulk request (import, push plan) at a time per worker.
     app.state.importing = asyncio.Lock()
     problems.install(app)
+    app.add_exception_handler(StarletteHTTPException, _page_or_problem)
     for router in ROUTERS:
         app.include_router(router)
     # Ahead of every route: the ordinary case of the hottest writes, without FastAPI's routing.

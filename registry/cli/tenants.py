@@ -10,7 +10,7 @@ import click
 
 from registry.cli.base import CommandError, Registry, in_tenant, main, pass_registry, table, when
 from registry.db.engine import Database, enter_tenant
-from registry.naming import ROLE_RANK
+from registry.naming import API_KEY_PREFIX, ROLE_RANK
 from registry.tenants import service as tenants
 from registry.tenants.schemas import IssuersIn, TenantPatch
 
@@ -276,8 +276,10 @@ def _key_id(key_id: str) -> uuid.UUID:
     try:
         return uuid.UUID(key_id)
     except ValueError:
+        shown = "" if key_id.startswith(API_KEY_PREFIX) else f" {key_id[:60]!r}"  # never a secret
         raise CommandError(
-            f"invalid key id {key_id!r}: expected a UUID as shown by `registry key list`"
+            f"invalid key id{shown}: expected a UUID as shown by `registry key list` (a key's "
+            "secret is not its id)"
         ) from None
 
 

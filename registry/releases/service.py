@@ -177,7 +177,8 @@ async def _override(
     if reason is None:
         raise Conflict(
             f"change request {request.id} has {said}: it cannot be approved; an admin may approve "
-            "it with an override reason (override)",
+            "it giving a reason (`override` in the request, `registry release approve --override "
+            "REASON`, or the console's override field)",
             field="override", tests_failed=checks.tests_failed, breaking=checks.breaking,
         )  # fmt: skip
     if not caller.has("admin"):

@@ -11,9 +11,9 @@ import asyncpg
 
 from registry.db.models import DIRECTORY_TABLES_BY_TENANT, TENANT_OWNED_TABLES
 
-# Shared by every tenant: the tenant directory and the server's own secrets, replicated whole to every
-# node (Citus reference tables), and the migrations' bookkeeping.
-REFERENCE_TABLES = {"tenants", "registry_secrets", "alembic_version"}
+# Shared by every tenant: the tenant directory, the server's own secrets and the public keys it signed
+# with, replicated whole to every node (Citus reference tables), and the migrations' bookkeeping.
+REFERENCE_TABLES = {"tenants", "registry_secrets", "signing_keys", "alembic_version"}
 
 _TABLES = """
 SELECT c.oid, c.relname,

@@ -65,3 +65,15 @@ async def test_every_console_page_answers_a_page(api: Api, approvals: bool) -> N
         assert answer.status_code in (200, 303), (path, answer.status_code, answer.text[:1500])
         if answer.status_code == 200:
             assert answer.headers["content-type"].startswith("text/html"), path
+
+
+async def test_an_unknown_console_address_is_a_console_page(api: Api) -> None:
+    await api.tenant("acme")
+    for path in ("/ui/acme/nowhere", "/ui/acme/prompts/x/y/z"):
+        answer = await api.client.get(path)
+        assert answer.status_code == 404, path
+        assert answer.headers["content-type"].startswith("text/html"), path
+        assert "Not found" in answer.text and "has no page at" in answer.text
+    assert 'href="/ui/acme/prompts"' in (await api.client.get("/ui/acme/nowhere")).text
+    api_404 = await api.client.get("/api/v1/nowhere")
+    assert api_404.headers["content-type"].startswith("application/problem+json")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.api.conftest import SIMPLE, Api, auth
+from tests.conftest import registry_command
 
 T = "/api/v1/tenants/acme"
 CR = f"{T}/change-requests"
@@ -89,3 +90,12 @@ async def test_an_owner_is_named_later_listed_and_audited(api: Api) -> None:
     audit = (await api.client.get(f"{T}/audit", params={"action": "key.update"},
                                   headers=auth(keys["admin"]))).json()  # fmt: skip
     assert audit["items"][0]["after"]["owner"] == "dana@example.com"
+
+
+def test_a_secret_given_as_a_key_id_is_never_echoed() -> None:
+    secret = "prk_" + "s3cr3t" * 8
+    for args in (("key", "revoke", secret), ("key", "owner", secret, "ann@example.com")):
+        done = registry_command(*args, env={})
+        assert done.returncode == 1
+        assert "s3cr3t" not in done.stderr + done.stdout
+        assert "a key's secret is not its id" in done.stderr
