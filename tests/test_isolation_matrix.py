@@ -182,6 +182,8 @@ REST: dict[tuple[str, str], Entry] = {
     ("GET", "/ui/{tenant}/change-requests/{request_id}"): Entry("console"),
     ("POST", "/ui/{tenant}/change-requests/{request_id}/approve"): Entry("console"),
     ("POST", "/ui/{tenant}/change-requests/{request_id}/reject"): Entry("console"),
+    ("POST", "/ui/{tenant}/change-requests"): Entry("console"),
+    ("POST", "/ui/{tenant}/change-requests/{request_id}/withdraw"): Entry("console"),
     ("GET", "/ui/{tenant}/skills"): Entry("console"),
     ("GET", "/ui/{tenant}/skills/{name}"): Entry("console"),
     ("GET", "/ui/{tenant}/skills/{name}/diff"): Entry("console"),

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from registry.console import documents
+from registry.console import releases as console_releases
 from registry.console.pages import (
     ConsoleRoute,
     Form,
@@ -31,6 +32,7 @@ from registry.errors import (
     PreconditionFailed,
     RegistryError,
 )
+from registry.labels import Terms
 from registry.prompts import blobs, diff, policy, reading, writing
 from registry.prompts.schemas import PromptCreate
 
@@ -76,6 +78,7 @@ class LabelForm(Form):
     version: str | None = None
     confirm: str = ""  # "yes": the move was reviewed
     force: str = ""  # "yes": move it although it breaks the contract
+    reason: str = ""  # an admin's break-glass move of a label that needs approvals
 
 
 class VersionForm(Form):
@@ -243,12 +246,17 @@ async def move_label(tenant: str, name: str, request: Request) -> Response:
     label = fields.label.strip()
     version = as_number(fields.version) or 0
     async with scope as console:
+        gated = console_releases.proposal(
+            request, console, "prompt", name, label, version, fields.reason
+        )
+        if gated is not None:  # the label moves through a change request: propose one here
+            return gated
         if fields.confirm != "yes":
             return await _review_move(request, console, name, label, version)
         try:
             await writing.set_label(
                 console.session, console.tenant, console.principal, name, label, version,
-                force=fields.force == "yes",
+                force=fields.force == "yes", terms=Terms(reason=fields.reason.strip() or None),
             )  # fmt: skip
         except Conflict as refused:
             if refused.detail.get("overridable_by") != "force":

@@ -9,6 +9,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from registry.console import releases as console_releases
 from registry.console.pages import (
     ConsoleRoute,
     Form,
@@ -19,6 +20,7 @@ from registry.console.pages import (
     scope_of,
 )
 from registry.errors import InvalidInput
+from registry.labels import Terms
 from registry.skills import service as skills
 from registry.skills.folder import SKILL_MD, is_text
 
@@ -29,6 +31,7 @@ SHOWN_MAX = 512 * 1024  # a text file shown in the page at most (larger ones: do
 class SkillLabelForm(Form):
     label: str = ""
     version: str | None = None
+    reason: str = ""  # an admin's break-glass move of a label that needs approvals
 
 
 @router.get("/{tenant}/skills", response_class=HTMLResponse)
@@ -80,9 +83,15 @@ async def skill_label(tenant: str, name: str, request: Request) -> Response:
     if version is None:
         raise InvalidInput("choose the version the label moves to", field="version")
     async with scope as console:
-        await skills.set_label(
-            console.session, console.tenant, console.principal, name, label, version
+        gated = console_releases.proposal(
+            request, console, "skill", name, label, version, fields.reason
         )
+        if gated is not None:  # the label moves through a change request: propose one here
+            return gated
+        await skills.set_label(
+            console.session, console.tenant, console.principal, name, label, version,
+            Terms(reason=fields.reason.strip() or None),
+        )  # fmt: skip
     note = f"{label} now serves version {version}"
     return RedirectResponse(
         f"/ui/{quote(tenant)}/skills/{quote(name)}?" + urlencode({"message": note}), status_code=303
