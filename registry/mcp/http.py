@@ -200,7 +200,10 @@ class McpEndpoint:
             if request.method == "POST":
                 return await self.post(request, label)
             if SESSION_HEADER not in request.headers:
-                # 2026-07-28 has no GET stream and no session to delete.
+                # 2026-07-28 has no GET stream and no session to delete; a wrong credential is
+                # told first (401 with its challenge), as a POST's would be: a client probing
+                # with a GET reports what is wrong, not the method.
+                await self._who(request)
                 raise MethodNotAllowed(
                     f"{request.method} needs an Mcp-Session-Id (a "
                     "session-era revision); stateless clients use subscriptions/listen",

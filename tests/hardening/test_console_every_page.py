@@ -77,3 +77,20 @@ async def test_an_unknown_console_address_is_a_console_page(api: Api) -> None:
     assert 'href="/ui/acme/prompts"' in (await api.client.get("/ui/acme/nowhere")).text
     api_404 = await api.client.get("/api/v1/nowhere")
     assert api_404.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_a_wrong_key_is_refused_before_the_method_is(api: Api) -> None:
+    """A client probing the endpoint with a GET (no session) hears about its key first, as a POST
+    would (issue 67: one showed "405" for a wrong key)."""
+    keys = await api.tenant("acme")
+    bad = {"Authorization": "Bearer prk_wrong"}
+    posted = await api.client.post("/mcp/acme", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                   headers={**bad, "Accept": "application/json, text/event-stream"})  # fmt: skip
+    assert posted.status_code in (401, 403), posted.text
+    for method in ("GET", "DELETE"):
+        wrong = await api.client.request(method, "/mcp/acme", headers=bad)
+        assert (wrong.status_code, wrong.json()) == (posted.status_code, posted.json()), method
+        missing = await api.client.request(method, "/mcp/acme")
+        assert missing.status_code == 401 and "www-authenticate" in missing.headers, method
+        right = await api.client.request(method, "/mcp/acme", headers=auth(keys["reader"]))
+        assert right.status_code == 405, (method, right.text)
