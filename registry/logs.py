@@ -12,12 +12,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 
+def logger_name(record: logging.LogRecord) -> str:
+    """The name a line shows: uvicorn logs everything about the server (its start, its workers) as
+    ``uvicorn.error``, which reads as an error at every level; below ERROR it is ``uvicorn``."""
+    if record.name == "uvicorn.error" and record.levelno < logging.ERROR:
+        return "uvicorn"
+    return record.name
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
-            "logger": record.name,
+            "logger": logger_name(record),
             "event": record.getMessage(),
         }
         fields = getattr(record, "fields", None)
@@ -30,7 +38,8 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        shown = logging.makeLogRecord({**record.__dict__, "name": logger_name(record)})
+        line = super().format(shown)
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict) and fields:
             line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
