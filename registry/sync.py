@@ -68,6 +68,20 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
+    def check(self) -> None:
+        """The tenant answers with this key: else one FileError for the whole run (a wrong key or
+        address would fail every file alike), naming what to fix."""
+        base = str(self.http.base_url)
+        hint = ""
+        if any(part in base for part in ("/mcp", "/api/", "/ui")):
+            hint = (
+                "; REGISTRY_URL (--url) is the server's base address, such as "
+                "http://127.0.0.1:8000, not an /mcp, /api or /ui address"
+            )
+        response = self.http.get(self._path(""))  # unreachable: the CLI's one line says where
+        if response.status_code >= 400:
+            raise FileError(f"tenant {self.tenant!r} at {base}: {_problem(response)}{hint}")
+
     def _path(self, tail: str) -> str:
         return f"/api/v1/tenants/{self.tenant}{tail}"
 

@@ -327,3 +327,29 @@ def test_a_dry_run_says_exactly_what_the_push_does_with_partials(
     ], second
     pushed = push()
     assert [line.replace("wrote", "write").replace("moved", "move") for line in pushed] == second
+
+
+def test_a_wrong_key_or_address_is_said_once_not_once_per_file(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """Issue 67: a wrong key, or REGISTRY_URL set to the MCP endpoint, failed every file alike."""
+    live_server.tenant("once", roles=("publisher",))
+    folder = tmp_path / "prompts"
+    write_folder(folder)
+    (folder / "other.yaml").write_text("messages:\n  - role: user\n    text: Hi\n")
+    wrong_key = cli(live_server, "prk_wrong", "push", str(folder), "--tenant", "once")
+    assert wrong_key.returncode == 1
+    assert wrong_key.stderr.count("tenant 'once'") == 1, wrong_key.stderr
+    assert "greet.yaml" not in wrong_key.stdout + wrong_key.stderr
+    key = live_server.tenant("twice", roles=("publisher",))["publisher"]
+    wrong_url = registry_command(
+        "push", str(folder), "--tenant", "twice",
+        env={"REGISTRY_URL": f"{live_server.url}/mcp/twice", "REGISTRY_API_KEY": key},
+    )  # fmt: skip
+    assert wrong_url.returncode == 1
+    assert "the server's base address" in wrong_url.stderr and "greet.yaml" not in wrong_url.stdout
+    pulled = registry_command(
+        "pull", str(tmp_path / "out"), "--tenant", "twice",
+        env={"REGISTRY_URL": f"{live_server.url}/api/v1", "REGISTRY_API_KEY": key},
+    )  # fmt: skip
+    assert pulled.returncode == 1 and "the server's base address" in pulled.stderr

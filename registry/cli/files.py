@@ -79,7 +79,7 @@ def push(
             f"no prompt files (*.yaml, *.yml, *.md) and no skill folders (skills/NAME/) in {folder}"
         )
     with (
-        contextlib.closing(sync.Client(url, credential(url, slug, key), slug)) as client,
+        contextlib.closing(_connected(url, slug, key)) as client,
         click.progressbar(length=len(files) + len(skills), label="pushing", file=sys.stderr) as bar,
     ):
         outcomes = []
@@ -142,7 +142,7 @@ def refresh(
 ) -> None:
     """Write new versions of the prompts NAMES whose partials are resolved anew (a prompt whose
     partials still resolve to the locked versions is left as it is)."""
-    with contextlib.closing(sync.Client(url, credential(url, slug, key), slug)) as client:
+    with contextlib.closing(_connected(url, slug, key)) as client:
         outcomes = [
             sync.refresh_prompt(client, name, list(labels), dry_run=dry_run, force=force)
             for name in names
@@ -160,13 +160,25 @@ def pull(folder: Path, slug: str, url: str, key: str | None, label: str | None) 
     """Write the tenant's prompts into FOLDER, one NAME.yaml per prompt (blobs under FOLDER/blobs),
     and its skills, one folder each under FOLDER/skills/."""
     folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(sync.Client(url, credential(url, slug, key), slug)) as client:
+    with contextlib.closing(_connected(url, slug, key)) as client:
         names = sync.list_names(client)
         with click.progressbar(names, label="pulling", file=sys.stderr) as bar:
             outcomes = [sync.pull_prompt(client, name, folder, label=label) for name in bar]
         for name in skill_sync.skill_names(client):
             outcomes.append(skill_sync.pull_skill(client, name, folder, label=label))
     report(outcomes, dry_run=False)
+
+
+def _connected(url: str, slug: str, key: str | None) -> sync.Client:
+    """A client of the tenant, once it answers: a wrong key or address is said once, not once
+    per file."""
+    client = sync.Client(url, credential(url, slug, key), slug)
+    try:
+        client.check()
+    except sync.FileError as refused:
+        client.close()
+        raise CommandError(str(refused)) from None
+    return client
 
 
 @main.command("login")
