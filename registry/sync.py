@@ -179,6 +179,12 @@ def read_prompt_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise FileError(f"cannot read: {error}") from None
+    return prompt_from_text(text, path)
+
+
+def prompt_from_text(text: str, path: Path) -> dict[str, Any]:
+    """The API body of ``text`` as the prompt file ``path`` (its name, its format, the folder its
+    ``file:`` references are read from)."""
     if path.suffix == ".md":
         data, body = _front_matter(text)
         if body.strip():
@@ -545,19 +551,67 @@ def pull_prompt(client: Client, name: str, folder: Path, *, label: str | None) -
                     raise FileError(f"blob {sha} arrived corrupted")
                 local.parent.mkdir(exist_ok=True)
                 local.write_bytes(data)
-        target = folder / f"{name}.yaml"
+        target = _target(folder, name)
         _keep_file_references(body, target)
-        others = [folder / f"{name}{suffix}" for suffix in PROMPT_SUFFIXES if suffix != ".yaml"]
-        taken = [p.name for p in others if p.is_file()]
-        if taken:
+        text = _markdown(body) if target.suffix == ".md" else _yaml_text(body)
+        if text is None:
             raise FileError(
-                f"{taken[0]} already holds prompt {name}: pull into another folder, or remove it "
-                f"(writing {target.name} beside it would make two files for one prompt)"
+                f"{target.name} holds prompt {name}, whose version {number} is more than one "
+                f"text message: it cannot stay Markdown; remove {target.name} to pull it as "
+                f"{name}.yaml"
             )
-        target.write_text(yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
+        if _same_prompt(target, text):  # what the file says already: left as it is
+            return Outcome(target.name, "unchanged", f"{name} version {number}")
+        target.write_text(text)
         return Outcome(target.name, "wrote", f"{name} version {number}")
     except FileError as error:
         return Outcome(f"{name}.yaml", "error", str(error))
+
+
+def _target(folder: Path, name: str) -> Path:
+    """The file a pulled prompt goes to: the one that holds it already, in its format (Markdown
+    stays Markdown), else NAME.yaml."""
+    found = [folder / f"{name}{suffix}" for suffix in PROMPT_SUFFIXES]
+    present = [path for path in found if path.is_file()]
+    if len(present) > 1:
+        raise FileError(
+            f"{present[0].name} and {present[1].name} both hold prompt {name}: remove one"
+        )
+    return present[0] if present else folder / f"{name}.yaml"
+
+
+def _yaml_text(body: dict[str, Any]) -> str:
+    return yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+
+
+def _markdown(body: dict[str, Any]) -> str | None:
+    """A pulled prompt as a Markdown prompt file (its fields in the front matter, its one user
+    text message as the body), or None when it is not one text message."""
+    messages = body["messages"]
+    if len(messages) != 1 or messages[0].get("role") != "user" or "text" not in messages[0]:
+        return None
+    text = str(messages[0]["text"]).strip("\n")
+    fields = {k: v for k, v in body.items() if k not in ("name", "messages")}
+    if not text:
+        return None
+    head = f"---\n{_yaml_text(fields)}---\n" if fields or _DELIMITER.match(text) else ""
+    return f"{head}{text}\n"
+
+
+def _same_prompt(target: Path, text: str) -> bool:
+    """Whether ``target`` already says what ``text`` says (the same prompt when pushed), so that
+    a pull over a folder just pushed changes no file, its formatting and comments included."""
+    if not target.is_file():
+        return False
+    try:
+        before = read_prompt_file(target)
+    except FileError:
+        return False
+    try:
+        after = prompt_from_text(text, target)
+    except FileError:
+        return False
+    return before == after
 
 
 def _keep_file_references(body: dict[str, Any], target: Path) -> None:

@@ -165,10 +165,11 @@ def test_labels_only_pushes_twins_and_pulls_beside_a_source(
     assert moved.returncode == 0, moved.stderr
     assert "greet.md: labels: moved production of greet to version 1" in moved.stdout
 
-    # Pulling into the source folder would put greet.yaml beside greet.md: refused.
+    # Pulling into the source folder keeps greet.md as it is (what it says is what is served).
     pulled = cli(live_server, keys["publisher"], "pull", str(folder), "--tenant", "labelled")
-    assert pulled.returncode == 1
-    assert "greet.md already holds prompt greet" in pulled.stderr
+    assert pulled.returncode == 0, pulled.stderr
+    assert "greet.md: unchanged" in pulled.stdout
+    assert greet.read_text() == "---\ndescription: hi\nlabels: [production]\n---\nHello.\n"
     assert not (folder / "greet.yaml").exists()
     # Two files for one prompt are refused on push, naming both.
     (folder / "greet.yaml").write_text("messages:\n  - role: user\n    text: Stale.\n")
@@ -353,3 +354,46 @@ def test_a_wrong_key_or_address_is_said_once_not_once_per_file(
         env={"REGISTRY_URL": f"{live_server.url}/api/v1", "REGISTRY_API_KEY": key},
     )  # fmt: skip
     assert pulled.returncode == 1 and "the server's base address" in pulled.stderr
+
+
+def test_a_pull_over_the_folder_just_pushed_changes_no_file(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """Issue 67: pull rewrote `file: diagram.png` as `blob: <sha>` and Markdown prompts as YAML,
+    so a pull after a push changed files. Now a prompt the file already says is left as it is, a
+    Markdown prompt stays Markdown, and a new version is written in the file's own format."""
+    key = live_server.tenant("round", roles=("publisher",))["publisher"]
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "note.md").write_text(
+        "---\ntitle: A note   # said once\narguments: [{name: thing}]\n---\nRemember {{thing}}.\n"
+    )
+    (folder / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    (folder / "drawn.yaml").write_text(
+        "# the architecture, drawn\nmessages:\n  - role: user\n    content: {type: image, "
+        "file: diagram.png}\n  - role: user\n    text: Explain it.\n"
+    )
+    files = {path.name: path.read_bytes() for path in folder.iterdir()}
+    env = {"REGISTRY_URL": live_server.url, "REGISTRY_API_KEY": key}
+    pushed = registry_command("push", str(folder), "--tenant", "round", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    pulled = registry_command("pull", str(folder), "--tenant", "round", env=env)
+    assert pulled.returncode == 0, pulled.stderr + pulled.stdout
+    assert "note.md: unchanged" in pulled.stdout and "drawn.yaml: unchanged" in pulled.stdout
+    after = {path.name: path.read_bytes() for path in folder.iterdir() if path.name != "blobs"}
+    assert after == files
+
+    changed = {
+        "title": "A note", "arguments": [{"name": "thing"}],
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Recall {{thing}}."}}],
+    }  # fmt: skip
+    with httpx.Client(base_url=f"{live_server.url}/api/v1/tenants/round") as http:
+        written = http.post("/prompts/note/versions", json=changed,
+                            headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+        assert written.status_code == 201, written.text
+    again = registry_command("pull", str(folder), "--tenant", "round", env=env)
+    assert again.returncode == 0 and "note.md: wrote" in again.stdout, again.stdout
+    assert not (folder / "note.yaml").exists()
+    assert (folder / "note.md").read_text().endswith("Recall {{thing}}.\n")
+    repushed = registry_command("push", str(folder), "--tenant", "round", env=env)
+    assert "note.md: unchanged" in repushed.stdout, repushed.stdout
