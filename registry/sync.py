@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import hashlib
 import mimetypes
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -126,6 +125,11 @@ def prompt_files(folder: Path) -> list[Path]:
 _DELIMITER = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
 
 
+def delimiter_line(text: str) -> re.Match[str] | None:
+    """The front matter's opening line at the top of ``text``, if it is one."""
+    return _DELIMITER.match(text)
+
+
 def _front_matter(text: str) -> tuple[dict[str, Any], str]:
     opening = _DELIMITER.match(text)
     if opening is None:
@@ -135,10 +139,10 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str]:
         raise FileError("front matter starts with '---' but has no closing '---' line")
     head = text[opening.end() + 1 : closing.start()]
     body = text[closing.end() + 1 :]
-    return _yaml_mapping(head, first_line=2), body  # the front matter starts below its '---'
+    return yaml_mapping(head, first_line=2), body  # the front matter starts below its '---'
 
 
-def _yaml_mapping(text: str, *, first_line: int = 1) -> dict[str, Any]:
+def yaml_mapping(text: str, *, first_line: int = 1) -> dict[str, Any]:
     try:
         data = load_yaml(text)
     except yaml.YAMLError as error:
@@ -152,7 +156,7 @@ def _yaml_mapping(text: str, *, first_line: int = 1) -> dict[str, Any]:
     return data
 
 
-def _bytes_holder(content: dict[str, Any]) -> dict[str, Any] | None:
+def bytes_holder(content: dict[str, Any]) -> dict[str, Any] | None:
     kind = KINDS.get(str(content.get("type")))
     return kind.bytes_holder(content) if kind is not None else None
 
@@ -160,7 +164,7 @@ def _bytes_holder(content: dict[str, Any]) -> dict[str, Any] | None:
 def _inline_file(content: dict[str, Any], folder: Path) -> dict[str, Any]:
     """``file: path`` on an image, audio or resource becomes inline base64 (stored as a blob)."""
     content = copy.deepcopy(content)
-    holder = _bytes_holder(content)
+    holder = bytes_holder(content)
     if holder is None or "file" not in holder:
         return content
     path = (folder / str(holder.pop("file"))).resolve()
@@ -192,7 +196,7 @@ def prompt_from_text(text: str, path: Path) -> dict[str, Any]:
                 raise FileError("give the messages in the front matter or the body, not both")
             data["messages"] = [{"role": "user", "text": body.strip("\n")}]
     else:
-        data = _yaml_mapping(text)
+        data = yaml_mapping(text)
     data.setdefault("name", path.stem)
     if not isinstance(data["name"], str) or not PROMPT_NAME_RE.fullmatch(data["name"]):
         raise FileError(f"invalid prompt name {data['name']!r}")
@@ -224,7 +228,7 @@ def referenced_blobs(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(sha256, media type) of every blob a prompt body refers to by hash."""
     for message in body.get("messages", []):
         content = message.get("content") if isinstance(message, dict) else None
-        holder = _bytes_holder(content) if isinstance(content, dict) else None
+        holder = bytes_holder(content) if isinstance(content, dict) else None
         sha = holder.get("blob") if holder is not None else None
         if isinstance(sha, str) and SHA256_RE.fullmatch(sha):
             yield sha, str(holder.get("mimeType") or "application/octet-stream")  # type: ignore[union-attr]
@@ -476,7 +480,7 @@ def _with_local_blobs(body: dict[str, Any], folder: Path) -> dict[str, Any]:
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, dict):
             continue
-        holder = _bytes_holder(content)
+        holder = bytes_holder(content)
         sha = holder.get("blob") if holder is not None else None
         local = folder / BLOB_DIR / str(sha)
         if holder is not None and isinstance(sha, str) and local.is_file():
@@ -487,155 +491,6 @@ def _with_local_blobs(body: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 # --- pull --------------------------------------------------------------------------------------
-
-
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str_presenter)
-
-
-def _file_body(
-    prompt: dict[str, Any], version: dict[str, Any], labels: list[str]
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": prompt["name"]}
-    for key in ("title", "description"):
-        if version.get(key):
-            body[key] = version[key]
-    if prompt["tags"]:
-        body["tags"] = prompt["tags"]
-    if prompt.get("as_tool"):
-        body["as_tool"] = True
-    if prompt.get("tests"):
-        body["tests"] = prompt["tests"]
-    if labels:
-        body["labels"] = labels
-    if version.get("icons"):
-        body["icons"] = version["icons"]
-    if version.get("config"):
-        body["config"] = version["config"]
-    if version["arguments"]:
-        body["arguments"] = [
-            {k: v for k, v in a.items() if v is not None and not (k == "required" and v is False)}
-            for a in version["arguments"]
-        ]
-    body["messages"] = [
-        {"role": m["role"], "text": m["content"]["text"]}
-        if m["content"]["type"] == "text" and set(m["content"]) == {"type", "text"}
-        else {"role": m["role"], "content": m["content"]}
-        for m in version["messages"]
-    ]
-    return body
-
-
-def pull_prompt(client: Client, name: str, folder: Path, *, label: str | None) -> Outcome:
-    try:
-        prompt = client.request("GET", f"/prompts/{name}").json()
-        number = prompt["labels"].get(label) if label else prompt["latest_version"]
-        if number is None:
-            return Outcome(f"{name}.yaml", "skipped", f"no version labelled {label!r}")
-        version = client.request("GET", f"/prompts/{name}/versions/{number}").json()
-        labels = sorted(k for k, v in prompt["labels"].items() if v == number and k != "latest")
-        body = _file_body(prompt, version, labels)
-        for sha, _ in referenced_blobs(body):
-            local = folder / BLOB_DIR / sha
-            if not local.is_file():
-                data = client.request("GET", f"/blobs/{sha}").content
-                if hashlib.sha256(data).hexdigest() != sha:
-                    raise FileError(f"blob {sha} arrived corrupted")
-                local.parent.mkdir(exist_ok=True)
-                local.write_bytes(data)
-        target = _target(folder, name)
-        _keep_file_references(body, target)
-        text = _markdown(body) if target.suffix == ".md" else _yaml_text(body)
-        if text is None:
-            raise FileError(
-                f"{target.name} holds prompt {name}, whose version {number} is more than one "
-                f"text message: it cannot stay Markdown; remove {target.name} to pull it as "
-                f"{name}.yaml"
-            )
-        if _same_prompt(target, text):  # what the file says already: left as it is
-            return Outcome(target.name, "unchanged", f"{name} version {number}")
-        target.write_text(text)
-        return Outcome(target.name, "wrote", f"{name} version {number}")
-    except FileError as error:
-        return Outcome(f"{name}.yaml", "error", str(error))
-
-
-def _target(folder: Path, name: str) -> Path:
-    """The file a pulled prompt goes to: the one that holds it already, in its format (Markdown
-    stays Markdown), else NAME.yaml."""
-    found = [folder / f"{name}{suffix}" for suffix in PROMPT_SUFFIXES]
-    present = [path for path in found if path.is_file()]
-    if len(present) > 1:
-        raise FileError(
-            f"{present[0].name} and {present[1].name} both hold prompt {name}: remove one"
-        )
-    return present[0] if present else folder / f"{name}.yaml"
-
-
-def _yaml_text(body: dict[str, Any]) -> str:
-    return yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
-
-
-def _markdown(body: dict[str, Any]) -> str | None:
-    """A pulled prompt as a Markdown prompt file (its fields in the front matter, its one user
-    text message as the body), or None when it is not one text message."""
-    messages = body["messages"]
-    if len(messages) != 1 or messages[0].get("role") != "user" or "text" not in messages[0]:
-        return None
-    text = str(messages[0]["text"]).strip("\n")
-    fields = {k: v for k, v in body.items() if k not in ("name", "messages")}
-    if not text:
-        return None
-    head = f"---\n{_yaml_text(fields)}---\n" if fields or _DELIMITER.match(text) else ""
-    return f"{head}{text}\n"
-
-
-def _same_prompt(target: Path, text: str) -> bool:
-    """Whether ``target`` already says what ``text`` says (the same prompt when pushed), so that
-    a pull over a folder just pushed changes no file, its formatting and comments included."""
-    if not target.is_file():
-        return False
-    try:
-        before = read_prompt_file(target)
-    except FileError:
-        return False
-    try:
-        after = prompt_from_text(text, target)
-    except FileError:
-        return False
-    return before == after
-
-
-def _keep_file_references(body: dict[str, Any], target: Path) -> None:
-    """Where the file being pulled over names a local file (``file: diagram.png``) whose bytes are
-    exactly the blob the registry holds at that place, keep the reference instead of a hash."""
-    if not target.is_file():
-        return
-    try:
-        before = _yaml_mapping(target.read_text(encoding="utf-8")).get("messages")
-    except (FileError, OSError, UnicodeDecodeError):
-        return  # not readable as it is: written anew
-    if not isinstance(before, list):
-        return
-    for message, old in zip(body["messages"], before, strict=False):
-        content = message.get("content")
-        previous = old.get("content") if isinstance(old, dict) else None
-        if not isinstance(content, dict) or not isinstance(previous, dict):
-            continue
-        holder, local = _bytes_holder(content), _bytes_holder(previous)
-        if holder is None or local is None or not isinstance(local.get("file"), str):
-            continue
-        path = target.parent / local["file"]
-        if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == holder.get("blob"):
-            message["content"] = previous
 
 
 def list_names(client: Client) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from registry import login, skill_sync, sync
+from registry import login, pulling, skill_sync, sync
 from registry.cli.base import DEFAULT_URL, CommandError, main, report
 
 # --- push / pull ------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def pull(folder: Path, slug: str, url: str, key: str | None, label: str | None) 
     with contextlib.closing(_connected(url, slug, key)) as client:
         names = sync.list_names(client)
         with click.progressbar(names, label="pulling", file=sys.stderr) as bar:
-            outcomes = [sync.pull_prompt(client, name, folder, label=label) for name in bar]
+            outcomes = [pulling.pull_prompt(client, name, folder, label=label) for name in bar]
         for name in skill_sync.skill_names(client):
             outcomes.append(skill_sync.pull_skill(client, name, folder, label=label))
     report(outcomes, dry_run=False)
