@@ -92,6 +92,9 @@ class Call:
     def seal(self, result: dict[str, Any]) -> None:
         """The receipt of ``result`` (if it has one) completed: the digest of the whole result, and
         the signature where the server has a key (registry.receipts)."""
+        meta = result.get("_meta")
+        if not isinstance(meta, dict) or receipts.META_KEY not in meta:
+            return  # most answers serve no rendering: no key is read for them
         key_file = self.settings.snapshot_key_file
         key, key_id = signing.key_file(key_file).current() if key_file else (None, None)
         receipts.seal(result, key, key_id)
