@@ -557,7 +557,7 @@ AUTOGROUP_WARNING = (
     "note: the kernel schedules by session (sched_autogroup_enabled=1): the embedded PostgreSQL "
     "runs in a session of its own, and with wrk and the workers saturating the cores a worker's "
     "round trip to it can take seconds, which shows as a p99 of seconds while caches fill "
-    "(measured in the fourth pass of the performance issue; see git history of docs/benchmarks.md). "
+    "(measured in the fourth pass of the performance issue; see bench/history.md). "
     "For tails, run with "
     "`sysctl kernel.sched_autogroup_enabled=0`."
 )

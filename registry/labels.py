@@ -1,5 +1,6 @@
 """What every kind of artifact with labels (prompts, skills) agrees on: a label's name, who may
-move a protected label, and when a move needs a change request (the tenant's ``approvals``). The
+move a protected label, when a move needs a change request (the tenant's ``approvals``), and what
+archiving means (an archived artifact's labels stay put; only an archived one is deleted). The
 rest of a move's terms are the artifact's own (registry.prompts.policy adds the argument contract)."""
 
 from __future__ import annotations
@@ -96,5 +97,25 @@ def archive_refusal(
             f"archiving it or bringing it back changes what that label serves, so it needs the "
             f"admin role (the caller is {caller.role})",
             field="label",
+        )
+    return None
+
+
+def archived_refusal(kind: str, name: str, archived: bool, field: str = "label") -> Conflict | None:
+    """Why a label of an archived prompt or skill does not move, directly or by a change request
+    (an archived artifact serves nothing; moving its labels would serve it again unseen)."""
+    if archived:
+        return Conflict(
+            f"{kind} {name!r} is archived: bring it back before moving its labels", field=field
+        )
+    return None
+
+
+def delete_refusal(kind: str, name: str, archived: bool) -> Conflict | None:
+    """Why a prompt or skill is not deleted yet: only an archived one is (archiving first shows,
+    for as long as the team wants, what stops being served)."""
+    if not archived:
+        return Conflict(
+            f"{kind} {name!r} is not archived: archive it before deleting it", field="name"
         )
     return None

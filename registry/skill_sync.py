@@ -19,7 +19,8 @@ from urllib.parse import quote
 import yaml
 
 from registry.inputs import load_yaml
-from registry.sync import Client, FileError, Outcome
+from registry.naming import LATEST
+from registry.sync import Client, FileError, Outcome, Release
 
 SKILLS_DIR = "skills"
 SETTINGS_FILE = ".registry.yaml"
@@ -81,10 +82,14 @@ def plan_bodies(paths: list[Path]) -> tuple[list[tuple[str, dict[str, Any]]], li
     return bodies, unread
 
 
-def push_skill(client: Client, path: Path) -> Outcome:
+def push_skill(client: Client, path: Path, release: Release | None = None) -> Outcome:
+    """One skill folder written: created, or given a new version when its files changed, its
+    labels moved; with ``release``, the labels that need approvals are not moved: their moves are
+    added to it (as ``registry.sync.push_file`` does for a prompt)."""
     name = path.name
     try:
         body = read_skill(path)
+        held = release.hold(body) if release is not None else []
         existing = client.get_or_none(f"/skills/{quote(name)}")
         exists = existing is not None
         if existing is not None:
@@ -96,6 +101,9 @@ def push_skill(client: Client, path: Path) -> Outcome:
             result = client.request("POST", "/skills", json={"name": name, **body}).json()
     except FileError as error:
         return Outcome(shown(path), "error", str(error))
+    if release is not None:
+        current = existing.get("labels") or {} if existing is not None else {}
+        release.add("skill", name, held, result["version"], current)
     moved = result.get("labels_moved") or []
     labels = f"; moved {', '.join(moved)}" if moved else ""
     version = result["version"]
@@ -132,6 +140,7 @@ def pull_skill(client: Client, name: str, folder: Path, *, label: str | None) ->
             local.parent.mkdir(parents=True, exist_ok=True)
             local.write_bytes(data)
             wanted.add(local)
+        _write_settings(target, skill, number)
         for stale in sorted(target.rglob("*"), reverse=True):
             relative = stale.relative_to(target)
             if any(part.startswith(".") for part in relative.parts):
@@ -143,6 +152,34 @@ def pull_skill(client: Client, name: str, folder: Path, *, label: str | None) ->
         return Outcome(shown, "wrote", f"{name} version {number}")
     except FileError as error:
         return Outcome(shown, "error", str(error))
+
+
+def _write_settings(target: Path, skill: dict[str, Any], number: int) -> None:
+    """``.registry.yaml`` as a push reads it back: the labels that serve the pulled version (but
+    ``latest``, which moves by itself) and the skill's test cases, a ``commit_message`` already
+    there kept; left as it is when it says that already, so a pull then a push changes nothing."""
+    path = target / SETTINGS_FILE
+    kept: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            found = load_yaml(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            found = None
+        if isinstance(found, dict):
+            kept = found
+    wanted = {key: value for key, value in kept.items() if key == "commit_message"}
+    labels = sorted(label for label, at in skill["labels"].items()
+                    if at == number and label != LATEST)  # fmt: skip
+    if labels:
+        wanted["labels"] = labels
+    if skill.get("tests"):
+        wanted["tests"] = skill["tests"]
+    if wanted == kept:
+        return
+    if not wanted:
+        path.unlink(missing_ok=True)
+        return
+    path.write_text(yaml.safe_dump(wanted, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
 
 def _inside(target: Path, path: str) -> Path:

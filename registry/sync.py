@@ -253,19 +253,51 @@ class Release:
             body["labels"] = [label for label in labels if label not in self.gated]
         return held
 
-    def add(self, name: str, held: list[str], version: int, current: dict[str, int]) -> None:
+    already: list[int] = field(default_factory=list)  # requests that propose moves left out
+
+    def add(
+        self, kind: str, name: str, held: list[str], version: int, current: dict[str, int]
+    ) -> None:
+        """The moves of ``held`` labels of prompt or skill ``name`` (``kind``) to ``version``,
+        those not there already."""
         self.moves += [
-            {"prompt": name, "label": label, "version": version}
+            {kind: name, "label": label, "version": version}
             for label in held
             if current.get(label) != version
         ]
 
     def open(self, client: Client, description: str) -> dict[str, Any] | None:
-        """The change request of the gathered moves (None: nothing to move)."""
-        if not self.moves:
+        """The change request of the gathered moves that no open (or approved) request proposes
+        already (None: nothing left to move; ``already``: the requests that hold the others): a
+        second push of one folder proposes nothing twice, so applying the first request never
+        turns a second one stale."""
+        waiting = _waiting_moves(client)
+        fresh = []
+        for move in self.moves:
+            kind = "prompt" if "prompt" in move else "skill"
+            held_by = waiting.get((kind, move[kind], move["label"], move["version"]))
+            if held_by is None:
+                fresh.append(move)
+            elif held_by not in self.already:
+                self.already.append(held_by)
+        self.moves = fresh
+        if not fresh:
             return None
-        body = {"description": description, "moves": self.moves}
+        body = {"description": description, "moves": fresh}
         return dict(client.request("POST", "/change-requests", json=body).json())
+
+
+def _waiting_moves(client: Client) -> dict[tuple[str, str, str, int], int]:
+    """Every move an open or approved change request proposes: (kind, name, label, version) to
+    the request's id."""
+    found: dict[tuple[str, str, str, int], int] = {}
+    params = {"state": ["open", "approved"]}
+    for summary in client.request("GET", "/change-requests", params=params).json():
+        shown = client.request("GET", f"/change-requests/{summary['id']}").json()
+        for move in shown["moves"]:
+            kind = "prompt" if move.get("prompt") else "skill"
+            found[(kind, move[kind], move["label"], move["version"])] = summary["id"]
+    return found
 
 
 def push_file(
@@ -291,7 +323,7 @@ def push_file(
         if existing is None:
             result = client.request("POST", "/prompts", json=body, params=params).json()
             if release is not None:
-                release.add(name, held, result["version"], {})
+                release.add("prompt", name, held, result["version"], {})
             return Outcome(
                 path.name, "create", f"created prompt {name} at version {result['version']}"
             )
@@ -302,7 +334,7 @@ def push_file(
             "POST", f"/prompts/{name}/versions", json=body, params=params
         ).json()
         if release is not None:
-            release.add(name, held, result["version"], existing.get("labels") or {})
+            release.add("prompt", name, held, result["version"], existing.get("labels") or {})
         patch: dict[str, Any] = {}
         if tags is not None and sorted(tags) != sorted(existing["tags"]):
             patch["tags"] = tags

@@ -85,3 +85,64 @@ def test_push_release_opens_a_request_and_test_fails_a_ci_job(
     bad = cli(live_server, keys["editor"], "release", "open", "greet=1", "--tenant", "acme",
               "-m", "x")  # fmt: skip
     assert bad.returncode == 2 and "NAME@LABEL=VERSION" in bad.stderr
+
+
+def test_push_release_moves_skills_too_and_proposes_nothing_twice(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """A folder of a prompt and a skill, both on production, which needs an approval: the push
+    writes both new versions and opens one request of both moves; a second push proposes nothing
+    again (so applying the first never makes a second stale); a pull then a push changes nothing."""
+    keys = live_server.tenant("acme", roles=("editor", "admin"))
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    _file(folder, "Hello", "Hello")
+    skill = folder / "skills" / "review"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: review\ndescription: d\n---\n# One\n")
+    (skill / ".registry.yaml").write_text(
+        "labels: [production]\ntests:\n  - name: says-one\n    expect: {contains: ['# One']}\n"
+    )
+    first = cli(live_server, keys["admin"], "push", str(folder), "--tenant", "acme")
+    assert first.returncode == 0, first.stderr + first.stdout
+    gated = httpx.patch(f"{live_server.url}/api/v1/tenants/acme",
+                        json={"approvals": {"production": 1}}, headers=OPERATOR)  # fmt: skip
+    assert gated.status_code == 200, gated.text
+
+    _file(folder, "Hi", "Hi")
+    (skill / "SKILL.md").write_text("---\nname: review\ndescription: d\n---\n# Two\n")
+    pushed = cli(live_server, keys["editor"], "push", str(folder), "--tenant", "acme",
+                 "--release", "both")  # fmt: skip
+    assert pushed.returncode == 0, pushed.stderr + pushed.stdout
+    assert "opened change request 1 (2 move(s))" in pushed.stderr, pushed.stderr
+    again = cli(live_server, keys["editor"], "push", str(folder), "--tenant", "acme",
+                "--release", "both again")  # fmt: skip
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert "change request(s) 1 propose some of these moves already" in again.stderr
+    assert "no change request" in again.stderr
+
+    shown = cli(live_server, keys["admin"], "release", "show", "1", "--tenant", "acme")
+    assert "skill review @production: 1 -> 2" in shown.stdout, shown.stdout
+    assert "by editor-" in shown.stdout and "(key " in shown.stdout, shown.stdout  # by name
+    listed = cli(live_server, keys["admin"], "release", "list", "--tenant", "acme")
+    assert "key:" not in listed.stdout and "editor-" in listed.stdout, listed.stdout
+    approved = cli(live_server, keys["admin"], "release", "approve", "1", "--tenant", "acme",
+                   "--override", "the skill's case tests the old text")  # fmt: skip
+    assert approved.returncode == 0, approved.stderr
+
+    pulled = tmp_path / "pulled"
+    done = cli(live_server, keys["admin"], "pull", str(pulled), "--tenant", "acme",
+               "--label", "production")  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    settings = (pulled / "skills" / "review" / ".registry.yaml").read_text()
+    assert "production" in settings and "says-one" in settings, settings
+    before = {p: p.read_bytes() for p in pulled.rglob("*") if p.is_file()}
+    audit = f"{live_server.url}/api/v1/tenants/acme/audit"
+    newest = httpx.get(audit, headers=OPERATOR).json()["items"][0]
+    back = cli(live_server, keys["admin"], "push", str(pulled), "--tenant", "acme")
+    assert back.returncode == 0, back.stderr + back.stdout
+    assert httpx.get(audit, headers=OPERATOR).json()["items"][0] == newest, back.stdout
+    cli(
+        live_server, keys["admin"], "pull", str(pulled), "--tenant", "acme", "--label", "production"
+    )
+    assert {p: p.read_bytes() for p in pulled.rglob("*") if p.is_file()} == before

@@ -10,7 +10,7 @@ limit) and the error handlers are the same for both ways; the FastAPI route docu
 (the plain route is not in the API description) and shares the endpoint's work (one function each
 calls). What it bought: a version write, 6.04 million instructions of the worker through the
 FastAPI route, is 4.54 million through its plain route (bench/instructions, rest-write; a quarter
-less, as docs/benchmarks.md says).
+less, as bench/history.md says).
 """
 
 from __future__ import annotations

@@ -104,10 +104,14 @@ def push(
                 release=release,
             )  # fmt: skip  (prompts first: a skill's SKILL.md may include them)
             for path in skills:
-                outcomes.append(skill_sync.push_skill(client, path))
+                outcomes.append(skill_sync.push_skill(client, path, release))
                 bar.update(1)
             if release is not None and release_description is not None:
                 opened = release.open(client, release_description)
+                if release.already:
+                    ids = ", ".join(str(number) for number in release.already)
+                    click.echo(f"change request(s) {ids} propose some of these moves already: "
+                               "not proposed again", err=True)  # fmt: skip
                 if opened is None:
                     click.echo("no label needing approvals moves: no change request", err=True)
                 else:

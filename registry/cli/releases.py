@@ -95,6 +95,11 @@ def release_open(
                "needed", err=True)  # fmt: skip
 
 
+def _name(answer: dict[str, Any], actor: str) -> str:
+    """An actor as the server shows it (a key by its owner and name), else as recorded."""
+    return str((answer.get("names") or {}).get(actor, actor))
+
+
 @release.command("list")
 @_tenant_option
 @url_option
@@ -106,7 +111,7 @@ def release_list(slug: str, url: str, key: str | None, states: tuple[str, ...]) 
         found = client.request("GET", "/change-requests", params={"state": list(states)}).json()
     table(
         ("ID", "STATE", "MOVES", "AUTHOR", "DESCRIPTION"),
-        [(str(r["id"]), r["state"], str(r["moves"]), r["author"], r["description"][:60])
+        [(str(r["id"]), r["state"], str(r["moves"]), _name(r, r["author"]), r["description"][:60])
          for r in found],
     )  # fmt: skip
 
@@ -122,7 +127,7 @@ def release_show(request_id: int, slug: str, url: str, key: str | None) -> None:
     with _client(url, slug, key) as client:
         shown = client.request("GET", f"/change-requests/{request_id}").json()
     click.echo(f"change request {shown['id']}: {shown['state']} (revision {shown['revision']})")
-    click.echo(f"  {shown['description']}")
+    click.echo(f"  by {_name(shown, shown['author'])}: {shown['description']}")
     if shown.get("stale_reason"):
         click.echo(f"  stale: {shown['stale_reason']}")
     for move in shown["moves"]:
@@ -134,13 +139,14 @@ def release_show(request_id: int, slug: str, url: str, key: str | None) -> None:
         tests = move.get("tests")
         if tests:
             click.echo(f"    tests: {tests['passed']} passed, {tests['failed']} failed")
-    approvers = ", ".join(shown["approved_by"]) or "none"
+    approvers = ", ".join(_name(shown, actor) for actor in shown["approved_by"]) or "none"
     click.echo(
         f"  approvals: {len(shown['approved_by'])} of {shown['approvals_needed']} ({approvers})"
     )
     for review in shown["reviews"]:
         said = f": {review['body']}" if review.get("body") else ""
-        click.echo(f"  {review['created_at'][:19]} {review['actor']} {review['kind']}{said}")
+        who = _name(shown, review["actor"])
+        click.echo(f"  {review['created_at'][:19]} {who} {review['kind']}{said}")
 
 
 @release.command("approve")

@@ -53,29 +53,20 @@ environment.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure
 
 
 def who(actor: str | None, people: dict[str, str]) -> str:
-    """Who acted, as a person reads it: a key by its name (its id's start beside it, since names
-    may repeat); a token's subject and issuer as recorded; anything else as it is."""
+    """Who acted, as ``tenants.shown_actor`` shows it (``people``: the tenant's keys, shown)."""
     if not actor:
         return "—"
-    if actor.startswith("key:"):
-        short = actor[4:12]
-        name = people.get(actor)
-        return f"{name} (key {short}…)" if name else f"a deleted key ({short}…)"
-    if actor.startswith("token:"):
-        return actor[6:]
-    return actor
+    return people.get(actor) or tenants.shown_actor(actor)
 
 
 environment.filters["who"] = who
 
 
 async def people_of(scope: ConsoleScope) -> dict[str, str]:
-    """The tenant's keys by the actor string that records them, for ``who``: the person who holds
-    one and its name, or its name alone."""
+    """The tenant's keys (revoked ones too) by the actor string that records them, shown."""
     keys = await tenants.list_keys(scope.session, scope.tenant.id)
     return {
-        f"key:{key.id}": f"{key.owner}, {key.name}" if key.owner else key.name or "an unnamed key"
-        for key in keys
+        f"key:{key.id}": tenants.shown_actor(f"key:{key.id}", (key.owner, key.name)) for key in keys
     }
 
 

@@ -33,7 +33,7 @@ from registry.db.models import ChangeLog, RegistrySecret, SigningKey, Tenant
 # A tenant's transaction plans its statements once per connection (generic plans), from the
 # statement after the one that enters it. Left to choose, PostgreSQL kept planning each execution
 # of the write path's statements for its parameters (custom plans): 20 % of its CPU per version
-# write (log_statement_stats, docs/benchmarks.md). The tenant's statements look rows up by keys,
+# write (log_statement_stats, bench/history.md). The tenant's statements look rows up by keys,
 # which a generic plan reaches as well; the owner role's work across tenants (the scheduler, whose
 # partial index needs its parameter's value) keeps PostgreSQL's choice. Set in the statement that
 # enters the tenant, for the transaction only: no round trip, nothing left on the connection.

@@ -5,7 +5,7 @@ worker checked a moment ago (``tenants.access.remembered_writer``), moving no la
 ``latest``, with no partials and no blobs. It is one statement on the hot path's pool
 (``registry_write_version_v1``: the key checked again, the prompt locked, the version written as
 every version is, its journal rows appended) instead of a transaction of five round trips through
-the ORM session: a quarter of the CPU per write (docs/benchmarks.md). Whatever is not that case
+the ORM session: a quarter of the CPU per write (bench/history.md). Whatever is not that case
 is declined (None) with nothing written, and the caller writes through ``writing.create_version``,
 which decides and words every other answer, errors included.
 """

@@ -4,7 +4,7 @@ The MCP layer shapes every page with ``list_entry`` (choosing, by revision, whet
 are carried). The write path stores each new version's entry as the newest revisions carry it
 (``stored_entry``, with titles and icons): versions never change, so an uncached page of those
 revisions is an index scan and a concatenation of stored entries instead of three joins, a JSON
-aggregate and a few thousand objects shaped in the worker (docs/benchmarks.md measures both)."""
+aggregate and a few thousand objects shaped in the worker (bench/history.md measures both)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from registry.db.audit import (
 )
 from registry.db.models import Prompt, Tenant
 from registry.errors import Conflict, NotFound, PreconditionFailed
-from registry.labels import DIRECT, Terms, approval_refusal
+from registry.labels import DIRECT, Terms, approval_refusal, archived_refusal, delete_refusal
 from registry.labels import check_label_name as check_label_name
 from registry.naming import LATEST
 from registry.principal import Principal
@@ -476,6 +476,9 @@ async def set_label(
     prompt = await find_prompt(session, tenant, name, lock=True)
     if not 1 <= version <= prompt.latest_version:
         raise NotFound(f"prompt {name!r} has no version {version}", field="version")
+    archived = archived_refusal("prompt", name, prompt.archived_at is not None)
+    if archived is not None:
+        raise archived
     moved = await move_label(
         session, tenant, prompt, label, version, caller, force=force, terms=terms
     )
@@ -595,10 +598,9 @@ async def delete_prompt(
 ) -> None:
     """Removes the prompt with all its versions and history; only once archived."""
     prompt = await find_prompt(session, tenant, name, lock=True)
-    if prompt.archived_at is None:
-        raise Conflict(
-            f"prompt {name!r} is not archived: archive it before deleting it", field="name"
-        )
+    refused = delete_refusal("prompt", name, prompt.archived_at is not None)
+    if refused is not None:
+        raise refused
     embedders = await partial_repo.embedders(session, tenant.id, prompt.id, limit=10)
     if embedders:
         raise Conflict(

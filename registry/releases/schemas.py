@@ -145,6 +145,10 @@ class ChangeRequestOut(BaseModel):
     moves: list[MoveOut]
     checks: Checks | None = Field(default=None, description="tests and contracts (shown requests)")
     reviews: list[ReviewOut] = Field(default_factory=list)
+    names: dict[str, str] = Field(
+        default_factory=dict,
+        description="each actor named here (author, approvers, reviewers) as a person reads it",
+    )
 
 
 class ChangeRequestSummary(BaseModel):
@@ -156,3 +160,7 @@ class ChangeRequestSummary(BaseModel):
     moves: int
     created_at: datetime
     updated_at: datetime
+    names: dict[str, str] = Field(
+        default_factory=dict,
+        description="each actor named here (author, approvers, reviewers) as a person reads it",
+    )

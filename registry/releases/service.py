@@ -27,7 +27,13 @@ from registry.db.models import Prompt, Tenant
 from registry.db.release_models import ChangeRequest, ChangeRequestMove
 from registry.db.skill_models import Skill
 from registry.errors import Conflict, Forbidden, InvalidInput, NotFound
-from registry.labels import Terms, approvals_needed, check_label_name, role_refusal
+from registry.labels import (
+    Terms,
+    approvals_needed,
+    archived_refusal,
+    check_label_name,
+    role_refusal,
+)
 from registry.principal import Principal
 from registry.prompts import contracts, diff, policy, testing, writing
 from registry.prompts import label_repository as prompt_labels
@@ -110,11 +116,9 @@ async def _written_moves(
     for move in moves:
         check_label_name(move.label)
         artifact = await _artifact(session, tenant, move.kind, move.name)
-        if artifact.archived_at is not None:
-            raise Conflict(
-                f"{move.kind} {move.name!r} is archived: bring it back before moving its labels",
-                field="moves",
-            )
+        archived = archived_refusal(move.kind, move.name, artifact.archived_at is not None, "moves")
+        if archived is not None:
+            raise archived
         if move.version > artifact.latest_version:
             raise NotFound(
                 f"{move.kind} {move.name!r} has no version {move.version}", field="moves"
@@ -341,6 +345,7 @@ async def list_requests(
     rows = await repo.requests_page(
         session, tenant.id, states=states, author=author, before=before, limit=limit
     )
+    names = await tenants.display_names(session, tenant.id, {r.author for r, _ in rows})
     return [
         ChangeRequestSummary(
             id=r.id,
@@ -351,6 +356,7 @@ async def list_requests(
             moves=count,
             created_at=r.created_at,
             updated_at=r.updated_at,
+            names={r.author: names[r.author]},
         )
         for r, count in rows
     ]
@@ -368,10 +374,16 @@ async def _out(
     checks, shown = (None, None)
     if detailed and request.state in LIVE:
         checks, shown = await _checks(session, tenant, request, moves, detailed=True)
+    approvers = sorted(_approvers(request, reviews))
+    overrider = checks.overridden_by if checks else None
+    names = await tenants.display_names(
+        session, tenant.id,
+        {request.author, request.applied_by, overrider, *approvers, *(r.actor for r in reviews)},
+    )  # fmt: skip
     return ChangeRequestOut(
-        id=request.id, state=request.state, author=request.author,
+        id=request.id, state=request.state, author=request.author, names=names,
         description=request.description, revision=request.revision, apply_at=request.apply_at,
-        approvals_needed=_needed(tenant, moves), approved_by=sorted(_approvers(request, reviews)),
+        approvals_needed=_needed(tenant, moves), approved_by=approvers,
         stale_reason=request.stale_reason, applied_by=request.applied_by,
         applied_at=request.applied_at, created_at=request.created_at,
         updated_at=request.updated_at,

@@ -193,12 +193,16 @@ async def delete_label(session: AsyncSession, skill: Skill, label: str) -> None:
 
 
 async def set_tests(session: AsyncSession, skill: Skill, tests: list[dict[str, Any]]) -> None:
-    await session.execute(
+    """Stored, and ``skill`` kept current: no attribute left expired for a lazy load to fetch
+    outside the session's greenlet (a 500 once)."""
+    changed = await session.execute(
         update(Skill)
         .where(Skill.tenant_id == skill.tenant_id, Skill.id == skill.id)
         .values(tests=tests, updated_at=func.now())
+        .returning(Skill.updated_at)
+        .execution_options(synchronize_session=False)
     )
-    skill.tests = tests
+    skill.tests, skill.updated_at = tests, changed.scalar_one()
 
 
 async def set_archived(session: AsyncSession, skill: Skill, archived: bool) -> None:

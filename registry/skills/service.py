@@ -30,7 +30,9 @@ from registry.labels import (
     Terms,
     approval_refusal,
     archive_refusal,
+    archived_refusal,
     check_label_name,
+    delete_refusal,
     role_refusal,
 )
 from registry.naming import LATEST
@@ -286,6 +288,9 @@ async def set_label(
     skill = await find_skill(session, tenant, name, lock=True)
     if not 1 <= version <= skill.latest_version:
         raise NotFound(f"skill {name!r} has no version {version}", field="version")
+    archived = archived_refusal("skill", name, skill.archived_at is not None)
+    if archived is not None:
+        raise archived
     await move_checked(session, tenant, skill, label, version, caller, terms)
     row = await repo.label_row(session, skill, label)
     assert row is not None
@@ -347,6 +352,9 @@ async def set_archived(
 
 async def delete_skill(session: AsyncSession, tenant: Tenant, caller: Principal, name: str) -> None:
     skill = await find_skill(session, tenant, name, lock=True)
+    refused = delete_refusal("skill", name, skill.archived_at is not None)
+    if refused is not None:
+        raise refused
     labels = (await repo.labels_of(session, tenant.id, [skill.id]))[skill.id]
     for label in labels:
         _check_role(tenant, caller, label)

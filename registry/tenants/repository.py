@@ -151,6 +151,20 @@ async def key_owners(
     return {row.id: row.owner for row in result}
 
 
+async def key_names(
+    session: AsyncSession, tenant_id: uuid.UUID, key_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, tuple[str | None, str | None]]:
+    """The owner and name of each of ``key_ids`` (revoked keys included) that exists."""
+    if not key_ids:
+        return {}
+    result = await session.execute(
+        select(ApiKey.id, ApiKey.owner, ApiKey.name).where(
+            ApiKey.tenant_id == tenant_id, ApiKey.id.in_(key_ids)
+        )
+    )
+    return {row.id: (row.owner, row.name) for row in result}
+
+
 def key_snapshot(key: ApiKey) -> dict[str, Any]:
     """What the audit log keeps of a key: never its hash."""
     return {

@@ -216,17 +216,53 @@ async def people(
     credentials: a key with an owner is its owner (case aside: two keys of one owner are one
     person), an OAuth token its subject at its issuer, anything else (a key without an owner, the
     operator) itself."""
-    key_ids = {}
-    for actor in actors:
-        if actor.startswith("key:"):
-            with contextlib.suppress(ValueError):
-                key_ids[actor] = uuid.UUID(actor[4:])
+    actors = list(actors)
+    key_ids = _key_ids(actors)
     owners = await repo.key_owners(session, tenant_id, list(key_ids.values()))
     found = {}
     for actor in actors:
         owner = owners.get(key_ids[actor]) if actor in key_ids else None
         found[actor] = f"owner:{owner.casefold()}" if owner else actor
     return found
+
+
+def _key_ids(actors: Iterable[str | None]) -> dict[str, uuid.UUID]:
+    found = {}
+    for actor in actors:
+        if actor and actor.startswith("key:"):
+            with contextlib.suppress(ValueError):
+                found[actor] = uuid.UUID(actor[4:])
+    return found
+
+
+def shown_actor(actor: str, key: tuple[str | None, str | None] | None = None) -> str:
+    """An actor as a person reads it, everywhere one is shown (console pages, change requests over
+    REST, the CLI): a key (``key``: its owner and name, None when it was deleted) by its owner and
+    name, its id's start beside them since names may repeat; a token by its subject at its issuer;
+    anything else (the operator) as it is."""
+    if actor.startswith("key:"):
+        short = actor[4:12]
+        if key is None:
+            return f"a deleted key ({short}…)"
+        owner, name = key
+        person = f"{owner}, {name}" if owner and name else owner or name or "an unnamed key"
+        return f"{person} (key {short}…)"
+    if actor.startswith("token:"):
+        return actor[6:]
+    return actor
+
+
+async def display_names(
+    session: AsyncSession, tenant_id: uuid.UUID, actors: Iterable[str | None]
+) -> dict[str, str]:
+    """Each of ``actors`` as ``shown_actor`` shows it (one query for the keys among them)."""
+    named = [actor for actor in actors if actor]
+    key_ids = _key_ids(named)
+    keys = await repo.key_names(session, tenant_id, sorted(set(key_ids.values())))
+    return {
+        actor: shown_actor(actor, keys.get(key_ids[actor]) if actor in key_ids else None)
+        for actor in named
+    }
 
 
 async def list_keys(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[ApiKey]:

@@ -1,0 +1,1 @@
+"""Artifacts: what prompts and skills have in common, and the table of kinds that tells them apart."""
