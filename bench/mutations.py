@@ -211,7 +211,7 @@ MUTATIONS = (
     Mutation(
         "approvals-count-people",
         "an author's other key never approves the author's request",
-        "registry/releases/service.py",
+        "registry/change_requests/service.py",
         "    if me == people[request.author]:",
         "    if False:",
         ("tests/hardening/test_people.py",),
@@ -251,7 +251,7 @@ MUTATIONS = (
     Mutation(
         "tools-off-by-default",
         "a tenant that did not turn tools on serves none",
-        "registry/mcp/tools.py",
+        "registry/mcp/tool_calls.py",
         "    return tenant.mcp_tools",
         "    return True",
         ("tests/mcp/test_tools.py::test_tools_off_is_as_before",),

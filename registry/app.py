@@ -41,10 +41,11 @@ from registry.api.headers import SecurityHeaders
 from registry.api.limits import BodyLimit
 from registry.api.metrics import RequestMetrics
 from registry.api.plain import PlainRoute
+from registry.change_requests.scheduler import Scheduler
 from registry.config import Settings, get_settings
 from registry.console import admin, browse, editor, signin
+from registry.console import change_requests as console_releases
 from registry.console import pages as console_pages
-from registry.console import releases as console_releases
 from registry.console import skills as console_skills
 from registry.db import repository as db_repository
 from registry.db.engine import Database, PoolSizes, listen_connection
@@ -56,7 +57,6 @@ from registry.mcp.feed import DatabaseChanges
 from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
 from registry.naming import SLUG_RE
-from registry.releases.scheduler import Scheduler
 from registry.sessions import service as sessions
 from registry.signing import KeyFile, SignatureRefused, key_file, key_id, public_pem
 from registry.tenants.oauth import TokenVerifier
@@ -202,7 +202,7 @@ class RegistryApp(FastAPI):
         self, scope: Any, body: bytes
     ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
         """A kept MCP answer that the HTTP protocol may send itself, before any task or request
-        object (``registry.serving``); None for anything else."""
+        object (``registry.http_protocol``); None for anything else."""
         if self.mcp is None or self.mcp.match(scope["path"]) is None:
             return None
         return self.mcp.answer_at_once(scope, body)

@@ -14,7 +14,7 @@ PROMPT_NAME_RE = re.compile(PROMPT_NAME_PATTERN)
 # A marked prompt's MCP tool name: its first TOOL_NAME_MAX characters, each of TOOL_NAME_REPLACED as
 # "_". Prompt names hold [A-Za-z0-9_.:-] (above), tool names [A-Za-z0-9_-] at most 64 long (what
 # clients take safely; the protocol allows 128), so "." and ":" are the characters replaced. The
-# rule is applied in Python (registry.prompts.tools.tool_name) and by the database, which keeps a
+# rule is applied in Python (registry.prompts.as_tools.tool_name) and by the database, which keeps a
 # marked prompt's tool name on its row (prompts.tool_name, migration 0025); a test holds them equal.
 TOOL_NAME_MAX = 64
 TOOL_NAME_REPLACED = ".:"

@@ -515,11 +515,11 @@ async def api(
 @asynccontextmanager
 async def serving_over_a_socket(app: Any) -> AsyncIterator[tuple[str, Any]]:
     """``app`` under a real uvicorn in this process, with `registry serve`'s protocol
-    (registry.serving), on a socket of its own: its base URL and the uvicorn server. The app's
+    (registry.http_protocol), on a socket of its own: its base URL and the uvicorn server. The app's
     lifespan is the caller's."""
     import uvicorn
 
-    from registry.serving import TimedHeadProtocol
+    from registry.http_protocol import TimedHeadProtocol
 
     config = uvicorn.Config(
         app, http=TimedHeadProtocol, lifespan="off", log_level="warning",

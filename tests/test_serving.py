@@ -14,7 +14,7 @@ import pytest
 from registry.config import get_settings
 from registry.events.hub import Hub
 from registry.events.streams import EventStream
-from registry.serving import TimedHeadProtocol
+from registry.http_protocol import TimedHeadProtocol
 from tests.conftest import serving_over_a_socket
 from tests.mcp.test_directory import eventually
 
@@ -83,7 +83,7 @@ async def test_a_stream_is_one_task_and_ends_when_its_client_goes_away() -> None
 
 async def test_a_client_reading_slowly_makes_writes_wait_and_then_gets_everything() -> None:
     """A connection's flow control waits on an event whose waiters are made at the first wait
-    (registry.serving): a client that reads nothing for a while pauses the writes, and gets every
+    (registry.http_protocol): a client that reads nothing for a while pauses the writes, and gets every
     byte once it reads."""
     chunk, chunks = b"x" * (1 << 20), 32
     finished = asyncio.Event()

@@ -1,5 +1,5 @@
 """Change requests: label moves of prompts and skills reviewed and applied as one release. One
-service call per route (registry.releases)."""
+service call per route (registry.change_requests)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from registry.api.auth import require_credential, tenant_scope
-from registry.errors import Conflict
-from registry.releases import service
-from registry.releases.schemas import (
+from registry.change_requests import service
+from registry.change_requests.schemas import (
     ApproveIn,
     ChangeRequestIn,
     ChangeRequestOut,
@@ -20,6 +19,7 @@ from registry.releases.schemas import (
     ReasonIn,
     State,
 )
+from registry.errors import Conflict
 
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}/change-requests",

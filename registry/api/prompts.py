@@ -30,10 +30,10 @@ from registry.prompts import (
     blobs,
     diff,
     partials,
+    prompt_tests,
     reading,
     rendering,
     snapshots,
-    testing,
     writing,
 )
 from registry.prompts.schemas import (
@@ -486,7 +486,7 @@ async def delete_label(
 )
 async def test_prompt(tenant: str, name: str, body: TestRequest, request: Request) -> TestRun:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        return await testing.test_prompt(scope.session, scope.tenant, name, body)
+        return await prompt_tests.test_prompt(scope.session, scope.tenant, name, body)
 
 
 @router.get(

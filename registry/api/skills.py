@@ -23,7 +23,7 @@ from registry.labels import Terms
 from registry.naming import LABEL_PATTERN, MAX_VERSION, ascii_number
 from registry.prompts import partials
 from registry.skills import service as skills
-from registry.skills import testing as skill_tests
+from registry.skills import skill_tests as skill_tests
 from registry.skills.folder import MAX_BYTES, MAX_FILES, SKILL_MD
 from registry.skills.schemas import (
     SKILL_NAME_PATTERN,

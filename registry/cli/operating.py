@@ -65,7 +65,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
     """Run the registry (REST API and MCP endpoint) with uvicorn."""
     import uvicorn
 
-    from registry import serving
+    from registry import http_protocol
     from registry.logs import configure_logging, logging_config
 
     settings = registry.override(host=host, port=port, workers=workers)
@@ -96,7 +96,7 @@ def serve(registry: Registry, host: str | None, port: int | None, workers: int |
             # cached prompts/get's worker time, sampled by bench/profile).
             access_log=False,
             timeout_graceful_shutdown=10,
-            http=serving.PROTOCOL,  # httptools, with a bound on the time a request's head takes
+            http=http_protocol.PROTOCOL,  # httptools, with a bound on the time a request's head takes
             limit_concurrency=settings.max_connections or _connection_budget(),
         )
 

@@ -9,8 +9,8 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
+from registry.console import change_requests as console_releases
 from registry.console import documents
-from registry.console import releases as console_releases
 from registry.console.pages import (
     ConsoleRoute,
     Form,

@@ -9,7 +9,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from registry.console import releases as console_releases
+from registry.console import change_requests as console_releases
 from registry.console.pages import (
     ConsoleRoute,
     Form,

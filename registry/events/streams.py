@@ -31,7 +31,7 @@ _SSE_RAW_HEADERS = (
     (b"content-type", b"text/event-stream; charset=utf-8"),
 )
 
-# `registry serve`'s HTTP protocol (registry.serving) puts a ``ConnectionLost`` on the scope of each
+# `registry serve`'s HTTP protocol (registry.http_protocol) puts a ``ConnectionLost`` on the scope of each
 # request it hands the app, under this key: a stream tells it what to call when the connection is
 # lost, and needs no task of its own waiting to notice (under another server, a task notices).
 CONNECTION_LOST = "registry.connection_lost"

@@ -31,10 +31,10 @@ from registry.events.cache import MISSING, Grouped, TenantScoped
 from registry.mcp import shaping
 from registry.mcp.protocol import Message
 from registry.principal import Principal
-from registry.prompts import reading, rendering, serving
+from registry.prompts import hot_reads, reading, rendering
+from registry.prompts.as_tools import FIND
 from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
-from registry.prompts.tools import FIND
 from registry.revisions import Revision
 from registry.tenants.service import TOUCH_EVERY
 
@@ -384,7 +384,7 @@ async def tool_target(
         if found is not MISSING:
             return found  # type: ignore[no-any-return]
         generation = caches.resolved.generation(tenant.id)
-    target = await serving.served_tool(await db.read_pool(tenant.id), tenant.id, label, tool)
+    target = await hot_reads.served_tool(await db.read_pool(tenant.id), tenant.id, label, tool)
     if enabled:
         caches.resolved.put(tenant.id, key, target, generation)
     return target

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from registry.config import Settings
 from registry.db.models import Tenant
-from registry.mcp import caching, errors, request_state, shaping, skills, tools
+from registry.mcp import caching, errors, request_state, shaping, skills, tool_calls
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams, MethodNotFound
 from registry.mcp.protocol import Message, error_message, result_message
@@ -316,8 +316,8 @@ METHODS: dict[str, Method] = {
         Method("prompts/get", GetParams, prompts_get),
         Method("completion/complete", CompleteParams, completion_complete),
         Method("logging/setLevel", SetLevelParams, logging_set_level),
-        Method("tools/list", tools.ListParams, tools.tools_list, tools.offered),
-        Method("tools/call", tools.CallParams, tools.tools_call, tools.offered),
+        Method("tools/list", tool_calls.ListParams, tool_calls.tools_list, tool_calls.offered),
+        Method("tools/call", tool_calls.CallParams, tool_calls.tools_call, tool_calls.offered),
         Method("skills/list", skills.ListParams, skills.skills_list),
         Method("skills/get", skills.UriParams, skills.skills_get),
         Method("resources/list", skills.ListParams, skills.resources_list),

@@ -149,7 +149,7 @@ class McpEndpoint:
         self, scope: Any, body: bytes
     ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
         """The kept answer to a POST of this endpoint whose whole body came with its head, for the
-        HTTP protocol to send itself without starting a task (``registry.serving``): the same
+        HTTP protocol to send itself without starting a task (``registry.http_protocol``): the same
         first step as ``__call__``'s, decided from the same bytes; None: the request goes to
         ``__call__`` as usual."""
         if not self.caches.enabled or len(body) > self.settings.max_request_bytes:

@@ -13,10 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.db.models import Prompt, PromptArgument, PromptMessage, PromptVersion, Tenant
 from registry.db.pagination import Page, PageRequest
 from registry.errors import NotFound
+from registry.prompts import hot_reads
 from registry.prompts import label_repository as label_repo
 from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
-from registry.prompts import serving
 from registry.prompts.listing import ServedPrompt, served_prompt, stored_entry
 from registry.prompts.schemas import (
     ArgumentOut,
@@ -260,7 +260,7 @@ async def served_page(
 ) -> tuple[list[ServedPrompt], bool]:
     """One page of what ``label`` serves, by name, and whether more may follow: one round trip, on
     the hot path's plain pool or inside a tenant transaction."""
-    rows = await serving.served_page(reads, tenant.id, label, after=after, limit=limit + 1)
+    rows = await hot_reads.served_page(reads, tenant.id, label, after=after, limit=limit + 1)
     return [served_prompt(*row) for row in rows[:limit]], len(rows) > limit
 
 
@@ -283,7 +283,7 @@ async def served_entries(
 ) -> EntryPage:
     """``served_page`` as the stored entries, in one round trip; a version written before entries
     were stored (schema 0015) is shaped here from its row, as ``stored_entry`` would have stored it."""
-    rows = await serving.served_entries(reads, tenant.id, label, after=after, limit=limit + 1)
+    rows = await hot_reads.served_entries(reads, tenant.id, label, after=after, limit=limit + 1)
     page = rows[:limit]
     entries = [
         entry if entry is not None else stored_entry(served_prompt(name, *served or ()))
@@ -297,7 +297,7 @@ async def served_entries(
 
 
 async def served_count(reads: asyncpg.Pool | AsyncSession, tenant: Tenant, label: str) -> int:
-    return await serving.served_count(reads, tenant.id, label)
+    return await hot_reads.served_count(reads, tenant.id, label)
 
 
 async def labels_changed(

@@ -16,7 +16,7 @@ from registry.content.kinds import Block, Kind, kind_of
 from registry.db.models import Tenant
 from registry.errors import InvalidInput
 from registry.naming import ABSOLUTE_URI_RE, LABEL_RE, PROMPT_NAME_RE, ascii_number
-from registry.prompts import partials, serving
+from registry.prompts import hot_reads, partials
 from registry.prompts import repository as repo
 from registry.prompts.reading import not_served
 from registry.prompts.schemas import RenderedPrompt
@@ -118,7 +118,7 @@ async def served_version(
     Returns the prompt id, the version number and the compiled version.
     """
     label = label or tenant.default_label
-    found = await serving.served_version(reads, tenant.id, name, label, version)
+    found = await hot_reads.served_version(reads, tenant.id, name, label, version)
     if "missing" in found:
         raise not_served(name, label, version, found["missing"])
     return compile_found(found)

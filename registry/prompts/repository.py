@@ -4,7 +4,7 @@ locks in ``partial_repository.py``; the three are the only modules that build th
 Every query runs inside a tenant-scoped transaction, so row-level security already limits it to one
 tenant; the explicit tenant filters are there for the planner (they match the leading index column).
 The hot path's statements (what MCP serving reads through the plain driver) are in
-``prompts/serving.py``.
+``prompts/hot_reads.py``.
 """
 
 from __future__ import annotations
@@ -389,7 +389,7 @@ async def served_marked(
 
 
 # A mark's check holds a transaction lock of the tool name it takes (the first key says "tool
-# names", the second names the tenant and the tool; registry.releases.repository numbers change
+# names", the second names the tenant and the tool; registry.change_requests.repository numbers change
 # requests under a space of its own): two transactions marking prompts of the same tool name check
 # one after the other, so the second sees the first's mark once it commits.
 _MARK_LOCK = 0x746F_6F6C  # "tool"

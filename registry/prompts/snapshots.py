@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import Tenant
+from registry.prompts import hot_reads
 from registry.prompts import repository as repo
-from registry.prompts import serving
 
 FORMAT = "prompt-registry/snapshot-v1"
 PAGE = 200  # records per REST page
@@ -24,7 +24,7 @@ async def served_record(
     session: AsyncSession, tenant: Tenant, label: str, name: str
 ) -> dict[str, Any] | None:
     """The record of ``name`` as ``label`` serves it, None when the label does not serve it."""
-    found = await serving.served_version(session, tenant.id, name, label, None)
+    found = await hot_reads.served_version(session, tenant.id, name, label, None)
     if "missing" in found:
         return None
     return {"name": name, **found}
@@ -33,7 +33,7 @@ async def served_record(
 async def served_page(
     session: AsyncSession, tenant: Tenant, label: str, *, after: str | None, limit: int
 ) -> tuple[list[dict[str, Any]], bool]:
-    rows = await serving.served_page(session, tenant.id, label, after=after, limit=limit + 1)
+    rows = await hot_reads.served_page(session, tenant.id, label, after=after, limit=limit + 1)
     records = []
     for name, *_ in rows[:limit]:  # names only: each record is read whole below
         record = await served_record(session, tenant, label, name)

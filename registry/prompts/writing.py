@@ -33,7 +33,7 @@ from registry.labels import DIRECT, Terms, approval_refusal, archived_refusal, d
 from registry.labels import check_label_name as check_label_name
 from registry.naming import LATEST
 from registry.principal import Principal
-from registry.prompts import contracts, policy, testing, tools
+from registry.prompts import as_tools, contracts, policy, prompt_tests
 from registry.prompts import label_repository as label_repo
 from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
@@ -287,7 +287,7 @@ async def _result(
     """The answer to a version write, with the prompt's test cases run on the version (shown, never
     blocking: a change request is where failing tests stop a label)."""
     number = outcome.version.version
-    tests = await testing.run_tests(session, tenant, prompt, number) if prompt.tests else None
+    tests = await prompt_tests.run_tests(session, tenant, prompt, number) if prompt.tests else None
     return WriteResult(
         created=outcome.created,
         version=number,
@@ -317,7 +317,7 @@ async def create_prompt(
         _check_label_permission(tenant, caller, label)  # a new prompt's labels always move
     prompt = await create_prompt_row(session, tenant, caller, body.name, body.tags)
     if body.as_tool:
-        await tools.check_mark(session, tenant, prompt)
+        await as_tools.check_mark(session, tenant, prompt)
         prompt = await repo.update_prompt(session, prompt, as_tool=True)
     if body.tests:
         prompt = await repo.update_prompt(session, prompt, tests=testcases.stored(body.tests))
@@ -572,7 +572,7 @@ async def patch_prompt(
         after["tests"] = testcases.stored(tests)
     if as_tool is not None:
         if as_tool and not prompt.as_tool:
-            await tools.check_mark(session, tenant, prompt)
+            await as_tools.check_mark(session, tenant, prompt)
         after["as_tool"] = as_tool
     if after != before:
         prompt = await repo.update_prompt(session, prompt, **after)

@@ -37,7 +37,7 @@ from registry.labels import (
 )
 from registry.naming import LATEST
 from registry.principal import Principal
-from registry.skills import folder, testing
+from registry.skills import folder, skill_tests
 from registry.skills import repository as repo
 from registry.skills.schemas import (
     FileChange,
@@ -98,7 +98,7 @@ async def create_skill(
         target=f"skill:{body.name}",
     )  # fmt: skip
     if body.tests:
-        await testing.set_tests(session, caller, skill, body.tests)
+        await skill_tests.set_tests(session, caller, skill, body.tests)
     return await write_version(session, tenant, caller, skill, body, if_match=None, expand=expand)
 
 
@@ -200,7 +200,7 @@ async def write_version(
         version=number,
         labels_moved=moved,
         detail=said,
-        tests=await testing.run_tests(session, skill, number) if skill.tests else None,
+        tests=await skill_tests.run_tests(session, skill, number) if skill.tests else None,
         skill=await skill_out(session, skill),
     )
 
@@ -377,7 +377,7 @@ async def plan(
         version = SkillVersionIn.model_validate(body.model_dump(exclude={"name", "tests"}))
         if "tests" in body.model_fields_set:
             skill = await find_skill(session, tenant, body.name, lock=True)
-            await testing.set_tests(session, caller, skill, body.tests)
+            await skill_tests.set_tests(session, caller, skill, body.tests)
         return False, await create_version(
             session, tenant, caller, body.name, version, if_match=None, expand=expand
         )

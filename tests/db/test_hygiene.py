@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.engine import Database
-from registry.prompts import serving
+from registry.prompts import hot_reads
 from registry.prompts import version_repository as prompts
 from tests.conftest import PgServer
 from tests.pgbouncer import Pooler
@@ -170,8 +170,8 @@ async def test_the_hot_paths_plain_connection_keeps_no_tenant(
             ) is None  # fmt: skip
 
     for statement in (
-        lambda: serving.served_page(pool, alpha, "production", after=None, limit=10),
-        lambda: serving.served_tool(pool, alpha, "production", "some_tool"),
+        lambda: hot_reads.served_page(pool, alpha, "production", after=None, limit=10),
+        lambda: hot_reads.served_tool(pool, alpha, "production", "some_tool"),
         write_at_once,
     ):
         await statement()

@@ -18,7 +18,7 @@ from registry.db import repository as repo
 from registry.db.connect import APP_ROLE
 from registry.db.engine import Database
 from registry.db.replicas import Replicas
-from registry.prompts import serving
+from registry.prompts import hot_reads
 from tests.conftest import OPERATOR_TOKEN, PgServer, start_server, stop_server
 from tests.db.test_hygiene import PID, SEEN, SETTING
 from tests.replica import Replica
@@ -268,7 +268,7 @@ async def test_the_next_transaction_on_a_replica_connection_sees_no_tenant(
         pool = await replicas.pool(alpha)
         assert pool is not None, "the replica's plain pool did not take the read"
         assert (
-            await serving.served_page(pool, alpha, "production", after=None, limit=10) is not None
+            await hot_reads.served_page(pool, alpha, "production", after=None, limit=10) is not None
         )
         async with pool.acquire() as connection:
             assert await connection.fetchval(

@@ -1,4 +1,4 @@
-"""A marked prompt's tool name: applied in Python (``tools.tool_name``, what tools/list offers) and
+"""A marked prompt's tool name: applied in Python (``as_tools.tool_name``, what tools/list offers) and
 by the database, which keeps it on the prompt's row (migration 0025) where tools/call finds the
 prompt through an index; the two agree on every name a prompt may have, the column follows a mark,
 an unmark and any write to it, and the lookup uses the index under row-level security."""
@@ -16,8 +16,8 @@ from sqlalchemy import text
 from registry.db.engine import Database
 from registry.errors import Conflict
 from registry.naming import PROMPT_NAME_PATTERN
+from registry.prompts import as_tools, hot_reads
 from registry.prompts import repository as repo
-from registry.prompts import serving, tools
 from registry.prompts.writing import create_prompt, patch_prompt
 from tests.domain.conftest import Domain, prompt
 
@@ -43,7 +43,7 @@ async def test_the_database_keeps_the_python_tool_name(
     async with db.operator_tx() as session:
         given_names = list(dict.fromkeys([*EDGES, *names]))
         rows = (await session.execute(MARKED, {"tenant": tenant.id, "names": given_names})).all()
-    assert dict(rows) == {n: tools.tool_name(n) for n in given_names}
+    assert dict(rows) == {n: as_tools.tool_name(n) for n in given_names}
 
 
 async def test_a_tool_is_found_through_the_index_and_a_taken_name_is_refused(
@@ -56,10 +56,10 @@ async def test_a_tool_is_found_through_the_index_and_a_taken_name_is_refused(
             body = prompt(name, "Hello", labels=["production"], as_tool=name != "plain")
             await create_prompt(session, tenant, publisher, body, max_blob_bytes=1024)
     async with domain.tx(tenant) as session:
-        found = await serving.served_tool(session, tenant.id, "production", "support_reply")
+        found = await hot_reads.served_tool(session, tenant.id, "production", "support_reply")
         assert found == ("support.reply", 1)
-        assert await serving.served_tool(session, tenant.id, "staging", "support_reply") is None
-        assert await serving.served_tool(session, tenant.id, "production", "plain") is None
+        assert await hot_reads.served_tool(session, tenant.id, "staging", "support_reply") is None
+        assert await hot_reads.served_tool(session, tenant.id, "production", "plain") is None
         assert await repo.marked_as_tool(session, tenant.id, "support_reply", besides="x") == (
             "support.reply"
         )
@@ -120,6 +120,6 @@ async def test_of_two_concurrent_marks_of_one_tool_name_the_second_is_refused(
     with pytest.raises(Conflict, match=r"which the marked prompt .support\.reply. already is"):
         await second
     async with domain.tx(tenant) as session:
-        assert await serving.served_tool(session, tenant.id, "production", "support_reply") == (
+        assert await hot_reads.served_tool(session, tenant.id, "production", "support_reply") == (
             "support.reply", 1,
         )  # fmt: skip

@@ -16,10 +16,10 @@ from prometheus_client import REGISTRY
 from registry import metrics
 from registry.events.cache import MISSING
 from registry.mcp import caching
-from registry.mcp import tools as mcp_tools
+from registry.mcp import tool_calls as mcp_tools
 from registry.mcp.caching import McpCaches
-from registry.prompts import rendering, serving
-from registry.prompts import tools as prompt_tools
+from registry.prompts import as_tools as prompt_tools
+from registry.prompts import hot_reads, rendering
 from registry.skills import service as skill_service
 from tests.conftest import Api, auth
 from tests.mcp.conftest import (
@@ -251,7 +251,7 @@ async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
     are kept as prompts/get's are, and dropped by the change that alters them: an unmarked tool,
     a new skill version, the tenant's tools turned off; find_prompts' pages are never kept."""
     read: list[str] = []
-    served_file, find, of_tool = skill_service.served_file, mcp_tools._find, serving.served_tool
+    served_file, find, of_tool = skill_service.served_file, mcp_tools._find, hot_reads.served_tool
 
     async def counted_file(*args: Any, **kwargs: Any) -> Any:
         read.append(args[-1])
@@ -267,7 +267,7 @@ async def test_tool_calls_and_skill_reads_are_kept_until_the_tenant_changes(
 
     monkeypatch.setattr(skill_service, "served_file", counted_file)
     monkeypatch.setattr(mcp_tools, "_find", counted_find)
-    monkeypatch.setattr(serving, "served_tool", counted_tool)
+    monkeypatch.setattr(hot_reads, "served_tool", counted_tool)
     keys, client = await _tools_and_a_skill(api, REPLY)
     publisher, skill = auth(keys["publisher"]), CONFORMANCE_SKILLS[1]
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from registry import metrics, serving, tokens
+from registry import http_protocol, metrics, tokens
 from registry.mcp import caching
 from registry.mcp.core import Core
 from registry.mcp.http import McpEndpoint
@@ -35,7 +35,7 @@ NAME = "test_prompt_with_arguments"
 async def api(api: Api, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
     """Every test twice: through the ASGI app, and under uvicorn with `registry serve`'s protocol,
     which sends a kept answer itself when the request's body came with its head
-    (registry.serving)."""
+    (registry.http_protocol)."""
     if request.param == "in process":
         yield api
         return
@@ -367,7 +367,7 @@ async def test_the_protocol_sends_kept_answers_itself_pipelined_or_not(
     a task (the endpoint never sees it), pipelined requests in their order; a request whose body
     comes in a later read gets its task as soon as its head is read, and the same answer. A long
     answer goes to the transport beside its head (here: every answer)."""
-    monkeypatch.setattr(serving, "_JOIN_BELOW", join_below)
+    monkeypatch.setattr(http_protocol, "_JOIN_BELOW", join_below)
     entered: list[str] = []
     reached = asyncio.Event()
     endpoint = McpEndpoint.__call__

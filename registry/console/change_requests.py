@@ -13,6 +13,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
+from registry.change_requests import service as releases
+from registry.change_requests.schemas import ApproveIn, ChangeRequestIn
 from registry.console.pages import (
     ConsoleRoute,
     Form,
@@ -26,8 +28,6 @@ from registry.console.pages import (
 from registry.console.sessions import ConsoleScope
 from registry.errors import InvalidInput
 from registry.labels import approvals_needed
-from registry.releases import service as releases
-from registry.releases.schemas import ApproveIn, ChangeRequestIn
 
 router = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
 

@@ -25,9 +25,9 @@ from registry.mcp import caching, paging, shaping
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
 from registry.naming import META_CONFIG
+from registry.prompts import as_tools as prompt_tools
 from registry.prompts import reading
-from registry.prompts import tools as prompt_tools
-from registry.prompts.tools import FIND, RENDER, ServedTool
+from registry.prompts.as_tools import FIND, RENDER, ServedTool
 from registry.receipts import META_KEY as RECEIPT
 from registry.templates.arguments import InvalidArgument
 from registry.tenants import access

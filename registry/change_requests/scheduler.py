@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from registry.change_requests import repository as repo
+from registry.change_requests import service
 from registry.db.engine import Database
 from registry.errors import RegistryError
-from registry.releases import repository as repo
-from registry.releases import service
 from registry.tenants import repository as tenants
 
 logger = logging.getLogger(__name__)

@@ -33,8 +33,10 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from registry.config import get_settings
 from registry.events.streams import CONNECTION_LOST, ConnectionLost
 
-logger = logging.getLogger("registry.serving")
-PROTOCOL = "registry.serving:TimedHeadProtocol"  # for uvicorn's `http` option, in every worker
+logger = logging.getLogger("registry.http_protocol")
+PROTOCOL = (
+    "registry.http_protocol:TimedHeadProtocol"  # for uvicorn's `http` option, in every worker
+)
 
 # What an app offers the protocol: the headers (Content-Length among them) and body of an answer
 # to send now, or None.

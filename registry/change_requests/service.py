@@ -22,25 +22,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db.audit import record_audit, record_change
-from registry.db.models import Prompt, Tenant
-from registry.db.release_models import ChangeRequest, ChangeRequestMove
-from registry.db.skill_models import Skill
-from registry.errors import Conflict, Forbidden, InvalidInput, NotFound
-from registry.labels import (
-    Terms,
-    approvals_needed,
-    archived_refusal,
-    check_label_name,
-    role_refusal,
-)
-from registry.principal import Principal
-from registry.prompts import contracts, diff, policy, testing, writing
-from registry.prompts import label_repository as prompt_labels
-from registry.prompts.reading import find_prompt
-from registry.prompts.schemas import ContractChange
-from registry.releases import repository as repo
-from registry.releases.schemas import (
+from registry.artifacts.kinds import ARTIFACT_KINDS
+from registry.artifacts.model import Artifact, MoveAt
+from registry.artifacts.ops import ops_of
+from registry.change_requests import repository as repo
+from registry.change_requests.schemas import (
     ApproveIn,
     ChangeRequestIn,
     ChangeRequestOut,
@@ -51,8 +37,18 @@ from registry.releases.schemas import (
     MoveOut,
     ReviewOut,
 )
-from registry.skills import service as skills
-from registry.skills import testing as skill_tests
+from registry.db.audit import record_audit, record_change
+from registry.db.models import Tenant
+from registry.db.release_models import ChangeRequest, ChangeRequestMove
+from registry.errors import Conflict, Forbidden, InvalidInput, NotFound
+from registry.labels import (
+    Terms,
+    approvals_needed,
+    archived_refusal,
+    check_label_name,
+    role_refusal,
+)
+from registry.principal import Principal
 from registry.tenants import service as tenants
 
 LIVE = ("open", "approved")  # states a request can still move from
@@ -115,7 +111,7 @@ async def _written_moves(
     written = []
     for move in moves:
         check_label_name(move.label)
-        artifact = await _artifact(session, tenant, move.kind, move.name)
+        artifact = await ops_of(move.kind).find(session, tenant, move.name)
         archived = archived_refusal(move.kind, move.name, artifact.archived_at is not None, "moves")
         if archived is not None:
             raise archived
@@ -295,23 +291,15 @@ async def _apply(
     for move in sorted(moves, key=lambda m: (m.kind, m.name)):
         key = (move.kind, move.name)
         if key not in locked:
-            locked[key] = await _artifact(
-                session, tenant, move.kind, move.name, lock=True, found=False
-            )
+            locked[key] = await _existing(session, tenant, move.kind, move.name, lock=True)
     if (stale := await _stale_reason(session, tenant, moves, locked)) is not None:
         return await _go_stale(session, request, moves, stale)
     terms = Terms(release=request.id)
     for move in moves:
         artifact = locked[(move.kind, move.name)]
-        if isinstance(artifact, Prompt):
-            await writing.move_label(
-                session, tenant, artifact, move.label, move.version, caller, force=True, terms=terms
-            )
-        else:
-            assert isinstance(artifact, Skill)
-            await skills.move_checked(
-                session, tenant, artifact, move.label, move.version, caller, terms
-            )
+        assert artifact is not None  # else the request went stale above
+        at = MoveAt(move.label, move.version, move.before)
+        await ops_of(move.kind).move(session, tenant, artifact, at, caller, terms)
     request = await repo.update_request(
         session, request, state="applied", applied_by=caller.actor, applied_at=datetime.now(UTC)
     )
@@ -404,21 +392,19 @@ async def _checks(
     *,
     detailed: bool,
 ) -> tuple[Checks, list[MoveOut]]:
-    """Each prompt move's tests (run on the version it moves to) and contract breaks (against what
-    a protected label serves now); with ``detailed``, each move's diff too."""
+    """Each move's tests (run on the version it moves to) and contract breaks (against what a
+    protected label serves now), as its kind reviews a move; with ``detailed``, its diff too."""
     shown, failed, broken = [], 0, 0
     for move in moves:
         out = _move_out(move)
-        artifact = await _artifact(session, tenant, move.kind, move.name)
-        out.current = await _served(session, move.kind, artifact, move.label)
-        if isinstance(artifact, Prompt):
-            await _prompt_checks(session, tenant, out, artifact, detailed=detailed)
-        else:
-            if detailed and out.current is not None and out.current != move.version:
-                changed = await skills.diff(session, tenant, move.name, out.current, move.version)
-                out.diff = changed.model_dump(mode="json")
-            if artifact.tests:
-                out.tests = await skill_tests.run_tests(session, artifact, move.version)
+        ops = ops_of(move.kind)
+        artifact = await ops.find(session, tenant, move.name)
+        out.current = await ops.served(session, artifact, move.label)
+        review = await ops.review(
+            session, tenant, artifact, MoveAt(move.label, move.version, out.current),
+            detailed=detailed,
+        )  # fmt: skip
+        out.diff, out.tests, out.breaking = review.diff, review.tests, review.breaking
         failed += out.tests.failed if out.tests else 0
         broken += len(out.breaking)
         shown.append(out)
@@ -431,30 +417,8 @@ async def _checks(
     return checks, shown
 
 
-async def _prompt_checks(
-    session: AsyncSession, tenant: Tenant, out: MoveOut, prompt: Prompt, *, detailed: bool
-) -> None:
-    """A prompt move's tests, and the contract changes of a protected label's move; the whole diff
-    only when it is shown (reviewing needs the arguments alone)."""
-    moving = out.current is not None and out.current != out.version
-    checked = moving and policy.needs_contract_check(tenant, out.label, out.current)
-    changes: list[ContractChange] = []
-    if moving and detailed:
-        assert out.current is not None
-        compared = await diff.diff_versions(session, tenant, prompt.name, out.current, out.version)
-        out.diff = compared.model_dump(mode="json")
-        changes = compared.contract
-    elif checked:
-        assert out.current is not None
-        changes = await writing.contract_changes(session, prompt, out.current, out.version)
-    if checked:
-        out.breaking = list(contracts.breaking(changes))
-    if prompt.tests:
-        out.tests = await testing.run_tests(session, tenant, prompt, out.version)
-
-
 def _move_out(move: ChangeRequestMove) -> MoveOut:
-    named = {"prompt": move.name} if move.kind == "prompt" else {"skill": move.name}
+    named = {ARTIFACT_KINDS[move.kind].move_key: move.name}
     return MoveOut(**named, label=move.label, version=move.version, before=move.before)
 
 
@@ -475,13 +439,11 @@ async def _stale_reason(
     session: AsyncSession,
     tenant: Tenant,
     moves: list[ChangeRequestMove],
-    locked: dict[tuple[str, str], Prompt | Skill | None],
+    locked: dict[tuple[str, str], Artifact | None],
 ) -> str | None:
     for move in moves:
         key = (move.kind, move.name)
-        artifact = (
-            locked[key] if key in locked else await _artifact(session, tenant, *key, found=False)
-        )
+        artifact = locked[key] if key in locked else await _existing(session, tenant, *key)
         if artifact is None:
             return f"{move.kind} {move.name!r} was deleted"
         if artifact.archived_at is not None:
@@ -518,29 +480,18 @@ async def _locked(session: AsyncSession, tenant: Tenant, request_id: int) -> Cha
     return request
 
 
-async def _artifact(
-    session: AsyncSession, tenant: Tenant, kind: str, name: str, *, lock: bool = False,
-    found: bool = True,
-) -> Any:  # fmt: skip
-    """The prompt or skill ``name`` (None when ``found`` is False and there is none)."""
+async def _existing(
+    session: AsyncSession, tenant: Tenant, kind: str, name: str, *, lock: bool = False
+) -> Artifact | None:
+    """The prompt or skill ``name``, None when there is none (any more)."""
     try:
-        if kind == "prompt":
-            return await find_prompt(session, tenant, name, lock=lock)
-        return await skills.find_skill(session, tenant, name, lock=lock)
+        return await ops_of(kind).find(session, tenant, name, lock=lock)
     except NotFound:
-        if found:
-            raise
         return None
 
 
-async def _served(
-    session: AsyncSession, kind: str, artifact: Prompt | Skill, label: str
-) -> int | None:
-    if kind == "prompt":
-        assert isinstance(artifact, Prompt)
-        return await prompt_labels.label_version(session, artifact, label)
-    assert isinstance(artifact, Skill)
-    return await skills.label_version(session, artifact, label)
+async def _served(session: AsyncSession, kind: str, artifact: Artifact, label: str) -> int | None:
+    return await ops_of(kind).served(session, artifact, label)
 
 
 def _needed(tenant: Tenant, moves: Sequence[ChangeRequestMove]) -> int:
