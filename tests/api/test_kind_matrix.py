@@ -1,7 +1,11 @@
 """Every kind of artifact through every workflow (issue 66): one test per kind and workflow, made
 from the registry's table of kinds, so a kind added to the table without its cells fails here.
 
-A kind's cells differ only in what its content is (``KindCase``): the workflows are written once."""
+A kind's cells differ only in what its content is and how MCP serves it (``KindCase``): the
+workflows are written once. The push/pull round trip of both kinds, with and without approvals, is
+the live test ``tests/test_release_cli.py::test_push_release_moves_skills_too_and_proposes_nothing_twice``
+(it runs the ``registry`` command against a server); webhooks carry the change-log rows checked
+here (``tests/test_webhooks.py``)."""
 
 from __future__ import annotations
 
@@ -13,11 +17,15 @@ import asyncpg
 import pytest
 
 from registry.artifacts.kinds import ARTIFACT_KINDS
+from registry.revisions import ALL_REVISIONS, STATELESS_REVISIONS
 from tests.api.conftest import SIMPLE, Api, auth
+from tests.mcp.conftest import RawMcp
+from tests.mcp.test_stateless import Stateless, meta
 
 T = "/api/v1/tenants/acme"
 CR = f"{T}/change-requests"
-SKILL_MD = "---\nname: review\ndescription: How we review\n---\n# Review {n}\n"
+SKILL_MD = "---\nname: review\ndescription: How we review <b>code</b>\n---\n# Review {n}\n"
+MARKUP = "<b>code</b>"  # in what each kind's console page shows: escaped there
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,8 @@ class KindCase:
     first: dict[str, Any]
     next: Callable[[int], dict[str, Any]]
     case: dict[str, Any]
+    mcp: tuple[str, dict[str, Any]]  # the MCP request that reads what a label serves of it
+    served: Callable[[dict[str, Any]], str]  # its text, from that request's result
 
 
 def _prompt_version(n: int) -> dict[str, Any]:
@@ -40,15 +50,23 @@ def _prompt_version(n: int) -> dict[str, Any]:
 CASES = {
     "prompt": KindCase(
         name="greet",
-        first={**SIMPLE, "messages": _prompt_version(1)["messages"]},
+        first={
+            **SIMPLE,
+            "description": f"Says hello {MARKUP}",
+            "messages": _prompt_version(1)["messages"],
+        },
         next=_prompt_version,
         case={"name": "v1", "arguments": {"who": "Ann"}, "expect": {"contains": ["(v1)"]}},
+        mcp=("prompts/get", {"name": "greet", "arguments": {"who": "Ann"}}),
+        served=lambda result: str(result["messages"][0]["content"]["text"]),
     ),
     "skill": KindCase(
         name="review",
         first={"name": "review", "files": [{"path": "SKILL.md", "text": SKILL_MD.format(n=1)}]},
         next=lambda n: {"files": [{"path": "SKILL.md", "text": SKILL_MD.format(n=n)}]},
         case={"name": "v1", "expect": {"contains": ["# Review 1"]}},
+        mcp=("resources/read", {"uri": "skill://review/SKILL.md"}),
+        served=lambda result: str(result["contents"][0]["text"]),
     ),
 }
 
@@ -65,6 +83,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 class Tenant:
     def __init__(self, api: Api, kind: str, keys: dict[str, str]) -> None:
         self.api, self.kind, self.case = api, kind, CASES[kind]
+        self.secrets = keys
         self.keys = {role: auth(secret) for role, secret in keys.items()}
         self.base = f"{T}/{ARTIFACT_KINDS[kind].plural}/{self.case.name}"
 
@@ -214,5 +233,72 @@ async def test_one_change_of_the_right_kind_per_move(
     assert moved.status_code == 200, moved.text
     rows = await superuser.fetch("SELECT kind, label FROM change_log WHERE seq > $1", before)
     assert [r["kind"] for r in rows if r["label"] == "production"] == [
+        ARTIFACT_KINDS[kind].event("label.move")
+    ], rows
+
+
+@pytest.mark.parametrize("revision", ALL_REVISIONS)
+async def test_served_over_mcp_on_every_revision(api: Api, kind: str, revision: str) -> None:
+    t = await _tenant(api, kind)
+    await t.create(labels=["production"])
+    await t.version(2)  # production stays on version 1
+    method, params = t.case.mcp
+    if revision in STATELESS_REVISIONS:
+        named = params.get("name") or params.get("uri")
+        stateless = Stateless(api.client, "/mcp/acme", t.keys["reader"])
+        answer = await stateless.post(method, {"_meta": meta(), **params}, **{"Mcp-Name": named})
+        assert answer.status_code == 200, answer.text
+        result = answer.json()["result"]
+    else:
+        session = RawMcp(api.client, "/mcp/acme", t.keys["reader"])
+        await session.initialize(revision)
+        result = await session.result(method, params)
+    text = t.case.served(result)
+    assert ("(v1)" if kind == "prompt" else "# Review 1") in text, text
+
+
+async def test_the_console_shows_it_and_its_change_request_escaped(api: Api, kind: str) -> None:
+    t = await _tenant(api, kind)
+    await t.create(labels=["production"])
+    await t.version(2)
+    await t.gate()
+    body = {"description": f"move {MARKUP}", "moves": [t.move("production", 2)]}
+    opened = await api.client.post(CR, json=body, headers=t.keys["publisher"])
+    assert opened.status_code == 201, opened.text
+    signed = await api.client.post(
+        "/ui/acme/login", data={"key": t.secrets["admin"].removeprefix("Bearer ")},
+        headers={"Origin": "http://test"},
+    )  # fmt: skip
+    assert signed.status_code == 303, signed.text
+    plural = ARTIFACT_KINDS[kind].plural
+    for path in (f"/ui/acme/{plural}/{t.case.name}", "/ui/acme/change-requests/1",
+                 "/ui/acme/change-requests"):  # fmt: skip
+        page = await api.client.get(path)
+        assert page.status_code == 200, (path, page.text[:1500])
+        assert MARKUP not in page.text, path  # never unescaped
+    shown = (await api.client.get("/ui/acme/change-requests/1")).text
+    assert "&lt;b&gt;code&lt;/b&gt;" in shown and "key:" not in shown
+
+
+async def test_a_gated_labels_first_move_needs_a_change_request(api: Api, kind: str) -> None:
+    t = await _tenant(api, kind)
+    await t.create()
+    await t.gate()
+    first = await api.client.put(
+        f"{t.base}/labels/production", json={"version": 1}, headers=t.keys["publisher"]
+    )
+    assert first.status_code == 409 and "change request" in first.json()["detail"], first.text
+    assert "production" not in await t.labels()
+
+
+async def test_a_new_version_moves_latest_with_one_change(
+    api: Api, kind: str, superuser: asyncpg.Connection
+) -> None:
+    t = await _tenant(api, kind)
+    await t.create()
+    before = await superuser.fetchval("SELECT coalesce(max(seq), 0) FROM change_log")
+    await t.version(2)
+    rows = await superuser.fetch("SELECT kind, label FROM change_log WHERE seq > $1", before)
+    assert [r["kind"] for r in rows if r["label"] == "latest"] == [
         ARTIFACT_KINDS[kind].event("label.move")
     ], rows

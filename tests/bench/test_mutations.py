@@ -1,5 +1,6 @@
 """The mutation check stays runnable: each mutation still finds its line, once, and names tests that
-exist (the check itself runs outside CI: python -m bench.mutations)."""
+exist (the check itself runs after the suite in CI: python -m bench.mutations), and there are at
+least 40 of them (issue 68)."""
 
 from __future__ import annotations
 
@@ -16,4 +17,4 @@ def test_every_mutation_applies_and_names_real_tests() -> None:
             assert not name or f"def {name}(" in (ROOT / path).read_text(), (
                 f"{mutation.name}: {test}"
             )
-    assert len({m.name for m in MUTATIONS}) == len(MUTATIONS)
+    assert len({m.name for m in MUTATIONS}) == len(MUTATIONS) >= 40
