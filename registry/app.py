@@ -32,6 +32,7 @@ from registry.api import (
     plans,
     problems,
     prompts,
+    reads,
     signing,
     skills,
     tenants,
@@ -44,7 +45,7 @@ from registry.api.plain import PlainRoute
 from registry.change_requests.scheduler import Scheduler
 from registry.config import Settings, get_settings
 from registry.console import admin, browse, editor, signin
-from registry.console import change_requests as console_releases
+from registry.console import change_requests as console_change_requests
 from registry.console import pages as console_pages
 from registry.console import skills as console_skills
 from registry.db import repository as db_repository
@@ -176,9 +177,9 @@ def close_streams_on_exit(hub: Hub) -> None:
 # API description and isolation checks walk it).
 ROUTERS = (
     health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router,
-    plans.router, bundles.router, skills.router, change_requests.router, changes.router,
+    reads.router, plans.router, bundles.router, skills.router, change_requests.router, changes.router,
     webhooks.router, signin.router, signin.root,
-    browse.router, console_skills.router, console_releases.router, editor.router, admin.router,
+    browse.router, console_skills.router, console_change_requests.router, editor.router, admin.router,
 )  # fmt: skip
 
 

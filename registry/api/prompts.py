@@ -9,35 +9,27 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
-from registry import receipts, signing
 from registry.api import conditional, plain
 from registry.api.auth import bearer, callers, require_credential, tenant_scope
 from registry.api.paging import pages
 from registry.config import Settings
-from registry.content.media import inline_disposition
 from registry.db.pagination import Page, PageRequest
-from registry.errors import InvalidInput, NotFound
+from registry.errors import InvalidInput
 from registry.labels import Terms
 from registry.naming import (
-    LABEL_PATTERN,
     MAX_VERSION,
-    MIME_RE,
-    PROMPT_NAME_PATTERN,
     ascii_number,
 )
 from registry.prompts import (
     at_once,
-    blobs,
     diff,
+    lifecycle,
     partials,
     prompt_tests,
     reading,
-    rendering,
-    snapshots,
     writing,
 )
 from registry.prompts.schemas import (
-    BlobOut,
     ImpactEntry,
     LabelHistoryOut,
     LabelMove,
@@ -47,10 +39,6 @@ from registry.prompts.schemas import (
     PromptPatch,
     PromptSummary,
     RefreshRequest,
-    RenderedPrompt,
-    RenderRequest,
-    ServedOne,
-    ServedPage,
     VersionDiff,
     VersionIn,
     VersionOut,
@@ -189,7 +177,7 @@ async def plain_get_prompt(request: Request, body: bytes) -> Response | None:
 )
 async def patch_prompt(tenant: str, name: str, body: PromptPatch, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
-        return await writing.patch_prompt(
+        return await lifecycle.patch_prompt(
             scope.session, scope.tenant, scope.principal, name, tags=body.tags,
             as_tool=body.as_tool, tests=body.tests,
         )  # fmt: skip
@@ -200,14 +188,16 @@ async def patch_prompt(tenant: str, name: str, body: PromptPatch, request: Reque
 )
 async def delete_prompt(tenant: str, name: str, request: Request) -> Response:
     async with tenant_scope(request, tenant, "admin") as scope:
-        await writing.delete_prompt(scope.session, scope.tenant, scope.principal, name)
+        await lifecycle.delete_prompt(scope.session, scope.tenant, scope.principal, name)
     return Response(status_code=204)
 
 
 @router.post("/prompts/{name}/archive", response_model=PromptOut, summary="Hide a prompt from MCP")
 async def archive_prompt(tenant: str, name: str, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
-        return await writing.set_archived(scope.session, scope.tenant, scope.principal, name, True)
+        return await lifecycle.set_archived(
+            scope.session, scope.tenant, scope.principal, name, True
+        )
 
 
 @router.post(
@@ -215,7 +205,9 @@ async def archive_prompt(tenant: str, name: str, request: Request) -> PromptOut:
 )
 async def unarchive_prompt(tenant: str, name: str, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
-        return await writing.set_archived(scope.session, scope.tenant, scope.principal, name, False)
+        return await lifecycle.set_archived(
+            scope.session, scope.tenant, scope.principal, name, False
+        )
 
 
 @router.get(
@@ -515,124 +507,6 @@ async def prompt_label_history(
 ) -> Page[LabelHistoryOut]:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         return await reading.label_history(scope.session, scope.tenant, name, page, label=None)
-
-
-@router.post(
-    "/prompts/{name}/render",
-    response_model=RenderedPrompt,
-    response_model_exclude_none=True,
-    summary="Render a version exactly as MCP prompts/get would",
-)
-async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Request) -> Response:
-    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        rendered = await rendering.render(
-            scope.session,
-            scope.tenant,
-            name,
-            body.arguments,
-            version=body.version,
-            label=body.label,
-            max_value_length=_settings(request).max_argument_length,
-            max_rendered_chars=_settings(request).max_rendered_chars,
-        )
-        label = None if body.version else body.label or scope.tenant.default_label
-        pending = receipts.pending(
-            tenant=scope.tenant.slug, label=label, arguments=body.arguments or {},
-            served={"prompt": name, "version": rendered.version, "partials": list(rendered.partials)},
-        )  # fmt: skip
-    answer = rendered.model_copy(update={"meta": {receipts.META_KEY: pending}})
-    result = answer.model_dump(mode="json", exclude_none=True, by_alias=True)
-    key_file = _settings(request).snapshot_key_file
-    key, key_id = signing.key_file(key_file).current() if key_file else (None, None)
-    receipts.seal(result, key, key_id)  # the whole answer as it is sent
-    rendered = answer.model_copy(update={"meta": result["_meta"]})
-    return conditional.answer(request, rendered, exclude_none=True, by_alias=True)
-
-
-@router.get(
-    "/served",
-    response_model=ServedPage,
-    summary="What a label serves, as records an application renders locally (registry.client)",
-)
-async def served(
-    tenant: str,
-    request: Request,
-    label: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
-    after: Annotated[str | None, Query(pattern=PROMPT_NAME_PATTERN)] = None,
-    limit: Annotated[int, Query(ge=1, le=snapshots.PAGE)] = snapshots.PAGE,
-) -> ServedPage:
-    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        served_label = label or scope.tenant.default_label
-        records, more = await snapshots.served_page(
-            scope.session, scope.tenant, served_label, after=after, limit=limit
-        )
-        return ServedPage(
-            tenant=scope.tenant.slug,
-            label=served_label,
-            seq=scope.tenant.change_seq,
-            prompts=records,
-            blobs=await snapshots.blobs_of(scope.session, scope.tenant, records),
-            next=records[-1]["name"] if more and records else None,
-        )
-
-
-@router.get(
-    "/served/{name}",
-    response_model=ServedOne,
-    summary="One prompt as a label serves it, as a record an application renders locally",
-)
-async def served_one(
-    tenant: str,
-    name: str,
-    request: Request,
-    label: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
-) -> ServedOne:
-    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        served_label = label or scope.tenant.default_label
-        record = await snapshots.served_record(scope.session, scope.tenant, served_label, name)
-        if record is None:
-            raise NotFound(f"label {served_label!r} serves no prompt {name!r}", field="name")
-        return ServedOne(
-            prompt=record, blobs=await snapshots.blobs_of(scope.session, scope.tenant, [record])
-        )
-
-
-@router.post("/blobs", status_code=201, response_model=BlobOut, summary="Upload bytes (raw body)")
-async def upload_blob(tenant: str, request: Request, response: Response) -> BlobOut:
-    mime = (request.headers.get("content-type") or "application/octet-stream").split(";")[0].strip()
-    if not MIME_RE.fullmatch(mime):
-        raise InvalidInput(f"Content-Type {mime!r} is not a media type", field="Content-Type")
-    data = await request.body()  # read whole (and bounded) before any connection is taken
-    if not data:
-        raise InvalidInput("the request body is empty: send the blob's bytes", field="body")
-    async with tenant_scope(request, tenant, "editor") as scope:
-        sha, created = await blobs.upload_blob(
-            scope.session, scope.tenant, scope.principal, data, mime
-        )
-    if not created:
-        response.status_code = 200
-    return BlobOut(sha256=sha, size=len(data), mime_type=mime, created=created)
-
-
-@router.get(
-    "/blobs/{sha256}",
-    response_class=Response,
-    responses={200: {"content": {"application/octet-stream": {}}}},
-    summary="Download a blob",
-)
-async def get_blob(tenant: str, sha256: str, request: Request) -> Response:
-    async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        data, mime = await blobs.get_blob(scope.session, scope.tenant, sha256)
-    # On the registry's own origin: never sniffed, never run (a sandbox with no sources), and
-    # downloaded rather than shown unless it is an image or audio.
-    disposition = "inline" if inline_disposition(mime) else f'attachment; filename="{sha256}"'
-    headers = {
-        "ETag": f'"{sha256}"',
-        "X-Content-Type-Options": "nosniff",
-        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
-        "Content-Disposition": disposition,
-    }
-    return Response(data, media_type=mime, headers=headers)
 
 
 # The routes that a plain endpoint answers first in their ordinary case (registry.api.plain): a

@@ -33,7 +33,7 @@ from registry.errors import (
     RegistryError,
 )
 from registry.labels import Terms
-from registry.prompts import blobs, diff, policy, reading, writing
+from registry.prompts import blobs, diff, lifecycle, policy, reading, writing
 from registry.prompts.schemas import PromptCreate
 
 router = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
@@ -147,7 +147,7 @@ async def _write(
             max_blob_bytes=limit, dry_run=dry_run,
         )  # fmt: skip
     if edited.tests is not None:
-        await writing.patch_prompt(
+        await lifecycle.patch_prompt(
             console.session, console.tenant, console.principal, name, tests=edited.tests
         )
     return await writing.create_version(
@@ -317,7 +317,7 @@ async def archive(tenant: str, name: str, request: Request) -> Response:
     fields, scope = await posted(request, "editor", ArchiveForm)
     hide = fields.archived == "yes"
     async with scope as console:
-        await writing.set_archived(console.session, console.tenant, console.principal, name, hide)
+        await lifecycle.set_archived(console.session, console.tenant, console.principal, name, hide)
     note = "archived: MCP clients no longer see it" if hide else "restored from the archive"
     return RedirectResponse(
         f"/ui/{tenant}/prompts/{quote(name)}?" + urlencode({"message": note}), status_code=303

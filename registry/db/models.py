@@ -36,6 +36,7 @@ from sqlalchemy.orm import Mapped, column_property, mapped_column
 from registry.db.base import Base, now
 from registry.db.release_models import RELEASE_TABLES
 from registry.db.skill_models import SKILL_TABLES
+from registry.db.webhook_models import WEBHOOK_TABLES
 
 TENANT_OWNED_TABLES = (
     "api_keys",
@@ -51,9 +52,7 @@ TENANT_OWNED_TABLES = (
     "change_pending",
     "audit_log",
     "mcp_sessions",
-    "webhook_endpoints",
-    "webhook_deliveries",
-    "webhook_attempts",
+    *WEBHOOK_TABLES,
     "tenant_issuers",
     "console_sessions",
     *SKILL_TABLES,
@@ -494,89 +493,6 @@ class RegistrySecret(Base):
 
     name: Mapped[str] = mapped_column(Text, primary_key=True)
     secret: Mapped[bytes] = mapped_column(LargeBinary)
-
-
-class WebhookEndpoint(Base):
-    """Where a tenant's changes are sent (Standard Webhooks). The secret signs each delivery; after
-    a rotation the previous one signs too, until ``previous_until``."""
-
-    __tablename__ = "webhook_endpoints"
-    __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
-
-    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
-    id: Mapped[uuid.UUID] = mapped_column(
-        UUID, primary_key=True, server_default=text("gen_random_uuid()")
-    )
-    url: Mapped[str] = mapped_column(Text)
-    events: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))  # {}: all
-    description: Mapped[str | None] = mapped_column(Text)
-    secret: Mapped[str] = mapped_column(Text)
-    previous_secret: Mapped[str | None] = mapped_column(Text)
-    previous_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    created_by: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
-    failing_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    disabled_reason: Mapped[str | None] = mapped_column(Text)
-
-
-class WebhookDelivery(Base):
-    """The outbox: one message for one endpoint, written by a trigger in the transaction of the
-    change it tells (so a committed change is never lost and a rolled-back one never sent)."""
-
-    __tablename__ = "webhook_deliveries"
-    __table_args__ = (
-        ForeignKeyConstraint(
-            ["tenant_id", "endpoint_id"],
-            ["webhook_endpoints.tenant_id", "webhook_endpoints.id"],
-            ondelete="CASCADE",
-        ),
-        CheckConstraint("status IN ('pending', 'delivered', 'failed')", name="status_known"),
-        Index(
-            "ix_webhook_deliveries_due",
-            "tenant_id",
-            "next_attempt_at",
-            postgresql_where=text("status = 'pending'"),
-        ),
-        Index("ix_webhook_deliveries_tenant_id_endpoint_id_id", "tenant_id", "endpoint_id", "id"),
-    )
-
-    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
-    endpoint_id: Mapped[uuid.UUID] = mapped_column(UUID)
-    message_id: Mapped[str] = mapped_column(Text)
-    event_type: Mapped[str] = mapped_column(Text)
-    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    status: Mapped[str] = mapped_column(Text, server_default=text("'pending'"))
-    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
-    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # Set while a worker sends it (no transaction is held across the HTTP call): another worker
-    # takes it only once the lease has run out, so a worker that died mid-send loses nothing.
-    leased_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-
-
-class WebhookAttempt(Base):
-    """One try of a delivery: when, how it ended, how long it took, the start of the answer."""
-
-    __tablename__ = "webhook_attempts"
-    __table_args__ = (
-        ForeignKeyConstraint(
-            ["tenant_id", "delivery_id"],
-            ["webhook_deliveries.tenant_id", "webhook_deliveries.id"],
-            ondelete="CASCADE",
-        ),
-    )
-
-    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
-    delivery_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
-    status_code: Mapped[int | None] = mapped_column(Integer)
-    error: Mapped[str | None] = mapped_column(Text)
-    latency_ms: Mapped[int] = mapped_column(Integer)
-    response_body: Mapped[str | None] = mapped_column(Text)
 
 
 class TenantIssuer(Base):

@@ -21,6 +21,7 @@ from registry.prompts import label_repository as label_repo
 from registry.prompts import partial_repository as partial_repo
 from registry.prompts import repository as repo
 from registry.prompts.blobs import upload_blob
+from registry.prompts.lifecycle import patch_prompt
 from registry.prompts.preparing import prepare_version
 from registry.prompts.reading import versions_out
 from registry.prompts.schemas import (
@@ -36,7 +37,6 @@ from registry.prompts.writing import (
     check_label_name,
     find_or_create_prompt,
     move_label,
-    patch_prompt,
     write_version,
 )
 

@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from registry.db.models import Tenant
 from registry.errors import RegistryError
 from registry.principal import Principal
+from registry.prompts import lifecycle, writing
 from registry.prompts import repository as repo
-from registry.prompts import writing
 from registry.prompts.schemas import PromptCreate, PushOutcome, VersionIn
 
 
@@ -66,7 +66,7 @@ async def _one(
     )  # fmt: skip
     given = body.model_fields_set
     if given & {"tags", "as_tool", "tests"}:
-        await writing.patch_prompt(
+        await lifecycle.patch_prompt(
             session, tenant, caller, body.name,
             tags=body.tags if "tags" in given else None,
             as_tool=body.as_tool if "as_tool" in given else None,

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import and_, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from registry.db.webhook_models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 
 async def insert_endpoint(session: AsyncSession, **values: Any) -> WebhookEndpoint:

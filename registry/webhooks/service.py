@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry import outbound
 from registry.db.audit import record_audit
-from registry.db.models import Tenant, WebhookEndpoint
+from registry.db.models import Tenant
+from registry.db.webhook_models import WebhookEndpoint
 from registry.errors import InvalidInput, NotFound
 from registry.principal import Principal
 from registry.webhooks import repository as repo

@@ -18,7 +18,8 @@ from registry.errors import Conflict
 from registry.naming import PROMPT_NAME_PATTERN
 from registry.prompts import as_tools, hot_reads
 from registry.prompts import repository as repo
-from registry.prompts.writing import create_prompt, patch_prompt
+from registry.prompts.lifecycle import patch_prompt
+from registry.prompts.writing import create_prompt
 from tests.domain.conftest import Domain, prompt
 
 NAMES = st.from_regex(PROMPT_NAME_PATTERN, fullmatch=True)

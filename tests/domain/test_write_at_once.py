@@ -18,7 +18,7 @@ from sqlalchemy import text
 from registry.db.engine import ONE_CALL_WRITES_PER_TENANT
 from registry.db.models import Tenant
 from registry.principal import OPERATOR, Principal
-from registry.prompts import at_once, reading, writing
+from registry.prompts import at_once, lifecycle, reading, writing
 from registry.prompts.schemas import VersionIn, WriteResult
 from registry.tenants import service as tenants
 from registry.testcases import TestCase
@@ -151,7 +151,7 @@ async def test_what_is_not_the_ordinary_write_is_declined_with_nothing_written(
                 session, acme, editor, prompt(name, "Hi {{who}}", arguments=[WHO]),
                 max_blob_bytes=BLOBS,
             )  # fmt: skip
-        await writing.patch_prompt(
+        await lifecycle.patch_prompt(
             session, acme, editor, "tested",
             tests=[TestCase.model_validate({"name": "t", "arguments": {"who": "a"}, "expect": {"contains": ["a"]}})],
         )  # fmt: skip
