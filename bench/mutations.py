@@ -465,6 +465,14 @@ MUTATIONS = (
         "    if terms.release is None and label != LATEST:  # a change request writes one row",
         ("tests/api/test_kind_matrix.py::test_a_new_version_moves_latest_with_one_change",),
     ),
+    Mutation(
+        "event-names-its-artifact",
+        "a change event names the kind of artifact it is about",
+        "registry/artifacts/kinds.py",
+        "            return artifact\n",
+        "            return PROMPT\n",
+        ("tests/api/test_kind_matrix.py::test_webhooks_and_the_change_stream_name_the_kind",),
+    ),
 )
 
 

@@ -4,8 +4,10 @@ left off, then live, woken by the same LISTEN hub as MCP streams.
 
 Events (server-sent events, the sequence number as their id):
   ``ready``   the sequence the stream starts after (sent first; a client with no position starts here)
-  ``change``  ``{"seq", "kind", "prompt", "skill", "label", "at"}``: a skill's changes have kinds
-              ``skill.*`` and name the skill; a change request's events (``change_request.opened``,
+  ``change``  ``{"seq", "kind", "artifact", "prompt", "skill", "label", "at"}``: ``artifact``
+              says which kind of artifact it is about (``prompt``, ``skill``; None for the tenant's
+              own changes and a change request's review); a skill's changes have kinds ``skill.*``
+              and name the skill; a change request's events (``change_request.opened``,
               ``.approved``, ``.rejected``, ``.withdrawn``, ``.stale``, ``.applied``) add
               ``change_request`` (its id, state and moves), and only ``.applied`` changes what is
               served; ``prompt`` and ``skill`` both None mean the whole
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from registry.artifacts.kinds import of_event
 from registry.db import repository as repo
 from registry.db.engine import Database
 from registry.events.hub import Subscription
@@ -52,9 +55,11 @@ class Change:
         )
 
     def data(self) -> dict[str, Any]:
+        artifact = of_event(self.kind)
         data = {
             "seq": self.seq,
             "kind": self.kind,
+            "artifact": artifact.name if artifact is not None else None,
             "prompt": self.prompt,
             "skill": self.skill,
             "label": self.label,

@@ -9,6 +9,7 @@ here (``tests/test_webhooks.py``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ import asyncpg
 import pytest
 
 from registry.artifacts.kinds import ARTIFACT_KINDS
+from registry.events.changes import Change
 from registry.revisions import ALL_REVISIONS, STATELESS_REVISIONS
 from tests.api.conftest import SIMPLE, Api, auth
 from tests.mcp.conftest import RawMcp
@@ -302,3 +304,35 @@ async def test_a_new_version_moves_latest_with_one_change(
     assert [r["kind"] for r in rows if r["label"] == "latest"] == [
         ARTIFACT_KINDS[kind].event("label.move")
     ], rows
+
+
+async def test_webhooks_and_the_change_stream_name_the_kind(
+    api: Api, kind: str, superuser: asyncpg.Connection
+) -> None:
+    """One move, one delivery whose payload says which kind of artifact moved, as the change
+    stream's event does."""
+    t = await _tenant(api, kind)
+    await t.create(labels=["production"])
+    await t.version(2)
+    await superuser.execute(
+        "INSERT INTO webhook_endpoints (tenant_id, url, secret, created_by) SELECT id,"
+        " 'https://hooks.example/x', 'whsec_x', 'test' FROM tenants WHERE slug = 'acme'"
+    )
+    before = await superuser.fetchval("SELECT coalesce(max(seq), 0) FROM change_log")
+    moved = await api.client.put(
+        f"{t.base}/labels/production", json={"version": 2}, headers=t.keys["admin"]
+    )
+    assert moved.status_code == 200, moved.text
+    payloads = await superuser.fetch(
+        "SELECT payload FROM webhook_deliveries WHERE (payload->'data'->>'seq')::bigint > $1",
+        before,
+    )
+    data = [json.loads(row["payload"])["data"] for row in payloads]
+    assert [(d["artifact"], d[kind], d["label"]) for d in data] == [
+        (kind, t.case.name, "production")
+    ], data
+    row = await superuser.fetchrow(
+        "SELECT seq, kind, label, created_at FROM change_log WHERE seq > $1", before
+    )
+    change = Change(row["seq"], row["kind"], None, row["label"], row["created_at"])
+    assert change.data()["artifact"] == kind
