@@ -145,8 +145,9 @@ class Core:
         answer = await handlers.dispatch(call, message, started)
         if modern and answer is not None and "result" in answer:
             answer["result"] = stateless.complete(
-                answer["result"], spoken, tenant, label, self.settings.public_url
-            )
+                answer["result"], spoken, tenant, label, self.settings.public_url,
+                discover=message.method == "server/discover",
+            )  # fmt: skip
         if answer is not None and isinstance(answer.get("result"), dict):
             call.seal(answer["result"])  # the finished result, as it is sent
         if key is not None and answer is not None:

@@ -13,6 +13,7 @@ import base64
 import binascii
 from typing import Any, Protocol
 
+import registry
 from registry.db.models import Tenant
 from registry.mcp import handlers, shaping
 from registry.mcp.errors import HeaderMismatch, InvalidParams, MethodNotFound, UnsupportedVersion
@@ -111,10 +112,20 @@ def server_meta(
     return {META_SERVER: shaping.server_info(revision, tenant, label, website_url)}
 
 
+IDENTITY = {"name": "prompt-registry", "version": registry.__version__}
+
+
 def complete(
-    result: dict[str, Any], revision: Revision, tenant: Tenant, label: str, website_url: str | None
-) -> dict[str, Any]:
-    """A result as this revision wants it: resultType, and who answered."""
+    result: dict[str, Any], revision: Revision, tenant: Tenant, label: str, website_url: str | None,
+    *, discover: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """A result as this revision wants it: resultType, and who answered. Every answer names the
+    server by the two fields the revision requires of it (name, version); the whole serverInfo
+    (title, description, icons, website) is server/discover's, where a client looks for it, not
+    repeated in every answer (it tripled a cached prompts/get's bytes)."""
     meta = dict(result.get("_meta") or {})
-    meta.update(server_meta(revision, tenant, label, website_url))
+    if discover:
+        meta.update(server_meta(revision, tenant, label, website_url))
+    else:
+        meta[META_SERVER] = IDENTITY
     return {"resultType": "complete", **result, "_meta": meta}
