@@ -47,6 +47,7 @@ TENANT_OWNED_TABLES = (
     "prompt_messages",
     "prompt_partials",
     "labels",
+    "label_counts",
     "label_history",
     "change_log",
     "change_pending",
@@ -373,6 +374,18 @@ class Label(Base):
     # its prompt is archived. Only the list and count functions read them: deferred.
     list_entry: Mapped[str | None] = mapped_column(Text, deferred=True)
     archived: Mapped[bool] = mapped_column(Boolean, server_default=text("false"), deferred=True)
+
+
+class LabelCount(Base):
+    """How many prompts a label serves (its prompt not archived), kept by a trigger on ``labels``
+    (schema 0029), so the first prompts/list page never counts a label's rows."""
+
+    __tablename__ = "label_counts"
+    __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    label: Mapped[str] = mapped_column(Text, primary_key=True)
+    served: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
 
 
 class LabelHistory(Base):

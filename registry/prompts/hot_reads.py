@@ -17,7 +17,7 @@ from registry.db.repository import driver
 SERVED_VERSION = "SELECT registry_served_version_v3($1, $2, $3, $4)"
 SERVED_PAGE = "SELECT registry_served_page_v1($1, $2, $3, $4)"
 SERVED_ENTRIES = "SELECT name, entry, served FROM registry_served_entries_v2($1, $2, $3, $4)"
-SERVED_COUNT = "SELECT registry_served_count_v2($1, $2)"
+SERVED_COUNT = "SELECT registry_served_count_v3($1, $2)"  # kept with the writes (0029)
 SERVED_TOOL = "SELECT prompt_name, served_version FROM registry_served_tool_v1($1, $2, $3)"
 
 
