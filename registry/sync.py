@@ -291,13 +291,17 @@ def _waiting_moves(client: Client) -> dict[tuple[str, str, str, int], int]:
     """Every move an open or approved change request proposes: (kind, name, label, version) to
     the request's id."""
     found: dict[tuple[str, str, str, int], int] = {}
-    params = {"state": ["open", "approved"]}
-    for summary in client.request("GET", "/change-requests", params=params).json():
-        shown = client.request("GET", f"/change-requests/{summary['id']}").json()
-        for move in shown["moves"]:
-            kind = "prompt" if move.get("prompt") else "skill"
-            found[(kind, move[kind], move["label"], move["version"])] = summary["id"]
-    return found
+    params: dict[str, Any] = {"state": ["open", "approved"], "limit": 100}
+    while True:  # newest first, a page at a time (ids below the last one seen)
+        page = client.request("GET", "/change-requests", params=params).json()
+        for summary in page:
+            shown = client.request("GET", f"/change-requests/{summary['id']}").json()
+            for move in shown["moves"]:
+                kind = "prompt" if move.get("prompt") else "skill"
+                found[(kind, move[kind], move["label"], move["version"])] = summary["id"]
+        if len(page) < params["limit"]:
+            return found
+        params["before"] = page[-1]["id"]
 
 
 def push_file(
