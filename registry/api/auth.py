@@ -7,10 +7,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import Request
 
+from registry.config import Settings
 from registry.errors import Forbidden, Unauthenticated
 from registry.principal import OPERATOR, Principal
 from registry.tenants import access
 from registry.tenants.access import TenantScope
+
+
+def settings_of(request: Request) -> Settings:
+    """The service's settings, as the app holds them (one place for every router)."""
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 def bearer(request: Request) -> str | None:

@@ -9,10 +9,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 
-from registry.api.auth import require_credential, tenant_scope
+from registry.api.auth import require_credential, settings_of, tenant_scope
 from registry.api.bulk import bulk_slot
 from registry.api.skills import expand_skill_md
-from registry.config import Settings
 from registry.errors import InvalidInput, RegistryError
 from registry.prompts import pushing
 from registry.prompts.schemas import PUSH_PLAN_MAX, PushOutcome, PushPlan
@@ -48,7 +47,7 @@ async def push_plan(
     async with bulk_slot(request), tenant_scope(request, tenant, "editor", rollback=True) as scope:
         outcomes = await pushing.plan(
             scope.session, scope.tenant, scope.principal, body.prompts,
-            max_blob_bytes=_settings(request).max_blob_bytes, force=force,
+            max_blob_bytes=settings_of(request).max_blob_bytes, force=force,
         )  # fmt: skip
         for skill in body.skills:
             outcomes.append(await _skill_plan(scope, skill))
@@ -75,8 +74,3 @@ async def _skill_plan(scope: TenantScope, body: SkillCreate) -> PushOutcome:
         name=body.name, kind="skill", action=action, version=written.version,
         labels_moved=written.labels_moved,
     )  # fmt: skip
-
-
-def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings

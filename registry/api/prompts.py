@@ -10,9 +10,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
 from registry.api import conditional, plain
-from registry.api.auth import bearer, callers, require_credential, tenant_scope
+from registry.api.auth import bearer, callers, require_credential, settings_of, tenant_scope
 from registry.api.paging import pages
-from registry.config import Settings
 from registry.db.pagination import Page, PageRequest
 from registry.errors import InvalidInput
 from registry.labels import Terms
@@ -77,11 +76,6 @@ IfMatch = Annotated[
 ]
 
 
-def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
-
-
 def _if_match(value: str | None) -> int | None:
     if value is None:
         return None
@@ -142,7 +136,7 @@ async def create_prompt(
             scope.tenant,
             scope.principal,
             body,
-            max_blob_bytes=_settings(request).max_blob_bytes,
+            max_blob_bytes=settings_of(request).max_blob_bytes,
             dry_run=dry_run,
         )
     _etag(response, result.version)
@@ -273,7 +267,7 @@ async def _at_once(
     """The ordinary write in one database call (registry.prompts.at_once), for a caller this
     worker settled a moment ago; None when it is not that (nothing written)."""
     credential = bearer(request)
-    settings = _settings(request)
+    settings = settings_of(request)
     found = access.remembered_writer(
         callers(request), settings.operator_token, tenant, credential, "editor"
     )
@@ -320,7 +314,7 @@ async def _create_version(
             name,
             body,
             if_match=expected,
-            max_blob_bytes=_settings(request).max_blob_bytes,
+            max_blob_bytes=settings_of(request).max_blob_bytes,
             dry_run=dry_run,
             force=force,
         )
@@ -357,7 +351,7 @@ async def restore_version(
             name,
             version,
             if_match=expected,
-            max_blob_bytes=_settings(request).max_blob_bytes,
+            max_blob_bytes=settings_of(request).max_blob_bytes,
         )
     return _written(response, result)
 
@@ -387,7 +381,7 @@ async def refresh_partials(
             name,
             body.labels,
             if_match=expected,
-            max_blob_bytes=_settings(request).max_blob_bytes,
+            max_blob_bytes=settings_of(request).max_blob_bytes,
             dry_run=dry_run,
             force=force,
         )

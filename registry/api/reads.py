@@ -11,8 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from registry import receipts, signing
 from registry.api import conditional
-from registry.api.auth import require_credential, tenant_scope
-from registry.config import Settings
+from registry.api.auth import require_credential, settings_of, tenant_scope
 from registry.content.media import inline_disposition
 from registry.errors import InvalidInput, NotFound
 from registry.naming import LABEL_PATTERN, MIME_RE, PROMPT_NAME_PATTERN
@@ -22,11 +21,6 @@ from registry.prompts.schemas import BlobOut, RenderedPrompt, RenderRequest, Ser
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}", tags=["prompts"], dependencies=[Depends(require_credential)]
 )
-
-
-def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
 
 
 @router.post(
@@ -44,8 +38,8 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
             body.arguments,
             version=body.version,
             label=body.label,
-            max_value_length=_settings(request).max_argument_length,
-            max_rendered_chars=_settings(request).max_rendered_chars,
+            max_value_length=settings_of(request).max_argument_length,
+            max_rendered_chars=settings_of(request).max_rendered_chars,
         )
         label = None if body.version else body.label or scope.tenant.default_label
         pending = receipts.pending(
@@ -54,7 +48,7 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
         )  # fmt: skip
     answer = rendered.model_copy(update={"meta": {receipts.META_KEY: pending}})
     result = answer.model_dump(mode="json", exclude_none=True, by_alias=True)
-    key_file = _settings(request).snapshot_key_file
+    key_file = settings_of(request).snapshot_key_file
     key, key_id = signing.key_file(key_file).current() if key_file else (None, None)
     receipts.seal(result, key, key_id)  # the whole answer as it is sent
     rendered = answer.model_copy(update={"meta": result["_meta"]})
