@@ -36,6 +36,7 @@ from registry.api import (
     signing,
     skills,
     tenants,
+    usage,
     webhooks,
 )
 from registry.api.headers import SecurityHeaders
@@ -48,6 +49,7 @@ from registry.console import admin, browse, editor, signin
 from registry.console import change_requests as console_change_requests
 from registry.console import pages as console_pages
 from registry.console import skills as console_skills
+from registry.console import usage as console_usage
 from registry.db import repository as db_repository
 from registry.db.engine import Database, PoolSizes, listen_connection
 from registry.db.replicas import Replicas
@@ -61,6 +63,7 @@ from registry.naming import SLUG_RE
 from registry.sessions import service as sessions
 from registry.signing import KeyFile, SignatureRefused, key_file, key_id, public_pem
 from registry.tenants.oauth import TokenVerifier
+from registry.usage.ledger import Ledger
 from registry.webhooks.delivery import Dispatcher
 
 logger = logging.getLogger("registry.app")
@@ -178,8 +181,9 @@ def close_streams_on_exit(hub: Hub) -> None:
 ROUTERS = (
     health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router,
     reads.router, plans.router, bundles.router, skills.router, change_requests.router, changes.router,
-    webhooks.router, signin.router, signin.root,
+    webhooks.router, usage.router, signin.router, signin.root,
     browse.router, console_skills.router, console_change_requests.router, editor.router, admin.router,
+    console_usage.router,
 )  # fmt: skip
 
 
@@ -264,7 +268,7 @@ class Worker:
         dispatcher = Dispatcher(db, settings)
         caches = McpCaches()
         listen_dsn = settings.listen_dsn() or db.url
-        endpoint = McpEndpoint(settings, db, hub, caches, tokens)
+        endpoint = McpEndpoint(settings, db, hub, caches, tokens, Ledger(settings, db.reads))
         feed = ChangeFeed(
             lambda: listen_connection(listen_dsn),
             hub,
@@ -301,6 +305,7 @@ class Worker:
             asyncio.create_task(self.db.watch()),  # primary, pools, replicas
             asyncio.create_task(self.scheduler.run()),  # change requests applied at their time
             asyncio.create_task(keep_signing_keys(self.db, self.settings)),
+            asyncio.create_task(self.endpoint.core.ledger.run()),  # the serve ledger's flushes
         ]
         # Serve once the change listener is connected, or its first try failed (/readyz says 503
         # until it connects), and at the latest after 10 s.
@@ -320,6 +325,7 @@ class Worker:
                 task.cancel()
             metrics.flush()
             self.hub.close()  # ends every open stream
+            await self.endpoint.core.ledger.close()  # the last interval's counts, written
             await self.feed.stop()
             tasks[0].cancel()
             await self.db.dispose()
@@ -373,6 +379,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.mount(docs.ASSETS, docs.assets, name="docs-assets")
     app.mcp = worker.endpoint
     app.state.scheduler = worker.scheduler
+    app.state.ledger = worker.endpoint.core.ledger  # REST reads count where MCP answers do
     app.state.slots = worker.endpoint.slots  # one bound on streams, MCP's and the change stream's
     app.add_middleware(
         BodyLimit,

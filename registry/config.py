@@ -111,6 +111,21 @@ class Settings(BaseSettings):
     # its redirect URI is REGISTRY_PUBLIC_URL/ui/callback).
     console_client_id: str = Field(default="prompt-registry-console", min_length=1, max_length=200)
 
+    # The serve ledger (registry.usage): every served answer counted in the worker's memory and
+    # written every ``usage_flush_seconds`` (and at shutdown) in one statement; a worker killed
+    # between flushes loses at most that interval's counts.
+    usage_ledger: bool = True
+    usage_flush_seconds: float = Field(default=5, gt=0, le=300)
+    # The most distinct counters one worker holds between flushes: past it, it flushes early.
+    usage_max_keys: int = Field(default=50_000, ge=100, le=5_000_000)
+    # How long the per-minute and per-hour counts are kept (the per-day ones: each tenant's
+    # usage_retention_days).
+    usage_minute_days: int = Field(default=2, ge=1, le=31)
+    usage_hour_days: int = Field(default=35, ge=1, le=3650)
+    # Opt-in export of the same counts as OpenTelemetry metrics over OTLP/HTTP (protobuf), e.g.
+    # http://collector:4318/v1/metrics; sent each flush. Unset: nothing leaves the server.
+    usage_otlp_endpoint: str | None = None
+
     # Webhooks: deliveries to private, loopback or link-local addresses are refused unless allowed;
     # each delivery must be answered within the timeout; a failed one is tried again after
     # retry_seconds times 1, 6, 24, 120, ... (about 40 hours in all); an endpoint failing for

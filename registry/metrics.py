@@ -29,6 +29,14 @@ LISTENER_RECONNECTS = Counter(
 CACHE_HITS = Counter("registry_cache_hits_total", "Cache hits", ["cache"])
 CACHE_MISSES = Counter("registry_cache_misses_total", "Cache misses", ["cache"])
 REQUESTS = Counter("registry_requests_total", "Requests handled", ["kind", "name", "outcome"])
+# The serve ledger (registry.usage): bounded, no per-prompt labels here (the ledger holds those).
+USAGE_FLUSHED = Counter(
+    "registry_usage_counters_written_total", "Serve-ledger counters written by the flushes"
+)
+USAGE_DROPPED = Counter(
+    "registry_usage_answers_dropped_total",
+    "Answers not counted in the serve ledger: a worker held twice REGISTRY_USAGE_MAX_KEYS counters",
+)
 # Operating signals (what an operator watches during a failover, a restore or an upgrade).
 # Each worker samples its own; the multiprocess modes say how the workers' values combine.
 PRIMARY = Gauge(

@@ -140,6 +140,11 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", CR + "/withdraw"): Entry("tenant"),
     ("POST", CR + "/apply"): Entry("tenant"),
     ("GET", T + "/served"): Entry("tenant"),
+    ("GET", T + "/usage"): Entry("tenant"),
+    ("GET", T + "/usage/idle"): Entry("tenant"),
+    ("GET", T + "/usage/reach"): Entry(
+        "tenant", query={"kind": "prompt", "name": "bravo-prompt", "label": "production"}
+    ),
     ("GET", T + "/served/{name}"): Entry("tenant"),
     ("GET", T + "/webhooks"): Entry("tenant"),
     ("POST", T + "/webhooks"): Entry("tenant", {"url": "https://hooks.example/x"}),

@@ -5,22 +5,28 @@ few lines; the logic is in registry.prompts."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from registry import receipts, signing
 from registry.api import conditional
 from registry.api.auth import require_credential, settings_of, tenant_scope
+from registry.api.usage import count_rest
 from registry.content.media import inline_disposition
 from registry.errors import InvalidInput, NotFound
 from registry.naming import LABEL_PATTERN, MIME_RE, PROMPT_NAME_PATTERN
 from registry.prompts import blobs, rendering, snapshots
 from registry.prompts.schemas import BlobOut, RenderedPrompt, RenderRequest, ServedOne, ServedPage
+from registry.usage.schemas import Served
 
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}", tags=["prompts"], dependencies=[Depends(require_credential)]
 )
+
+
+def _served(records: list[dict[str, Any]], label: str) -> list[Served]:
+    return [Served("prompt", r["name"], r["version"], label) for r in records]
 
 
 @router.post(
@@ -42,6 +48,8 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
             max_rendered_chars=settings_of(request).max_rendered_chars,
         )
         label = None if body.version else body.label or scope.tenant.default_label
+        served = Served("prompt", name, rendered.version or 0, label or "")
+        count_rest(request, scope.tenant, scope.principal, [served], "rest/render")
         pending = receipts.pending(
             tenant=scope.tenant.slug, label=label, arguments=body.arguments or {},
             served={"prompt": name, "version": rendered.version, "partials": list(rendered.partials)},
@@ -72,6 +80,9 @@ async def served(
         records, more = await snapshots.served_page(
             scope.session, scope.tenant, served_label, after=after, limit=limit
         )
+        count_rest(
+            request, scope.tenant, scope.principal, _served(records, served_label), "rest/served"
+        )
         return ServedPage(
             tenant=scope.tenant.slug,
             label=served_label,
@@ -98,6 +109,9 @@ async def served_one(
         record = await snapshots.served_record(scope.session, scope.tenant, served_label, name)
         if record is None:
             raise NotFound(f"label {served_label!r} serves no prompt {name!r}", field="name")
+        count_rest(
+            request, scope.tenant, scope.principal, _served([record], served_label), "rest/served"
+        )
         return ServedOne(
             prompt=record, blobs=await snapshots.blobs_of(scope.session, scope.tenant, [record])
         )

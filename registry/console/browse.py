@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 from pydantic import ConfigDict
 
-from registry.console import clients, documents
+from registry.console import clients, documents, usage
 from registry.console.pages import (
     ConsoleRoute,
     Form,
@@ -65,9 +65,14 @@ async def prompt_page(tenant: str, name: str, request: Request) -> Response:
         versions = await reading.list_versions(scope.session, scope.tenant, name, first)
         history = await reading.label_history(scope.session, scope.tenant, name, first, label=None)
         people = await people_of(scope)
+        moves = usage.last_moves(
+            (h.label, h.to_version, h.moved_at) for h in history.items if h.to_version
+        )
+        shown = usage.Shown("prompt", name, prompt.labels, moves)
+        ledger = await usage.panel(scope, first.tokens, shown, usage.days_of(request))
     return render(request, "prompt.html", scope=scope, prompt=prompt, versions=versions.items,
                   history=history.items, message=request.query_params.get("message"),
-                  people=people)  # fmt: skip
+                  people=people, usage=ledger)  # fmt: skip
 
 
 @router.get("/{tenant}/prompts/{name}/versions/{version}", response_class=HTMLResponse)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from registry.change_requests import service as releases
 from registry.change_requests.schemas import ApproveIn, ChangeRequestIn
+from registry.console import usage
 from registry.console.pages import (
     ConsoleRoute,
     Form,
@@ -126,12 +127,20 @@ async def review_page(tenant: str, request_id: int, request: Request) -> Respons
         shown = await releases.show(scope.session, scope.tenant, request_id)
         allowed = releases.may_review(scope.tenant, scope.principal, shown)
         people = await people_of(scope)
+        reaches = await usage.reaches(
+            scope,
+            [
+                ("prompt" if m.prompt else "skill", m.prompt or m.skill or "", m.label)
+                for m in shown.moves
+            ],
+        )
     message = request.query_params.get("message")
     may_withdraw = shown.state in releases.LIVE and (
         scope.principal.actor == shown.author or scope.principal.has("admin")
     )
     return render(request, "change_request.html", scope=scope, cr=shown, message=message,
-                  may_review=allowed, people=people, may_withdraw=may_withdraw)  # fmt: skip
+                  may_review=allowed, people=people, may_withdraw=may_withdraw,
+                  reaches=reaches)  # fmt: skip
 
 
 @router.post("/{tenant}/change-requests/{request_id}/approve")

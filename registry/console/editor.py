@@ -15,6 +15,7 @@ from registry.console.pages import (
     ConsoleRoute,
     Form,
     as_number,
+    people_of,
     posted,
     render,
     scope_of,
@@ -35,6 +36,7 @@ from registry.errors import (
 from registry.labels import Terms
 from registry.prompts import blobs, diff, lifecycle, policy, reading, writing
 from registry.prompts.schemas import PromptCreate
+from registry.usage import service as usage_service
 
 router = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
 
@@ -289,8 +291,11 @@ async def _review_move(
     changes = None
     if current and current != version:
         changes = await diff.diff_versions(console.session, console.tenant, name, current, version)
+    reach = await usage_service.reach(console.session, console.tenant, "prompt", name, label)
+    people = await people_of(console)
     return render(request, "confirm.html", 409 if error else 200, scope=console, name=name,
-                  label=label, version=version, current=current, changes=changes, error=error)  # fmt: skip
+                  label=label, version=version, current=current, changes=changes, error=error,
+                  reach=reach, people=people)  # fmt: skip
 
 
 @router.post("/{tenant}/prompts/{name}/restore")

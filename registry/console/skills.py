@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from registry.console import change_requests as console_releases
+from registry.console import usage as console_usage
 from registry.console.pages import (
     ConsoleRoute,
     Form,
@@ -47,9 +48,14 @@ async def skill_page(tenant: str, name: str, request: Request) -> Response:
         skill = await skills.get_skill(scope.session, scope.tenant, name)
         versions = await skills.list_versions(scope.session, scope.tenant, name)
         people = await people_of(scope)
+        labels = await skills.label_moves(scope.session, scope.tenant, name)
+        moves = [(m.label, m.version, m.updated_at) for m in labels]
+        tokens = await request.app.state.db.tokens()
+        shown = console_usage.Shown("skill", name, skill.labels, moves)
+        ledger = await console_usage.panel(scope, tokens, shown, console_usage.days_of(request))
     message = request.query_params.get("message")
     return render(request, "skill.html", scope=scope, skill=skill, versions=versions, people=people,
-                  message=message)  # fmt: skip
+                  message=message, usage=ledger)  # fmt: skip
 
 
 @router.get("/{tenant}/skills/{name}/versions/{version}", response_class=HTMLResponse)

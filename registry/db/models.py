@@ -36,6 +36,7 @@ from sqlalchemy.orm import Mapped, column_property, mapped_column
 from registry.db.base import Base, now
 from registry.db.release_models import RELEASE_TABLES
 from registry.db.skill_models import SKILL_TABLES
+from registry.db.usage_models import USAGE_TABLES
 from registry.db.webhook_models import WEBHOOK_TABLES
 
 TENANT_OWNED_TABLES = (
@@ -58,6 +59,7 @@ TENANT_OWNED_TABLES = (
     "console_sessions",
     *SKILL_TABLES,
     *RELEASE_TABLES,
+    *USAGE_TABLES,
 )
 
 
@@ -69,6 +71,9 @@ class Tenant(Base):
         CheckConstraint(r"slug ~ '^[a-z0-9][a-z0-9-]{0,62}$'", name="slug_format"),
         CheckConstraint(
             "page_size IS NULL OR page_size BETWEEN 1 AND 1000", name="page_size_range"
+        ),
+        CheckConstraint(
+            "usage_retention_days BETWEEN 1 AND 3650", name="usage_retention_days_range"
         ),
         UniqueConstraint("slug"),
     )
@@ -90,6 +95,8 @@ class Tenant(Base):
     page_size: Mapped[int | None] = mapped_column(Integer)
     # How long clients may cache the prompt list (2026-07-28 ttlMs); NULL: the server's default.
     list_ttl_ms: Mapped[int | None] = mapped_column(Integer)
+    # How many days the serve ledger keeps of this tenant's answers (registry.usage).
+    usage_retention_days: Mapped[int] = mapped_column(Integer, server_default=text("90"))
     instructions: Mapped[str | None] = mapped_column(Text)
     # API keys are accepted (an operator may turn them off, leaving OAuth tokens only).
     api_keys: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))

@@ -69,4 +69,6 @@ class PageRequest:
         page = rows[: self.limit]
         if len(rows) <= self.limit:
             return page, None
-        return page, self.tokens.issue("rest-cursor", listing, [key(page[-1])])
+        last = key(page[-1])  # a tuple: a key of several columns, checked column by column
+        payload = list(last) if isinstance(last, tuple) else [last]
+        return page, self.tokens.issue("rest-cursor", listing, payload)

@@ -37,6 +37,7 @@ from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
 from registry.revisions import Revision
 from registry.tenants.service import TOUCH_EVERY
+from registry.usage.schemas import Served
 
 
 class Directory:
@@ -152,6 +153,7 @@ class Answer(NamedTuple):
     result: orjson.Fragment
     size: int  # bytes of the result and of its key: what the cache weighs
     until: float = math.inf
+    served: Served | None = None  # what it serves, counted each time it is sent (registry.usage)
 
     def fresh(self) -> bool:
         """Whether it may still be sent (always, but for a page with a cursor)."""
@@ -278,6 +280,7 @@ def remember_answer(
     *,
     largest: int = ANSWER_MAX_BYTES,
     until: float = math.inf,
+    served: Served | None = None,
 ) -> None:
     """Keep a successful, complete answer (``answer_key``) the second time it is asked for (encoded
     once: the transport sends the same bytes); errors and input-required results are answered
@@ -297,7 +300,7 @@ def remember_answer(
     fragment = orjson.Fragment(encoded)
     answer["result"] = fragment
     if len(encoded) <= largest:
-        kept = Answer(fragment, len(encoded) + len(key), until)
+        kept = Answer(fragment, len(encoded) + len(key), until, served)
         caches.answers.put(tenant_id, key, kept, generation)
 
 

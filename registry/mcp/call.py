@@ -19,6 +19,7 @@ from registry.mcp.caching import McpCaches
 from registry.principal import Principal
 from registry.revisions import Revision
 from registry.tokens import TokenCodec
+from registry.usage.schemas import Served
 
 
 @dataclass
@@ -41,6 +42,8 @@ class Call:
     # the cursor the request opened still opens, and the cursor it hands out has half its life
     # left (``open_cursor``, ``next_cursor``).
     valid_until: float = math.inf
+    # What the answer served (a prompt or skill version), counted by the serve ledger.
+    served: Served | None = None
 
     def open_cursor(self, cursor: object, kind: str = "prompts") -> cursors.Opened:
         """Where the page of ``kind`` that a client's ``cursor`` points to starts (InvalidParams

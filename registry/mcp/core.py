@@ -21,9 +21,11 @@ from registry.mcp import caching, handlers, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.call import Call
 from registry.mcp.errors import INVALID_PARAMS, InvalidRequest, McpError, ParseError
-from registry.mcp.protocol import Message, classify, error_message, result_message
+from registry.mcp.protocol import META_CLIENT, Message, classify, error_message, result_message
 from registry.principal import Principal
 from registry.revisions import revision_of
+from registry.usage.ledger import Ledger, caller_of, client_of
+from registry.usage.schemas import Key, Served
 
 NOT_JSON = "parse error: the body is not valid JSON"
 
@@ -70,10 +72,33 @@ def answer_error(request_id: str | int | None, error: McpError) -> dict[str, Any
 
 
 class Core:
-    def __init__(self, settings: Settings, db: Database, caches: McpCaches) -> None:
+    def __init__(
+        self, settings: Settings, db: Database, caches: McpCaches, ledger: Ledger | None = None
+    ) -> None:
         self.settings = settings
         self.db = db
         self.caches = caches
+        self.ledger = ledger if ledger is not None else Ledger(settings)  # counts kept nowhere
+
+    def counted(
+        self,
+        tenant: Tenant,
+        principal: Principal,
+        message: Message,
+        served: Served,
+        session: McpSession | None,
+    ) -> Key:
+        """One answer that served ``served`` counted in the serve ledger; the key it was counted
+        under (a replay of the same request counts under it again)."""
+        if session is not None:
+            client = client_of(session.client_info)
+        else:
+            meta = message.params.get("_meta")
+            client = client_of(meta.get(META_CLIENT) if isinstance(meta, dict) else None)
+        assert message.method is not None
+        key = Key(tenant.id, *served, message.method, caller_of(principal), client)
+        self.ledger.count(key)
+        return key
 
     def initialize(
         self, message: Message, tenant: Tenant, label: str
@@ -112,12 +137,13 @@ class Core:
         message: Message,
         *,
         session: McpSession | None = None,
-    ) -> tuple[dict[str, Any] | None, bytes | None]:
+    ) -> tuple[dict[str, Any] | None, bytes | None, Key | None]:
         """Answer one message (None for notifications and responses) in ``revision`` (a name the
         transport negotiated or checked), with the key the answer is kept under in the answer
         cache when it may be (a stateless transport answers it again from the request's bytes:
-        registry.mcp.replay). A prompts/get (or a list's page) answered before, and not
-        changed since, is sent as it was (``caching.answer_key``)."""
+        registry.mcp.replay) and the serve ledger's key it was counted under, if it served a
+        prompt or skill. A prompts/get (or a list's page) answered before, and not changed since,
+        is sent as it was (``caching.answer_key``)."""
         started = time.perf_counter()
         spoken = revision_of(revision)
         key = caching.answer_key(self.caches, label, spoken, principal, message)
@@ -125,7 +151,10 @@ class Core:
             remembered = self.caches.answers.get(tenant.id, key)
             if remembered is not MISSING and remembered.fresh():
                 handlers.count(message, started, "ok")
-                return result_message(message.id, remembered.result), key
+                counted = None
+                if remembered.served is not None:
+                    counted = self.counted(tenant, principal, message, remembered.served, session)
+                return result_message(message.id, remembered.result), key, counted
             generation = self.caches.answers.generation(tenant.id)
         call = Call(
             db=self.db,
@@ -148,11 +177,14 @@ class Core:
                 answer["result"], spoken, tenant, label, self.settings.public_url,
                 discover=message.method == "server/discover",
             )  # fmt: skip
+        counted = None
         if answer is not None and isinstance(answer.get("result"), dict):
             call.seal(answer["result"])  # the finished result, as it is sent
+            if call.served is not None and answer["result"].get("isError") is not True:
+                counted = self.counted(tenant, principal, message, call.served, session)
         if key is not None and answer is not None:
             caching.remember_answer(
-                self.caches, tenant.id, key, answer, generation,
+                self.caches, tenant.id, key, answer, generation, served=call.served,
                 largest=caching.largest_kept(message.method), until=call.valid_until,
             )  # fmt: skip
-        return answer, key
+        return answer, key, counted

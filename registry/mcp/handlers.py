@@ -36,6 +36,7 @@ from registry.revisions import (
 from registry.sessions import service as sessions
 from registry.templates.arguments import InvalidArgument
 from registry.tenants import access
+from registry.usage.schemas import Served
 
 ELICITATION_KEY = "arguments"  # the inputRequests key of the argument form
 # Real clients stop walking after 64 pages, so a large tenant's list must fit in about 50.
@@ -192,6 +193,8 @@ async def prompts_get(call: Call, parsed: GetParams) -> dict[str, Any]:
         raise InvalidParams(f"invalid params: {too_large}")
     served = {"prompt": name, "version": rendered.version, "partials": list(rendered.partials)}
     meta[RECEIPT] = call.receipt(served, arguments, label=label)
+    by_label = "" if version is not None else label or call.label
+    call.served = Served("prompt", name, rendered.version or 0, by_label)
     result["_meta"] = meta
     return result
 

@@ -61,6 +61,7 @@ from registry.tenants import access, oauth
 from registry.tenants import service as tenants
 from registry.tenants.access import TenantScope
 from registry.tenants.oauth import TokenVerifier
+from registry.usage.ledger import Ledger
 
 logger = logging.getLogger("registry.mcp")
 SESSION_HEADER = "mcp-session-id"
@@ -79,14 +80,15 @@ class McpEndpoint:
         hub: Hub,
         caches: McpCaches,
         tokens: TokenVerifier | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
         self.hub = hub
         self.caches = caches
         self.tokens = tokens
-        self.core = Core(settings, db, caches)
-        self.replays = Replays(caches)
+        self.core = Core(settings, db, caches, ledger)
+        self.replays = Replays(caches, self.core.ledger)
         self.bodies = BodyReader(settings.body_timeout_seconds)
         self.slots = StreamSlots(settings.streams_per_caller, settings.streams_per_tenant)
         self.session_bounds = sessions.Bounds(
@@ -301,7 +303,7 @@ class McpEndpoint:
                     if isinstance(message, McpError):
                         responses.append(core.answer_error(message.request_id, message))
                         continue
-                    answer, _ = await self.core.call(
+                    answer, _, _ = await self.core.call(
                         tx, scope.tenant, scope.principal, served, session.protocol_version,
                         message, session=session,
                     )  # fmt: skip
@@ -358,12 +360,14 @@ class McpEndpoint:
             release = self.slots.take(tenant.id, caller_of(principal, request.client_host))
             return self._listen(message, tenant, principal, served, release)
         async with LazyTx(self.db, tenant.id, reads_on_replica=True) as tx:
-            answer, key = await self.core.call(tx, tenant, principal, served, revision, message)
+            answer, key, counted = await self.core.call(
+                tx, tenant, principal, served, revision, message
+            )
         assert answer is not None
         if key is not None and "result" in answer:  # perhaps kept: the bytes may be answered again
             assert message.method is not None  # a request's (only requests' answers are kept)
             credential = access.parse_bearer(request.headers.get("authorization"))
-            request.served = Served(tenant, principal, credential, key, message.method)
+            request.served = Served(tenant, principal, credential, key, message.method, counted)
         return json_answer(answer)
 
     def _listen(

@@ -48,6 +48,8 @@ from registry.mcp.caching import (
 )
 from registry.mcp.protocol import encode_json, result_message, valid_id
 from registry.principal import Principal
+from registry.usage.ledger import Ledger
+from registry.usage.schemas import Key
 
 CONTENT_LENGTH = b"content-length"
 _name = itemgetter(0)
@@ -67,6 +69,7 @@ class Served(NamedTuple):
     credential: str | None
     answer_key: bytes
     method: str
+    counted: Key | None = None  # the serve ledger's key the answer was counted under
 
 
 class Replay(NamedTuple):
@@ -78,14 +81,16 @@ class Replay(NamedTuple):
     method: str  # what the metrics count it as
     headers: list[tuple[bytes, bytes]]  # the response's, without Content-Length
     size: int  # what McpCaches.replays weighs: the answer it holds, its key, about 300 bytes more
+    counted: Key | None  # counted again under the same key each time it is sent (registry.usage)
 
 
 class Replays:
     """The requests this worker may answer from their bytes (kept in ``McpCaches.replays``, which
     the tenant's notifications drop with its other caches)."""
 
-    def __init__(self, caches: McpCaches) -> None:
+    def __init__(self, caches: McpCaches, ledger: Ledger) -> None:
         self.caches = caches
+        self.ledger = ledger
         self.entries: Grouped[Replay] = caches.replays
 
     @staticmethod
@@ -141,6 +146,8 @@ class Replays:
             return None
         encoded = encode_json(result_message(request_id, replay.answer.result))
         handlers.count_method(replay.method, started, "ok")
+        if replay.counted is not None:
+            self.ledger.count(replay.counted)
         return [(CONTENT_LENGTH, b"%d" % len(encoded)), *replay.headers], encoded
 
     async def answer(self, found: Digest, send: Any) -> bool:
@@ -174,6 +181,14 @@ class Replays:
         kept = [(name, value) for name, value in headers if name != CONTENT_LENGTH]
         size = answer.size + len(served.answer_key) + 300
         replay = Replay(
-            tenant, principal, credential, served.answer_key, answer, served.method, kept, size
+            tenant,
+            principal,
+            credential,
+            served.answer_key,
+            answer,
+            served.method,
+            kept,
+            size,
+            served.counted,
         )
         self.entries.keep(tenant.id, found.key, replay)

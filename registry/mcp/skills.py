@@ -31,6 +31,7 @@ from registry.skills import provenance as provenance_rules
 from registry.skills import service as skills
 from registry.skills.folder import SKILL_MD, is_text
 from registry.skills.service import ServedSkill
+from registry.usage.schemas import Served
 
 SCHEME = "skill://"
 DIRECTORY = "inode/directory"
@@ -154,6 +155,7 @@ async def skills_get(call: Call, params: UriParams) -> dict[str, Any]:
     if path != SKILL_MD:
         raise _not_found(params.uri, "Skill not found (a skill is named by its SKILL.md URI)")
     skill = await _served(call, name, params.uri)
+    call.served = Served("skill", skill.name, skill.version, call.label)
     return call.cacheable({"skill": entry(call, skill)})
 
 
@@ -201,6 +203,7 @@ async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
         contents["blob"] = base64.b64encode(data).decode()
     served_file = {"skill": skill.name, "version": skill.version, "file": path}
     receipt = call.receipt(served_file, {})
+    call.served = Served("skill", skill.name, skill.version, call.label)
     if call.revision.links:
         contents["_meta"] = {
             META_SKILL: {
@@ -233,4 +236,5 @@ async def directory_read(call: Call, params: DirectoryParams) -> dict[str, Any]:
         else:
             children[head] = {"uri": skill_uri(name, f.path), "name": head, "mimeType": f.mime_type,
                               "size": f.size}  # fmt: skip
+    call.served = Served("skill", skill.name, skill.version, call.label)
     return call.cacheable({"resources": [children[k] for k in sorted(children)]})

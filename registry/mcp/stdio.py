@@ -31,6 +31,7 @@ from registry.principal import Principal
 from registry.prompts import reading
 from registry.revisions import LATEST_SESSION_REVISION
 from registry.tenants import service as tenants
+from registry.usage.ledger import Ledger
 
 Writer = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -53,7 +54,7 @@ class StdioServer:
         self.write = write
         self.revision: str | None = None  # the session era's negotiated revision, once initialized
         self.caches = McpCaches()  # never live: every answer reads the database
-        self.core = Core(settings, db, self.caches)
+        self.core = Core(settings, db, self.caches, Ledger(settings, db.reads))
         self.subscriptions: dict[Any, asyncio.Task[None]] = {}
 
     async def tenant_and_label(self) -> tuple[Tenant, str]:
@@ -126,7 +127,7 @@ class StdioServer:
     ) -> dict[str, Any] | None:
         async with LazyTx(self.db, tenant.id) as tx:
             reader = Principal(role="reader", tenant_id=tenant.id)
-            answer, _ = await self.core.call(tx, tenant, reader, label, revision, message)
+            answer, _, _ = await self.core.call(tx, tenant, reader, label, revision, message)
             return answer
 
     async def listen(self, message: Message, tenant: Tenant, label: str) -> None:
@@ -174,6 +175,7 @@ async def run_stdio(
     server = StdioServer(db, settings, slug, label, hub, write)
     await server.tenant_and_label()  # fail early, before any client talks to us
     listener = asyncio.create_task(feed.run())
+    ledger = asyncio.create_task(server.core.ledger.run())
     try:
         while True:
             line = await asyncio.to_thread(source.readline, limit + 1)
@@ -189,6 +191,8 @@ async def run_stdio(
                 for answer in await server.handle_line(line):
                     await write(answer)
     finally:
+        ledger.cancel()
+        await server.core.ledger.close()  # what this process served, written before it ends
         await server.close()
         await feed.stop()
         listener.cancel()

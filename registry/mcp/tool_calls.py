@@ -31,6 +31,7 @@ from registry.prompts.as_tools import FIND, RENDER, ServedTool
 from registry.receipts import META_KEY as RECEIPT
 from registry.templates.arguments import InvalidArgument
 from registry.tenants import access
+from registry.usage.schemas import Served
 
 PAGE = 100  # marked tools per tools/list page
 FOUND_MAX = 50  # prompts one find_prompts call answers
@@ -179,6 +180,7 @@ async def _render(
         return _tool_error(too_large)
     served = {"prompt": name, "version": served_version, "partials": list(rendered.partials)}
     meta[RECEIPT] = call.receipt(served, arguments)
+    call.served = Served("prompt", name, served_version or 0, call.label)
     result["_meta"] = meta
     return result
 

@@ -256,3 +256,15 @@ async def served(
         query = query.where(SkillLabel.skill_name == name)
     result = await session.execute(query)
     return [(skill, version) for skill, version in result.all()]
+
+
+async def label_moves(
+    session: AsyncSession, tenant_id: uuid.UUID, skill_id: uuid.UUID
+) -> Sequence[SkillLabel]:
+    """The skill's labels with when each was last moved, by label."""
+    result = await session.execute(
+        select(SkillLabel)
+        .where(SkillLabel.tenant_id == tenant_id, SkillLabel.skill_id == skill_id)
+        .order_by(SkillLabel.label)
+    )
+    return result.scalars().all()

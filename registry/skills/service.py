@@ -439,6 +439,12 @@ async def get_skill(session: AsyncSession, tenant: Tenant, name: str) -> SkillOu
     return await skill_out(session, await find_skill(session, tenant, name))
 
 
+async def label_moves(session: AsyncSession, tenant: Tenant, name: str) -> list[SkillLabelOut]:
+    """The skill's labels, each with its version and when and by whom it was last moved."""
+    rows = await repo.label_moves(session, tenant.id, (await find_skill(session, tenant, name)).id)
+    return [SkillLabelOut.model_validate(r, from_attributes=True) for r in rows]
+
+
 async def list_skills(session: AsyncSession, tenant: Tenant) -> list[SkillOut]:
     skills = await repo.list_skills(session, tenant.id)
     labels = await repo.labels_of(session, tenant.id, [s.id for s in skills])

@@ -32,6 +32,7 @@ class TenantOut(BaseModel):
     approvals: dict[str, int]
     page_size: int | None
     list_ttl_ms: int | None
+    usage_retention_days: int
     instructions: str | None
     api_keys: bool
     created_at: datetime
@@ -111,6 +112,9 @@ class TenantPatch(StrictInput):
     )
     page_size: int | None = Field(default=None, ge=1, le=1000)
     list_ttl_ms: int | None = Field(default=None, ge=0, le=86_400_000)
+    usage_retention_days: int | None = Field(
+        default=None, ge=1, le=3650, description="days the serve ledger keeps (default 90)"
+    )
     instructions: str | None = Field(default=None, max_length=10000)
     api_keys: bool | None = Field(
         default=None,

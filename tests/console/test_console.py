@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,7 @@ async def console(
             "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
             "REGISTRY_PUBLIC_URL": f"http://127.0.0.1:{ports[0]}",
             "REGISTRY_OAUTH_ALLOW_PRIVATE_ISSUERS": "true",
+            "REGISTRY_USAGE_FLUSH_SECONDS": "0.2",  # the ledger's counts reach the charts soon
         },
         port=ports[0],
     )
@@ -607,7 +609,7 @@ def test_skills_browse_diff_and_publish(page: Page, console: Console) -> None:
     assert page.get_by_role("cell", name="added").is_visible()
     page.go_back()
     page.get_by_label("Label").fill("production")
-    page.get_by_label("Version").fill("2")
+    page.get_by_label("Version", exact=True).fill("2")
     page.get_by_role("button", name="Publish").click()
     page.get_by_text("production now serves version 2").wait_for()
     assert page.get_by_text("production: v2").is_visible()
@@ -676,3 +678,61 @@ def test_a_change_request_is_reviewed_and_approved_in_the_page(
     page.get_by_role("button", name="Save new version").click()
     page.wait_for_url(re.compile(r"/ui/rel/prompts/notice\?message="))
     assert "tests: 1 passed, 0 failed" in page.content()
+
+
+def _ledger_holds(console: Console, query: dict[str, str], answers: int) -> list[dict[str, Any]]:
+    """The ledger's rows for ``query`` once they add up to ``answers`` (the worker writes its
+    counts every 0.2 s here: this waits for that write, checked by reading, up to a minute)."""
+    reader = {"Authorization": f"Bearer {console.keys['reader']}"}
+    deadline = time.monotonic() + 60
+    while True:
+        got = httpx.get(console.url("").replace("/ui/", "/api/v1/tenants/") + "/usage",
+                        params=query, headers=reader)  # fmt: skip
+        assert got.status_code == 200, got.text
+        rows: list[dict[str, Any]] = got.json()["rows"]
+        if sum(r["answers"] for r in rows) >= answers or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
+
+
+def test_usage_charts_draw_what_the_ledger_answers(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    """Answers served over REST show on the prompt's page as a chart of answers per version
+    (drawn by the vendored Chart.js under the console's CSP, with the REST answer's numbers),
+    per client and per caller, at 420 px wide; the tenant's overview charts them too."""
+    reader = {"Authorization": f"Bearer {console.keys['reader']}", "User-Agent": "chart-test/1"}
+    render = console.url("").replace("/ui/", "/api/v1/tenants/") + "/prompts/faq-07/render"
+    for _ in range(5):
+        rendered = httpx.post(render, json={"version": 1}, headers=reader)
+        assert rendered.status_code == 200, rendered.text
+    rows = _ledger_holds(console, {"name": "faq-07", "by": "version,hour"}, 5)
+    assert [(r["version"], r["answers"]) for r in rows] == [(1, 5)]
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    sign_in(page, console, "reader")
+    page.set_viewport_size({"width": 420, "height": 800})
+    page.goto(console.url("/prompts/faq-07"))
+    canvas = page.locator("#versions-chart")
+    expect(canvas).to_have_attribute("data-drawn", "1")
+    drawn = page.evaluate(
+        "() => { const c = Chart.getChart(document.getElementById('versions-chart'));"
+        " return {labels: c.data.labels, sets: c.data.datasets.map(d => [d.label, d.data])}; }"
+    )
+    ((name, data),) = drawn["sets"]
+    assert name == "v1" and sum(data) == 5
+    hour = rows[0]["at"][5:13].replace("T", " ") + ":00"  # as the chart labels its hours
+    assert data[drawn["labels"].index(hour)] == 5
+    assert canvas.bounding_box()["width"] > 300  # drawn to the screen's width, not hidden
+    panel = page.locator("#usage").locator("..")
+    expect(panel).to_contain_text("chart-test/1")
+    expect(panel).to_contain_text("reader")  # the caller, by its key's name
+    wide = page.evaluate("document.documentElement.scrollWidth")
+    assert wide <= 420, f"the prompt page is {wide} px wide at 420"
+    canvas.scroll_into_view_if_needed()
+    shot(page, "usage-prompt")
+    page.goto(console.url("/usage?days=1"))
+    expect(page.locator("#usage-chart")).to_have_attribute("data-drawn", re.compile(r"^[1-9]"))
+    expect(page.get_by_role("link", name="prompt faq-07")).to_be_visible()
+    expect(page.get_by_role("link", name="prompt faq-08")).to_be_visible()  # idle: never served
+    assert page.evaluate("document.documentElement.scrollWidth") <= 420
+    shot(page, "usage-overview")
+    assert errors == [], errors  # no script refused by the Content-Security-Policy

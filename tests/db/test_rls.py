@@ -77,12 +77,25 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
          "change_request_reviews (tenant_id, request_id, actor, kind, revision) "
          "SELECT tenant_id, id, 'test', 'comment', 1 FROM r", (tenant_id, slug)),
     ]  # fmt: skip
+    for table in ("usage_minutes", "usage_hours", "usage_days"):
+        statements.append(
+            (
+                f"INSERT INTO {table} (tenant_id, kind, name, at, version, label, surface, caller, "
+                "client, answers, first_at, last_at) VALUES ($1, 'prompt', $2, "
+                "date_trunc('hour', now()), 1, 'production', 'prompts/get', 'anonymous', '', 1, "
+                "now(), now())",
+                (tenant_id, slug),
+            )
+        )
+    has_usage = await conn.fetchval("SELECT to_regclass('public.usage_days') IS NOT NULL")
     has_skills = await conn.fetchval("SELECT to_regclass('public.skills') IS NOT NULL")
     has_releases = await conn.fetchval("SELECT to_regclass('public.change_requests') IS NOT NULL")
     for sql, args in statements:
         if "skills" in sql and not has_skills:  # a schema from before 0021 (migration tests)
             continue
         if "change_requests" in sql and not has_releases:  # before 0023
+            continue
+        if "usage_" in sql and not has_usage:  # before 0030
             continue
         await conn.execute(sql, *args)
     return tenant_id

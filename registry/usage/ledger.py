@@ -1,0 +1,199 @@
+"""Counting served answers where they are made, in the worker's memory, written in batches.
+
+``Ledger.count`` is what every serving path calls: a dictionary increment under the answer's key and
+minute. ``Ledger.run`` writes what was counted every ``REGISTRY_USAGE_FLUSH_SECONDS`` (and sooner
+when ``REGISTRY_USAGE_MAX_KEYS`` counters are held) in one statement that adds to the minute, hour
+and day tables at once, and ``close`` writes the rest when the worker stops. A worker killed between
+two flushes loses the counts of that interval, and no more; a flush that fails (the database away)
+keeps its counts for the next one while they fit. Each hour (and at start) it also makes the
+coming partitions and drops the expired ones (``repository.keep_partitions``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from registry import metrics
+from registry.config import Settings
+from registry.principal import Principal
+from registry.usage import repository
+from registry.usage.schemas import CLIENT_MAX, Key, Served
+
+logger = logging.getLogger("registry.usage")
+
+# A counter: answers, the first and the last time (epoch seconds) within its minute.
+Counter = list[float]
+Counts = dict[tuple[Key, int], Counter]
+MAINTAIN_EVERY_SECONDS = 3600.0
+
+
+def caller_of(principal: Principal | None) -> str:
+    """How the ledger names a caller: as the audit log does (``key:ID``, ``token:SUBJECT``,
+    ``anonymous``)."""
+    return "anonymous" if principal is None else principal.actor
+
+
+def client_of(info: Any) -> str:
+    """``name/version`` of a clientInfo the client sent (bounded), or ""."""
+    if not isinstance(info, dict):
+        return ""
+    name, version = info.get("name"), info.get("version")
+    if not isinstance(name, str) or not name:
+        return ""
+    shown = f"{name}/{version}" if isinstance(version, str) and version else name
+    return shown[:CLIENT_MAX]
+
+
+class Ledger:
+    """One worker's counts between flushes."""
+
+    def __init__(self, settings: Settings, pool: Callable[[], Any] | None = None) -> None:
+        self.enabled = settings.usage_ledger
+        self.settings = settings
+        self.pool = pool  # an awaitable asyncpg pool of the primary (the owner role)
+        self.counts: Counts = {}
+        self.due = asyncio.Event()
+        self.exporters: list[Callable[[Counts], Any]] = []  # given each flushed batch (OTLP)
+        self.dropped = 0
+
+    def key(
+        self, tenant_id: uuid.UUID, served: Served, surface: str, caller: str, client: str
+    ) -> Key:
+        return Key(tenant_id, *served, surface, caller, client)
+
+    def count(self, key: Key, answers: int = 1) -> None:
+        """One answer (or ``answers``) served under ``key``, now."""
+        if not self.enabled:
+            return
+        now = time.time()
+        slot = (key, int(now // 60))
+        counter = self.counts.get(slot)
+        if counter is not None:
+            counter[0] += answers
+            counter[2] = now
+            return
+        counts = self.counts
+        if len(counts) >= self.settings.usage_max_keys:
+            self.due.set()  # flush early; until it has, hold at most twice the bound
+            if len(counts) >= 2 * self.settings.usage_max_keys:
+                self.dropped += answers
+                metrics.USAGE_DROPPED.inc(answers)
+                return
+        counts[slot] = [answers, now, now]
+
+    def served(
+        self,
+        tenant_id: uuid.UUID,
+        served: Served,
+        surface: str,
+        principal: Principal | None,
+        client: str = "",
+    ) -> None:
+        """Count one answer that served ``served`` to ``principal``."""
+        if self.enabled:
+            self.count(self.key(tenant_id, served, surface, caller_of(principal), client))
+
+    async def flush(self) -> int:
+        """Write what was counted (one statement); the number of counters written."""
+        counts, self.counts = self.counts, {}
+        self.due.clear()
+        if not counts or self.pool is None:
+            return 0
+        try:
+            pool = await self.pool()
+            async with pool.acquire() as conn:
+                await repository.record(conn, _columns(counts))
+            metrics.USAGE_FLUSHED.inc(len(counts))
+        except (TimeoutError, asyncpg.PostgresError, OSError) as error:
+            logger.warning(
+                "usage_flush_failed",
+                extra={"fields": {"error": type(error).__name__, "counters": len(counts)}},
+            )
+            self._keep(counts)
+            return 0
+        for export in self.exporters:
+            with contextlib.suppress(Exception):  # an exporter says its own failures
+                await export(counts)
+        return len(counts)
+
+    def _keep(self, counts: Counts) -> None:
+        """Counts a failed flush could not write, merged into the next (while they fit)."""
+        for slot, counter in counts.items():
+            held = self.counts.get(slot)
+            if held is not None:
+                held[0] += counter[0]
+                held[1] = min(held[1], counter[1])
+                held[2] = max(held[2], counter[2])
+            elif len(self.counts) < 2 * self.settings.usage_max_keys:
+                self.counts[slot] = counter
+            else:
+                self.dropped += int(counter[0])
+                metrics.USAGE_DROPPED.inc(int(counter[0]))
+
+    async def maintain(self) -> None:
+        """Make the coming partitions and drop the expired ones (every worker may: one at a time)."""
+        if self.pool is None:
+            return
+        try:
+            pool = await self.pool()
+            async with pool.acquire() as conn:
+                dropped = await repository.keep_partitions(
+                    conn, self.settings.usage_minute_days, self.settings.usage_hour_days
+                )
+        except (TimeoutError, asyncpg.PostgresError, OSError) as error:
+            logger.warning(
+                "usage_partitions_failed", extra={"fields": {"error": type(error).__name__}}
+            )
+            return
+        if dropped:
+            logger.info("usage_partitions_dropped", extra={"fields": {"count": dropped}})
+
+    async def run(self) -> None:
+        """Flush every interval (or when due), and keep the partitions each hour."""
+        if not self.enabled:
+            return
+        await self.maintain()
+        maintained = time.monotonic()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.due.wait(), self.settings.usage_flush_seconds)
+            await self.flush()
+            if time.monotonic() - maintained >= MAINTAIN_EVERY_SECONDS:
+                await self.maintain()
+                maintained = time.monotonic()
+
+    async def close(self) -> None:
+        """The last flush, as the worker stops."""
+        if self.enabled:
+            await self.flush()
+
+
+def _columns(counts: Counts) -> list[list[Any]]:
+    """The counters as the statement's arrays, column by column."""
+    columns: list[list[Any]] = [[] for _ in range(12)]
+    (tenant, kind, name, version, label, surface, caller, client, at, answers, first, last) = (
+        columns
+    )
+    for (key, minute), (n, first_at, last_at) in counts.items():
+        tenant.append(key.tenant_id)
+        kind.append(key.kind)
+        name.append(key.name)
+        version.append(key.version)
+        label.append(key.label)
+        surface.append(key.surface)
+        caller.append(key.caller)
+        client.append(key.client)
+        at.append(datetime.fromtimestamp(minute * 60, UTC))
+        answers.append(int(n))
+        first.append(datetime.fromtimestamp(first_at, UTC))
+        last.append(datetime.fromtimestamp(last_at, UTC))
+    return columns
