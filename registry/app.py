@@ -268,7 +268,14 @@ class Worker:
         dispatcher = Dispatcher(db, settings)
         caches = McpCaches()
         listen_dsn = settings.listen_dsn() or db.url
-        endpoint = McpEndpoint(settings, db, hub, caches, tokens, Ledger(settings, db.reads))
+        ledger = Ledger(settings, db.reads)
+        if settings.usage_otlp_endpoint and ledger.enabled:  # opt-in: the `otlp` extra
+            from registry.usage.otlp import OtlpExport
+
+            otlp = OtlpExport(settings.usage_otlp_endpoint, db.reads, f"{os.getpid()}")
+            ledger.exporters.append(otlp.export)
+            ledger.closers.append(otlp.close)
+        endpoint = McpEndpoint(settings, db, hub, caches, tokens, ledger)
         feed = ChangeFeed(
             lambda: listen_connection(listen_dsn),
             hub,

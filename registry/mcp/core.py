@@ -96,7 +96,7 @@ class Core:
             meta = message.params.get("_meta")
             client = client_of(meta.get(META_CLIENT) if isinstance(meta, dict) else None)
         assert message.method is not None
-        key = Key(tenant.id, *served, message.method, caller_of(principal), client)
+        key = Key(tenant.id.int, *served, message.method, caller_of(principal), client)
         self.ledger.count(key)
         return key
 

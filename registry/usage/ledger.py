@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +32,7 @@ logger = logging.getLogger("registry.usage")
 
 # A counter: answers, the first and the last time (epoch seconds) within its minute.
 Counter = list[float]
-Counts = dict[tuple[Key, int], Counter]
+Counts = dict[tuple[Key, int], Counter]  # by key and minute (epoch seconds // 60)
 MAINTAIN_EVERY_SECONDS = 3600.0
 
 
@@ -54,41 +54,60 @@ def client_of(info: Any) -> str:
 
 
 class Ledger:
-    """One worker's counts between flushes."""
+    """One worker's counts between flushes: the current minute's by key (one hash of the key per
+    answer), and the earlier minutes' not yet written."""
 
     def __init__(self, settings: Settings, pool: Callable[[], Any] | None = None) -> None:
-        self.enabled = settings.usage_ledger
+        self.enabled = settings.usage_ledger and pool is not None  # nowhere to write: off
         self.settings = settings
         self.pool = pool  # an awaitable asyncpg pool of the primary (the owner role)
-        self.counts: Counts = {}
+        self.minute = 0
+        self.starts, self.ends = 0.0, 0.0  # the current minute, in epoch seconds
+        self.current: dict[Key, Counter] = {}  # the counts of ``minute``
+        self.earlier: Counts = {}  # of the minutes before it, until the flush
         self.due = asyncio.Event()
-        self.exporters: list[Callable[[Counts], Any]] = []  # given each flushed batch (OTLP)
+        self.exporters: list[Callable[[Counts], Awaitable[None]]] = []  # given each batch (OTLP)
+        self.closers: list[Callable[[], Awaitable[None]]] = []  # run after the last flush
         self.dropped = 0
 
-    def key(
-        self, tenant_id: uuid.UUID, served: Served, surface: str, caller: str, client: str
-    ) -> Key:
-        return Key(tenant_id, *served, surface, caller, client)
+    @property
+    def held(self) -> int:
+        return len(self.current) + len(self.earlier)
 
-    def count(self, key: Key, answers: int = 1) -> None:
-        """One answer (or ``answers``) served under ``key``, now."""
+    def count(self, key: Key) -> None:
+        """One answer served under ``key``, now: a dictionary increment."""
         if not self.enabled:
             return
         now = time.time()
-        slot = (key, int(now // 60))
-        counter = self.counts.get(slot)
+        if not self.starts <= now < self.ends:
+            self._next_minute(now)
+        counter = self.current.get(key)
         if counter is not None:
-            counter[0] += answers
+            counter[0] += 1
             counter[2] = now
+        elif self.held < self.settings.usage_max_keys:
+            self.current[key] = [1, now, now]
+        else:
+            self._overflow(key, now)
+
+    def _next_minute(self, now: float) -> None:
+        """The current minute's counts set aside for the flush; a new minute begins."""
+        minute = self.minute
+        for key, counter in self.current.items():
+            _merge(self.earlier, (key, minute), counter)
+        self.current = {}
+        self.minute = int(now // 60)
+        self.starts, self.ends = self.minute * 60.0, self.minute * 60.0 + 60.0
+
+    def _overflow(self, key: Key, now: float) -> None:
+        """A new key past REGISTRY_USAGE_MAX_KEYS: flush early, and until then hold at most twice
+        the bound (beyond, the answer is not counted, and that is counted)."""
+        self.due.set()
+        if self.held >= 2 * self.settings.usage_max_keys:
+            self.dropped += 1
+            metrics.USAGE_DROPPED.inc()
             return
-        counts = self.counts
-        if len(counts) >= self.settings.usage_max_keys:
-            self.due.set()  # flush early; until it has, hold at most twice the bound
-            if len(counts) >= 2 * self.settings.usage_max_keys:
-                self.dropped += answers
-                metrics.USAGE_DROPPED.inc(answers)
-                return
-        counts[slot] = [answers, now, now]
+        self.current[key] = [1, now, now]
 
     def served(
         self,
@@ -100,11 +119,19 @@ class Ledger:
     ) -> None:
         """Count one answer that served ``served`` to ``principal``."""
         if self.enabled:
-            self.count(self.key(tenant_id, served, surface, caller_of(principal), client))
+            self.count(Key(tenant_id.int, *served, surface, caller_of(principal), client))
+
+    def taken(self) -> Counts:
+        """Every count held, by key and minute, handed over (the ledger starts empty)."""
+        counts = self.earlier
+        for key, counter in self.current.items():
+            _merge(counts, (key, self.minute), counter)
+        self.earlier, self.current = {}, {}
+        return counts
 
     async def flush(self) -> int:
         """Write what was counted (one statement); the number of counters written."""
-        counts, self.counts = self.counts, {}
+        counts = self.taken()
         self.due.clear()
         if not counts or self.pool is None:
             return 0
@@ -128,13 +155,8 @@ class Ledger:
     def _keep(self, counts: Counts) -> None:
         """Counts a failed flush could not write, merged into the next (while they fit)."""
         for slot, counter in counts.items():
-            held = self.counts.get(slot)
-            if held is not None:
-                held[0] += counter[0]
-                held[1] = min(held[1], counter[1])
-                held[2] = max(held[2], counter[2])
-            elif len(self.counts) < 2 * self.settings.usage_max_keys:
-                self.counts[slot] = counter
+            if slot in self.earlier or self.held < 2 * self.settings.usage_max_keys:
+                _merge(self.earlier, slot, counter)
             else:
                 self.dropped += int(counter[0])
                 metrics.USAGE_DROPPED.inc(int(counter[0]))
@@ -175,6 +197,20 @@ class Ledger:
         """The last flush, as the worker stops."""
         if self.enabled:
             await self.flush()
+        for close in self.closers:
+            with contextlib.suppress(Exception):  # each says its own failures
+                await close()
+
+
+def _merge(counts: Counts, slot: tuple[Key, int], counter: Counter) -> None:
+    """``counter`` added to ``counts`` under ``slot``."""
+    held = counts.get(slot)
+    if held is None:
+        counts[slot] = counter
+        return
+    held[0] += counter[0]
+    held[1] = min(held[1], counter[1])
+    held[2] = max(held[2], counter[2])
 
 
 def _columns(counts: Counts) -> list[list[Any]]:
@@ -184,7 +220,7 @@ def _columns(counts: Counts) -> list[list[Any]]:
         columns
     )
     for (key, minute), (n, first_at, last_at) in counts.items():
-        tenant.append(key.tenant_id)
+        tenant.append(uuid.UUID(int=key.tenant))
         kind.append(key.kind)
         name.append(key.name)
         version.append(key.version)

@@ -235,3 +235,10 @@ async def minutes_of_label(
         .order_by(UsageMinute.at)
     )
     return (await session.execute(query)).all()
+
+
+async def slugs(conn: asyncpg.Connection, tenant_ids: Sequence[uuid.UUID]) -> list[Any]:
+    """(id, slug) of the tenants among ``tenant_ids`` (the directory: no tenant's rows)."""
+    return list(
+        await conn.fetch("SELECT id, slug FROM tenants WHERE id = ANY($1::uuid[])", tenant_ids)
+    )
