@@ -43,6 +43,30 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "ledger-replay-uncounted",
+        "an answer sent again from a request's bytes is counted in the serve ledger",
+        "registry/mcp/replay.py",
+        "            self.ledger.count(replay.counted)",
+        "            pass",
+        ("tests/usage/test_ledger.py",),
+    ),
+    Mutation(
+        "ledger-no-flush-at-stop",
+        "a worker that stops writes the counts it holds",
+        "registry/app.py",
+        "            await self.endpoint.core.ledger.close()",
+        "            pass",
+        ("tests/usage/test_live.py",),
+    ),
+    Mutation(
+        "ledger-minute-never-turns",
+        "counts are kept per minute",
+        "registry/usage/ledger.py",
+        "        if not self.starts <= now < self.ends:",
+        "        if False:",
+        ("tests/usage/test_ledger.py",),
+    ),
+    Mutation(
         "role-order",
         "a role has what the roles below it have, and no more",
         "registry/principal.py",
