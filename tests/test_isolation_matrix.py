@@ -166,6 +166,7 @@ REST: dict[tuple[str, str], Entry] = {
     ("GET", "/ui/{tenant}/blobs/{sha256}"): Entry("console"),
     ("POST", "/ui/{tenant}/check"): Entry("console"),
     ("GET", "/ui/{tenant}/connect"): Entry("console"),
+    ("GET", "/ui/{tenant}/usage"): Entry("console"),
     ("GET", "/ui/{tenant}/keys"): Entry("console"),
     ("POST", "/ui/{tenant}/keys"): Entry("console"),
     ("POST", "/ui/{tenant}/keys/{key_id}/revoke"): Entry("console"),

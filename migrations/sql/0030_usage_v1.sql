@@ -42,7 +42,7 @@ ALTER TABLE tenants ADD COLUMN usage_retention_days integer NOT NULL DEFAULT 90
     CONSTRAINT usage_retention_days_range CHECK (usage_retention_days BETWEEN 1 AND 3650);
 
 -- The partitions around ``moment`` made (minutes: a UTC day each, from yesterday to two days ahead;
--- hours and days: a UTC month each, this one and the next), and those wholly older than what is
+-- hours and days: a UTC month each, the last, this one and the next), and those wholly older than what is
 -- kept dropped: minutes after ``minute_days``, hours after ``hour_days``, days after the longest
 -- retention any tenant chose. A tenant that keeps less loses its older rows by a delete. One caller
 -- at a time (every worker runs it at start and each hour).
@@ -66,17 +66,22 @@ BEGIN
             'usage_minutes_' || to_char(d, 'YYYYMMDD'),
             d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
     END LOOP;
-    FOREACH d IN ARRAY ARRAY[month, (month + interval '1 month')::date] LOOP
-        EXECUTE format(
-            'CREATE TABLE IF NOT EXISTS %I PARTITION OF usage_hours FOR VALUES FROM (%L) TO (%L)',
-            'usage_hours_' || to_char(d, 'YYYYMM'),
-            d::timestamp AT TIME ZONE 'UTC', (d + interval '1 month') AT TIME ZONE 'UTC');
-        EXECUTE format(
-            'CREATE TABLE IF NOT EXISTS %I PARTITION OF usage_days FOR VALUES FROM (%L) TO (%L)',
-            'usage_days_' || to_char(d, 'YYYYMM'),
-            d::timestamp AT TIME ZONE 'UTC', (d + interval '1 month') AT TIME ZONE 'UTC');
-    END LOOP;
     SELECT coalesce(max(usage_retention_days), 90) INTO longest FROM tenants;
+    FOREACH d IN ARRAY ARRAY[(month - interval '1 month')::date, month, (month + interval '1 month')::date] LOOP
+        upper := (d + interval '1 month')::date;
+        IF upper > today - least(hour_days, longest) THEN  -- not one the loop below would drop
+            EXECUTE format(
+                'CREATE TABLE IF NOT EXISTS %I PARTITION OF usage_hours FOR VALUES FROM (%L) TO (%L)',
+                'usage_hours_' || to_char(d, 'YYYYMM'),
+                d::timestamp AT TIME ZONE 'UTC', upper::timestamp AT TIME ZONE 'UTC');
+        END IF;
+        IF upper > today - longest THEN
+            EXECUTE format(
+                'CREATE TABLE IF NOT EXISTS %I PARTITION OF usage_days FOR VALUES FROM (%L) TO (%L)',
+                'usage_days_' || to_char(d, 'YYYYMM'),
+                d::timestamp AT TIME ZONE 'UTC', upper::timestamp AT TIME ZONE 'UTC');
+        END IF;
+    END LOOP;
     FOR part IN
         SELECT c.relname, p.relname AS parent
           FROM pg_inherits i

@@ -49,19 +49,21 @@ class OpenForm(Form):
     apply_at: str = ""  # ISO 8601; without a zone it is UTC
 
 
-def proposal(
+async def proposal(
     request: Request, console: ConsoleScope, kind: str, name: str, label: str, version: int,
     reason: str,
 ) -> Response | None:  # fmt: skip
     """The page a move of a label that needs approvals leads to (None: the move goes ahead, the
     label needs none or an admin gives a reason): open a change request for it right there (a
-    description, an optional time), or, for an admin, move it anyway giving a reason."""
+    description, an optional time), or, for an admin, move it anyway giving a reason; with who the
+    move would reach."""
     needed = approvals_needed(console.tenant, label)
     if not needed or (reason.strip() and console.principal.has("admin")):
         return None
+    (reach,) = await usage.reaches(console, [(kind, name, label)])
     return render(
         request, "propose.html", 409, scope=console, kind=kind, name=name, label=label,
-        version=version, needed=needed,
+        version=version, needed=needed, reach=reach, people=await people_of(console),
     )  # fmt: skip
 
 

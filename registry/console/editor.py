@@ -248,7 +248,7 @@ async def move_label(tenant: str, name: str, request: Request) -> Response:
     label = fields.label.strip()
     version = as_number(fields.version) or 0
     async with scope as console:
-        gated = console_releases.proposal(
+        gated = await console_releases.proposal(
             request, console, "prompt", name, label, version, fields.reason
         )
         if gated is not None:  # the label moves through a change request: propose one here

@@ -89,7 +89,7 @@ async def skill_label(tenant: str, name: str, request: Request) -> Response:
     if version is None:
         raise InvalidInput("choose the version the label moves to", field="version")
     async with scope as console:
-        gated = console_releases.proposal(
+        gated = await console_releases.proposal(
             request, console, "skill", name, label, version, fields.reason
         )
         if gated is not None:  # the label moves through a change request: propose one here
