@@ -43,6 +43,14 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "rollout-side-not-in-answer-key",
+        "an answer kept for one side of a rollout is never sent to the other",
+        "registry/mcp/caching.py",
+        "        sides,\n        orjson.dumps(params, option=orjson.OPT_SORT_KEYS),",
+        '        b"",\n        orjson.dumps(params, option=orjson.OPT_SORT_KEYS),',
+        ("tests/rollouts/test_rollouts.py",),
+    ),
+    Mutation(
         "ledger-replay-uncounted",
         "an answer sent again from a request's bytes is counted in the serve ledger",
         "registry/mcp/replay.py",

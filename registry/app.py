@@ -33,6 +33,7 @@ from registry.api import (
     problems,
     prompts,
     reads,
+    rollouts,
     signing,
     skills,
     tenants,
@@ -60,6 +61,7 @@ from registry.mcp.feed import DatabaseChanges
 from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
 from registry.naming import SLUG_RE
+from registry.rollouts.scheduler import Advancer
 from registry.sessions import service as sessions
 from registry.signing import KeyFile, SignatureRefused, key_file, key_id, public_pem
 from registry.tenants.oauth import TokenVerifier
@@ -181,7 +183,7 @@ def close_streams_on_exit(hub: Hub) -> None:
 ROUTERS = (
     health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router,
     reads.router, plans.router, bundles.router, skills.router, change_requests.router, changes.router,
-    webhooks.router, usage.router, signin.router, signin.root,
+    webhooks.router, usage.router, rollouts.router, signin.router, signin.root,
     browse.router, console_skills.router, console_change_requests.router, editor.router, admin.router,
     console_usage.router,
 )  # fmt: skip
@@ -255,6 +257,7 @@ class Worker:
     endpoint: McpEndpoint
     feed: ChangeFeed
     scheduler: Scheduler
+    advancer: Advancer
 
     @classmethod
     def build(cls, settings: Settings, db: Database) -> Worker:
@@ -292,7 +295,9 @@ class Worker:
             caches.live = _key_checked(feed.hearing, key_file(settings.snapshot_key_file))
         db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
         db.replicas.trusted = feed.hearing  # what this worker knows is complete
-        return cls(settings, db, hub, tokens, dispatcher, endpoint, feed, Scheduler(db))
+        return cls(
+            settings, db, hub, tokens, dispatcher, endpoint, feed, Scheduler(db), Advancer(db)
+        )
 
     @asynccontextmanager
     async def running(self, app: FastAPI) -> AsyncIterator[None]:
@@ -313,6 +318,7 @@ class Worker:
             asyncio.create_task(self.scheduler.run()),  # change requests applied at their time
             asyncio.create_task(keep_signing_keys(self.db, self.settings)),
             asyncio.create_task(self.endpoint.core.ledger.run()),  # the serve ledger's flushes
+            asyncio.create_task(self.advancer.run()),  # rollouts' steps
         ]
         # Serve once the change listener is connected, or its first try failed (/readyz says 503
         # until it connects), and at the latest after 10 s.
@@ -386,6 +392,7 @@ def create_app(settings: Settings | None = None) -> RegistryApp:
     app.mount(docs.ASSETS, docs.assets, name="docs-assets")
     app.mcp = worker.endpoint
     app.state.scheduler = worker.scheduler
+    app.state.advancer = worker.advancer
     app.state.ledger = worker.endpoint.core.ledger  # REST reads count where MCP answers do
     app.state.slots = worker.endpoint.slots  # one bound on streams, MCP's and the change stream's
     app.add_middleware(

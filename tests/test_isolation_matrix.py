@@ -140,6 +140,12 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", CR + "/withdraw"): Entry("tenant"),
     ("POST", CR + "/apply"): Entry("tenant"),
     ("GET", T + "/served"): Entry("tenant"),
+    ("PUT", P + "/labels/{label}/rollout"): Entry("tenant", {"version": 1}),
+    ("GET", P + "/labels/{label}/rollout"): Entry("tenant"),
+    ("POST", P + "/labels/{label}/rollout/{action}"): Entry("tenant"),
+    ("PUT", S + "/labels/{label}/rollout"): Entry("tenant", {"version": 1}),
+    ("GET", S + "/labels/{label}/rollout"): Entry("tenant"),
+    ("POST", S + "/labels/{label}/rollout/{action}"): Entry("tenant"),
     ("GET", T + "/usage"): Entry("tenant"),
     ("GET", T + "/usage/idle"): Entry("tenant"),
     ("GET", T + "/usage/reach"): Entry(
@@ -286,6 +292,16 @@ async def _world(api: Api, superuser: asyncpg.Connection) -> World:
         "/api/v1/tenants/bravo/prompts/bravo-prompt/versions", json=second,
         headers=auth(bravo["editor"]),
     )  # fmt: skip
+    skill_two = {"files": [{"path": "SKILL.md", "text": skill_md + "again\n"}]}
+    made = await api.client.post("/api/v1/tenants/bravo/skills/bravo-prompt/versions", json=skill_two,
+                                 headers=auth(bravo["editor"]))  # fmt: skip
+    assert made.status_code == 201, made.text
+    for plural in ("prompts", "skills"):  # a rollout of each kind's staging label to version 2
+        started = await api.client.put(
+            f"/api/v1/tenants/bravo/{plural}/bravo-prompt/labels/staging/rollout",
+            json={"version": 2, "steps": [50, 100]}, headers=auth(bravo["publisher"]),
+        )  # fmt: skip
+        assert started.status_code == 201, started.text
     request = {"description": SECRET,
                "moves": [{"prompt": "bravo-prompt", "label": "production", "version": 2}]}  # fmt: skip
     made = await api.client.post(
@@ -323,7 +339,7 @@ async def _world(api: Api, superuser: asyncpg.Connection) -> World:
         "tenant": "bravo", "name": "bravo-prompt", "version": "1", "label": "staging",
         "key_id": keys[0]["id"], "sha256": blob.json()["sha256"],
         "endpoint_id": hook.json()["id"], "delivery_id": "1", "rest:path": "x",
-        "name:path": "console.css", "path:path": "SKILL.md", "request_id": "1",
+        "name:path": "console.css", "path:path": "SKILL.md", "request_id": "1", "action": "pause",
     }  # fmt: skip
     return World(api, alpha, bravo, params, cookie)
 

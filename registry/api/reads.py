@@ -12,17 +12,39 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from registry import receipts, signing
 from registry.api import conditional
 from registry.api.auth import require_credential, settings_of, tenant_scope
+from registry.api.rollouts import route
 from registry.api.usage import count_rest
 from registry.content.media import inline_disposition
 from registry.errors import InvalidInput, NotFound
 from registry.naming import LABEL_PATTERN, MIME_RE, PROMPT_NAME_PATTERN
 from registry.prompts import blobs, rendering, snapshots
 from registry.prompts.schemas import BlobOut, RenderedPrompt, RenderRequest, ServedOne, ServedPage
+from registry.tenants.access import TenantScope
 from registry.usage.schemas import Served
 
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}", tags=["prompts"], dependencies=[Depends(require_credential)]
 )
+
+
+async def _routed(
+    request: Request, scope: TenantScope, records: list[dict[str, Any]], label: str
+) -> list[dict[str, Any]]:
+    """The records as this caller is served them: a prompt whose label has a live rollout that
+    sends this caller the new version is that version's record."""
+    routes = await route(request, scope, "prompt", [r["name"] for r in records], label)
+    if not routes:
+        return records
+    shown = []
+    for record in records:
+        routed = routes.get(record["name"])
+        if routed is not None and routed.version is not None:
+            at = await snapshots.served_record_at(
+                scope.session, scope.tenant, record["name"], routed.version
+            )
+            record = at or record
+        shown.append(record)
+    return shown
 
 
 def _served(records: list[dict[str, Any]], label: str) -> list[Served]:
@@ -37,12 +59,18 @@ def _served(records: list[dict[str, Any]], label: str) -> list[Served]:
 )
 async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Request) -> Response:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
+        asked = body.label or scope.tenant.default_label
+        routed = (
+            None
+            if body.version
+            else (await route(request, scope, "prompt", [name], asked)).get(name)
+        )
         rendered = await rendering.render(
             scope.session,
             scope.tenant,
             name,
             body.arguments,
-            version=body.version,
+            version=body.version or (routed.version if routed else None),
             label=body.label,
             max_value_length=settings_of(request).max_argument_length,
             max_rendered_chars=settings_of(request).max_rendered_chars,
@@ -50,10 +78,13 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
         label = None if body.version else body.label or scope.tenant.default_label
         served = Served("prompt", name, rendered.version or 0, label or "")
         count_rest(request, scope.tenant, scope.principal, [served], "rest/render")
+        served_now: dict[str, Any] = {"prompt": name, "version": rendered.version,
+                                      "partials": list(rendered.partials)}  # fmt: skip
+        if routed is not None:
+            served_now["rollout"] = routed.receipt()
         pending = receipts.pending(
-            tenant=scope.tenant.slug, label=label, arguments=body.arguments or {},
-            served={"prompt": name, "version": rendered.version, "partials": list(rendered.partials)},
-        )  # fmt: skip
+            tenant=scope.tenant.slug, label=label, arguments=body.arguments or {}, served=served_now
+        )
     answer = rendered.model_copy(update={"meta": {receipts.META_KEY: pending}})
     result = answer.model_dump(mode="json", exclude_none=True, by_alias=True)
     key_file = settings_of(request).snapshot_key_file
@@ -80,6 +111,7 @@ async def served(
         records, more = await snapshots.served_page(
             scope.session, scope.tenant, served_label, after=after, limit=limit
         )
+        records = await _routed(request, scope, records, served_label)
         count_rest(
             request, scope.tenant, scope.principal, _served(records, served_label), "rest/served"
         )
@@ -109,6 +141,7 @@ async def served_one(
         record = await snapshots.served_record(scope.session, scope.tenant, served_label, name)
         if record is None:
             raise NotFound(f"label {served_label!r} serves no prompt {name!r}", field="name")
+        (record,) = await _routed(request, scope, [record], served_label)
         count_rest(
             request, scope.tenant, scope.principal, _served([record], served_label), "rest/served"
         )

@@ -37,7 +37,7 @@ COMMANDS = {
     "snapshot": "webhooks", "webhook": "webhooks", "verify-skill": "webhooks",
     "verify-receipt": "webhooks",
     "push": "files", "pull": "files", "refresh": "files", "login": "files",
-    "test": "releases", "release": "releases", "usage": "usage",
+    "test": "releases", "release": "releases", "usage": "usage", "rollout": "rollouts",
 }  # fmt: skip
 
 

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from registry.db.base import Base, now
 from registry.db.release_models import RELEASE_TABLES
+from registry.db.rollout_models import ROLLOUT_TABLES
 from registry.db.skill_models import SKILL_TABLES
 from registry.db.usage_models import USAGE_TABLES
 from registry.db.webhook_models import WEBHOOK_TABLES
@@ -60,6 +61,7 @@ TENANT_OWNED_TABLES = (
     *SKILL_TABLES,
     *RELEASE_TABLES,
     *USAGE_TABLES,
+    *ROLLOUT_TABLES,
 )
 
 
@@ -97,6 +99,8 @@ class Tenant(Base):
     list_ttl_ms: Mapped[int | None] = mapped_column(Integer)
     # How many days the serve ledger keeps of this tenant's answers (registry.usage).
     usage_retention_days: Mapped[int] = mapped_column(Integer, server_default=text("90"))
+    # Live rollouts (running or paused): serving looks for them only when there are some.
+    rollouts_live: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     instructions: Mapped[str | None] = mapped_column(Text)
     # API keys are accepted (an operator may turn them off, leaving OAuth tokens only).
     api_keys: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))

@@ -36,6 +36,8 @@ from registry.prompts.as_tools import FIND
 from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
 from registry.revisions import Revision
+from registry.rollouts import service as rollouts
+from registry.rollouts.assign import Live
 from registry.tenants.service import TOUCH_EVERY
 from registry.usage.schemas import Served
 
@@ -234,7 +236,12 @@ KEPT_PAGES = frozenset({"prompts/list", "tools/list", "skills/list", "resources/
 
 
 def answer_key(
-    caches: McpCaches, label: str, revision: Revision, principal: Principal, message: Message
+    caches: McpCaches,
+    label: str,
+    revision: Revision,
+    principal: Principal,
+    message: Message,
+    sides: bytes = b"",
 ) -> bytes | None:
     """What the answer to a request of ``KEPT`` (or a page of ``KEPT_PAGES``) depends on besides
     its tenant, or None when it is not kept.
@@ -244,7 +251,8 @@ def answer_key(
     ``_meta`` (the name or URI with its version or label, the arguments, and any field a later
     check might refuse), compared as canonical JSON; the rest is the tenant's, whose change drops
     the answers. Retries of an input-required result (``requestState``) and the forms they answer
-    are never kept.
+    are never kept. While the tenant has live rollouts, the caller's side in each (``sides``) is
+    part of the key: an answer kept for one side is never sent to the other.
     """
     method = message.method
     if (
@@ -257,11 +265,12 @@ def answer_key(
         return None
     assert method is not None
     params = {k: v for k, v in message.params.items() if k != "_meta"}
-    return b"%s\0%s\0%s\0%d\0%s" % (
+    return b"%s\0%s\0%s\0%d\0%s\0%s" % (
         method.encode(),
         label.encode(),
         revision.name.encode(),
         principal.anonymous,
+        sides,
         orjson.dumps(params, option=orjson.OPT_SORT_KEYS),
     )
 
@@ -468,3 +477,20 @@ async def served_count(caches: McpCaches, db: Database, tenant: Tenant, label: s
             generation,
         )
     return int(found)
+
+
+async def live_rollouts(caches: McpCaches, tx: LazyTx, tenant: Tenant) -> tuple[Live, ...]:
+    """The tenant's live rollouts (read only when its row says it has some), from memory until
+    the tenant changes (a rollout's every step is a change of the tenant)."""
+    if not tenant.rollouts_live:
+        return ()
+    enabled, key = caches.enabled, ("rollouts",)
+    if enabled:
+        found = caches.resolved.get(tenant.id, key)
+        if found is not MISSING:
+            return found  # type: ignore[no-any-return]
+        generation = caches.resolved.generation(tenant.id)
+    lives = await rollouts.live(await tx.session(), tenant)
+    if enabled:
+        caches.resolved.put(tenant.id, key, lives, generation)
+    return lives

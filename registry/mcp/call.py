@@ -18,6 +18,8 @@ from registry.mcp import cursor as cursors
 from registry.mcp.caching import McpCaches
 from registry.principal import Principal
 from registry.revisions import Revision
+from registry.rollouts import assign
+from registry.rollouts.assign import Live, Routed
 from registry.tokens import TokenCodec
 from registry.usage.schemas import Served
 
@@ -44,6 +46,18 @@ class Call:
     valid_until: float = math.inf
     # What the answer served (a prompt or skill version), counted by the serve ledger.
     served: Served | None = None
+    # The tenant's live rollouts, the caller as they place it, and where one sent this answer.
+    lives: tuple[Live, ...] = ()
+    identity: str = ""
+    routed: Routed | None = None
+
+    def route(self, kind: str, name: str, label: str) -> Routed | None:
+        """The caller's side in the live rollout of ``label`` of one artifact, if there is one:
+        the version to serve (None: what the label serves); the receipt will name it."""
+        if not self.lives:
+            return None
+        self.routed = assign.route(self.lives, kind, name, label, self.identity)
+        return self.routed
 
     def open_cursor(self, cursor: object, kind: str = "prompts") -> cursors.Opened:
         """Where the page of ``kind`` that a client's ``cursor`` points to starts (InvalidParams
@@ -77,6 +91,8 @@ class Call:
     ) -> dict[str, Any]:
         """The pending receipt of an answer (registry.receipts): what it served; ``seal`` completes
         it once the answer is finished."""
+        if self.routed is not None:
+            served = {**served, "rollout": self.routed.receipt()}
         return receipts.pending(
             tenant=self.tenant.slug, served=served, label=label or self.label, arguments=arguments
         )

@@ -24,6 +24,8 @@ from registry.mcp.errors import INVALID_PARAMS, InvalidRequest, McpError, ParseE
 from registry.mcp.protocol import META_CLIENT, Message, classify, error_message, result_message
 from registry.principal import Principal
 from registry.revisions import revision_of
+from registry.rollouts import assign
+from registry.rollouts.assign import Live
 from registry.usage.ledger import Ledger, caller_of, client_of
 from registry.usage.schemas import Key, Served
 
@@ -90,12 +92,8 @@ class Core:
     ) -> Key:
         """One answer that served ``served`` counted in the serve ledger; the key it was counted
         under (a replay of the same request counts under it again)."""
-        if session is not None:
-            client = client_of(session.client_info)
-        else:
-            meta = message.params.get("_meta")
-            client = client_of(meta.get(META_CLIENT) if isinstance(meta, dict) else None)
         assert message.method is not None
+        client = _client(message, session)
         key = Key(tenant.id.int, *served, message.method, caller_of(principal), client)
         self.ledger.count(key)
         return key
@@ -146,7 +144,14 @@ class Core:
         is sent as it was (``caching.answer_key``)."""
         started = time.perf_counter()
         spoken = revision_of(revision)
-        key = caching.answer_key(self.caches, label, spoken, principal, message)
+        lives: tuple[Live, ...] = ()
+        identity, sides = "", b""
+        if tenant.rollouts_live and message.kind == "request":  # who gets which side
+            lives = await caching.live_rollouts(self.caches, tx, tenant)
+            client = _client(message, session)
+            identity = assign.identity_of(caller_of(principal), principal.anonymous, client)
+            sides = assign.sides(lives, identity)
+        key = caching.answer_key(self.caches, label, spoken, principal, message, sides)
         if key is not None:
             remembered = self.caches.answers.get(tenant.id, key)
             if remembered is not MISSING and remembered.fresh():
@@ -167,6 +172,8 @@ class Core:
             tokens=await self.db.tokens(),
             caches=self.caches,
             session=session,
+            lives=lives,
+            identity=identity,
         )
         modern = spoken.stateless
         if modern:
@@ -188,3 +195,11 @@ class Core:
                 largest=caching.largest_kept(message.method), until=call.valid_until,
             )  # fmt: skip
         return answer, key, counted
+
+
+def _client(message: Message, session: McpSession | None) -> str:
+    """The client a request says it is: its session's clientInfo, or its own (2026-07-28)."""
+    if session is not None:
+        return client_of(session.client_info)
+    meta = message.params.get("_meta")
+    return client_of(meta.get(META_CLIENT) if isinstance(meta, dict) else None)

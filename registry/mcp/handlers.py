@@ -162,6 +162,10 @@ async def prompts_get(call: Call, parsed: GetParams) -> dict[str, Any]:
     stateless = call.revision.stateless
     if stateless and parsed.requestState is not None:
         arguments = _answered(call, parsed, arguments)
+    served_version = version
+    if version is None:  # a label's answer: a live rollout of it may send the new version
+        routed = call.route("prompt", name, label or call.label)
+        served_version = routed.version if routed is not None else None
     try:
         rendered = await caching.render(
             call.caches,
@@ -170,7 +174,7 @@ async def prompts_get(call: Call, parsed: GetParams) -> dict[str, Any]:
             call.tenant,
             name,
             arguments,
-            version=version,
+            version=served_version,
             label=label or call.label,
             max_value_length=call.settings.max_argument_length,
             max_rendered_chars=call.settings.max_rendered_chars,

@@ -29,6 +29,7 @@ from registry.mcp.protocol import SKILLS_EXTENSION as SKILLS_EXTENSION
 from registry.receipts import META_KEY as RECEIPT
 from registry.skills import provenance as provenance_rules
 from registry.skills import service as skills
+from registry.skills import serving
 from registry.skills.folder import SKILL_MD, is_text
 from registry.skills.service import ServedSkill
 from registry.usage.schemas import Served
@@ -147,6 +148,11 @@ async def _served(call: Call, name: str, uri: str) -> ServedSkill:
     found = await skills.served_skills(session, call.tenant, call.label, name=name, limit=1)
     if not found:
         raise _not_found(uri, "Skill not found")
+    routed = call.route("skill", name, call.label)  # a live rollout may send the new version
+    if routed is not None and routed.version is not None:
+        at = await serving.served_at(session, call.tenant, name, routed.version)
+        if at is not None:
+            return at
     return found[0]
 
 

@@ -150,6 +150,9 @@ async def _render(
             return _tool_error(f"argument {key!r}: give a string (or a number or boolean)")
         arguments[key] = value
     access.check_anonymous(call.tenant, call.principal, call.label)
+    routed = call.route("prompt", name, call.label)  # a live rollout of the label's prompt
+    if routed is not None and routed.version is not None:
+        version = routed.version
     try:
         rendered = await caching.render(
             call.caches, call.db, call.tx, call.tenant, name, arguments, version=version,

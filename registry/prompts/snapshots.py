@@ -20,6 +20,16 @@ FORMAT = "prompt-registry/snapshot-v1"
 PAGE = 200  # records per REST page
 
 
+async def served_record_at(
+    session: AsyncSession, tenant: Tenant, name: str, version: int
+) -> dict[str, Any] | None:
+    """The record of ``name`` at ``version`` (what a live rollout's new side is served)."""
+    found = await hot_reads.served_version(session, tenant.id, name, "", version)
+    if "missing" in found:
+        return None
+    return {"name": name, **found}
+
+
 async def served_record(
     session: AsyncSession, tenant: Tenant, label: str, name: str
 ) -> dict[str, Any] | None:

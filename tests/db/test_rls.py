@@ -87,7 +87,15 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
                 (tenant_id, slug),
             )
         )
+    statements.append(
+        (
+            "INSERT INTO rollouts (tenant_id, kind, name, label, from_version, to_version, steps, salt,"
+            " started_by) VALUES ($1, 'prompt', $2, 'production', 1, 2, ARRAY[50, 100], '\\x00', 'test')",
+            (tenant_id, slug),
+        )
+    )
     has_usage = await conn.fetchval("SELECT to_regclass('public.usage_days') IS NOT NULL")
+    has_rollouts = await conn.fetchval("SELECT to_regclass('public.rollouts') IS NOT NULL")
     has_skills = await conn.fetchval("SELECT to_regclass('public.skills') IS NOT NULL")
     has_releases = await conn.fetchval("SELECT to_regclass('public.change_requests') IS NOT NULL")
     for sql, args in statements:
@@ -96,6 +104,8 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
         if "change_requests" in sql and not has_releases:  # before 0023
             continue
         if "usage_" in sql and not has_usage:  # before 0030
+            continue
+        if "rollouts" in sql and not has_rollouts:  # before 0031
             continue
         await conn.execute(sql, *args)
     return tenant_id

@@ -1,0 +1,109 @@
+"""SQL of rollouts. Only this module builds their queries. Everything runs in the tenant's
+transaction but ``due``, the scheduler's look across tenants (the owner role)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.models import Tenant
+from registry.db.rollout_models import LIVE, Rollout
+from registry.db.usage_models import UsageMinute
+
+
+async def live(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[Rollout]:
+    result = await session.execute(
+        select(Rollout)
+        .where(Rollout.tenant_id == tenant_id, Rollout.state.in_(LIVE))
+        .order_by(Rollout.id)
+    )
+    return result.scalars().all()
+
+
+async def latest(
+    session: AsyncSession, tenant_id: uuid.UUID, kind: str, name: str, label: str, *, lock: bool
+) -> Rollout | None:
+    query = (
+        select(Rollout)
+        .where(Rollout.tenant_id == tenant_id, Rollout.kind == kind, Rollout.name == name,
+               Rollout.label == label)
+        .order_by(Rollout.id.desc())
+        .limit(1)
+    )  # fmt: skip
+    if lock:
+        query = query.with_for_update()
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+async def by_id(session: AsyncSession, tenant_id: uuid.UUID, rollout_id: int) -> Rollout | None:
+    """The rollout, locked: one worker at a time advances it."""
+    query = (
+        select(Rollout)
+        .where(Rollout.tenant_id == tenant_id, Rollout.id == rollout_id)
+        .with_for_update()
+    )
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+async def insert_rollout(session: AsyncSession, **values: Any) -> Rollout:
+    result = await session.execute(insert(Rollout).values(**values).returning(Rollout))
+    return result.scalar_one()
+
+
+async def set_state(session: AsyncSession, rollout: Rollout, **values: Any) -> None:
+    await session.execute(
+        update(Rollout)
+        .where(Rollout.tenant_id == rollout.tenant_id, Rollout.id == rollout.id)
+        .values(updated_at=func.now(), **values)
+    )
+    await session.refresh(rollout)  # as stored (a label move on the way expires what was read)
+
+
+async def count_live(session: AsyncSession, tenant: Tenant) -> None:
+    """The tenant's count of live rollouts, kept on its row (serving reads it)."""
+    await session.execute(
+        update(Tenant)
+        .where(Tenant.id == tenant.id)
+        .values(
+            rollouts_live=select(func.count())
+            .select_from(Rollout)
+            .where(Rollout.tenant_id == tenant.id, Rollout.state.in_(LIVE))
+            .scalar_subquery()
+        )
+    )
+
+
+async def answers_by_version(
+    session: AsyncSession, rollout: Rollout, since: datetime
+) -> dict[int, int]:
+    """Answers the ledger counted for ``rollout``'s label since ``since``, by version."""
+    result = await session.execute(
+        select(UsageMinute.version, func.sum(UsageMinute.answers))
+        .where(
+            UsageMinute.tenant_id == rollout.tenant_id,
+            UsageMinute.kind == rollout.kind,
+            UsageMinute.name == rollout.name,
+            UsageMinute.label == rollout.label,
+            UsageMinute.at >= func.date_trunc("minute", since),
+        )
+        .group_by(UsageMinute.version)
+    )
+    return {int(version): int(n) for version, n in result.all()}
+
+
+async def due(session: AsyncSession, limit: int) -> list[tuple[uuid.UUID, int]]:
+    """Running rollouts whose step has lasted its least time (every tenant: the owner role)."""
+    result = await session.execute(
+        text(
+            "SELECT tenant_id, id FROM rollouts WHERE state = 'running' "
+            "AND step_started_at + make_interval(secs => min_seconds) <= now() "
+            "ORDER BY step_started_at LIMIT :limit"
+        ),
+        {"limit": limit},
+    )
+    return [(row.tenant_id, row.id) for row in result]

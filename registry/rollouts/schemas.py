@@ -1,0 +1,72 @@
+"""The typed shapes of rollouts: what starts one, and what is shown of one."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from registry.inputs import StrictInput
+
+State = Literal["running", "paused", "promoted", "rolled_back"]
+
+
+class RolloutIn(StrictInput):
+    version: int = Field(ge=1, le=2**31 - 1, description="the version the new side gets")
+    steps: list[int] = Field(
+        default=[1, 10, 50, 100], min_length=1, max_length=20,
+        description="the share of callers on the new side at each step, in percent, rising to 100",
+    )  # fmt: skip
+    min_answers: int = Field(
+        default=0, ge=0, le=10_000_000,
+        description="answers the new side must have served in a step before it advances",
+    )  # fmt: skip
+    min_seconds: int = Field(
+        default=300, ge=0, le=30 * 86400, description="the least time a step lasts"
+    )
+    reason: str | None = Field(
+        default=None, min_length=1, max_length=2000,
+        description="an admin's reason, for a label that needs approvals (break-glass)",
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _rising_to_all(self) -> RolloutIn:
+        steps = self.steps
+        if any(not 1 <= s <= 100 for s in steps) or any(
+            a >= b for a, b in itertools.pairwise(steps)
+        ):
+            raise ValueError("steps: percents from 1 to 100, each above the one before")
+        if steps[-1] != 100:
+            raise ValueError("steps: the last step is 100 (every caller), then it is promoted")
+        return self
+
+
+class Side(BaseModel):
+    version: int
+    answers: int = Field(description="answers the ledger counted for this side since the start")
+
+
+class RolloutOut(BaseModel):
+    id: int
+    kind: str
+    name: str
+    label: str
+    state: State
+    step: int = Field(description="the step, counted from 1")
+    steps: list[int]
+    share: int = Field(description="percent of callers on the new side now")
+    min_answers: int
+    min_seconds: int
+    step_started_at: datetime
+    old: Side
+    new: Side
+    reason: str | None = Field(description="why it ended or paused, or the break-glass reason")
+    started_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ReasonIn(StrictInput):
+    reason: str | None = Field(default=None, min_length=1, max_length=2000)

@@ -1,0 +1,212 @@
+"""Rollouts of a label, for every kind of artifact (``registry.artifacts``): started (the version's
+stored tests pass, its argument contract breaks nothing, the label policy allows the move), shown
+with each side's answers from the serve ledger, paused and resumed, advanced a step when the step has
+lasted ``min_seconds`` and the new side served ``min_answers`` (``advance``, which the scheduler
+calls), promoted (the label moves, through the one label policy) or rolled back. Every change is
+audited and is a change of the tenant (its caches drop, its streams and webhooks hear it)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.artifacts.kinds import ARTIFACT_KINDS
+from registry.artifacts.model import Artifact, MoveAt
+from registry.artifacts.ops import ops_of
+from registry.db.audit import record_audit, record_change
+from registry.db.models import Tenant
+from registry.db.rollout_models import LIVE, Rollout
+from registry.errors import Conflict, InvalidInput, NotFound
+from registry.labels import Terms, approval_refusal, role_refusal
+from registry.principal import Principal
+from registry.rollouts import repository as repo
+from registry.rollouts.assign import Live
+from registry.rollouts.schemas import RolloutIn, RolloutOut, Side
+
+
+def live_of(rollout: Rollout) -> Live:
+    return Live(
+        rollout.id, rollout.kind, rollout.name, rollout.label, rollout.from_version,
+        rollout.to_version, rollout.step, rollout.steps[rollout.step], rollout.salt,
+    )  # fmt: skip
+
+
+async def live(session: AsyncSession, tenant: Tenant) -> tuple[Live, ...]:
+    """The tenant's live rollouts as serving needs them (none read unless it has some)."""
+    if not tenant.rollouts_live:
+        return ()
+    return tuple(live_of(r) for r in await repo.live(session, tenant.id))
+
+
+def _allowed(tenant: Tenant, caller: Principal, label: str, reason: str | None) -> None:
+    refused = role_refusal(tenant, caller, label) or approval_refusal(
+        tenant, caller, label, Terms(reason=reason)
+    )
+    if refused is not None:
+        raise refused
+
+
+async def start(
+    session: AsyncSession, tenant: Tenant, caller: Principal, kind: str, name: str, label: str,
+    body: RolloutIn,
+) -> RolloutOut:  # fmt: skip
+    _allowed(tenant, caller, label, body.reason)
+    ops = ops_of(kind)
+    artifact = await ops.find(session, tenant, name, lock=True)
+    current = await ops.served(session, artifact, label)
+    what = f"{kind} {name!r}"
+    if current is None:
+        raise Conflict(f"label {label!r} of {what} serves nothing: a rollout starts from what a "
+                       "label serves (move it first)", field="label")  # fmt: skip
+    if body.version == current:
+        raise InvalidInput(
+            f"label {label!r} of {what} serves version {current} already", field="version"
+        )
+    if body.version > artifact.latest_version:
+        raise NotFound(f"{what} has no version {body.version}", field="version")
+    existing = await repo.latest(session, tenant.id, kind, name, label, lock=True)
+    if existing is not None and existing.state in LIVE:
+        raise Conflict(
+            f"rollout {existing.id} of label {label!r} of {what} is {existing.state}: promote or "
+            "roll it back first", field="label", rollout=existing.id,
+        )  # fmt: skip
+    review = await ops.review(session, tenant, artifact, MoveAt(label, body.version, current),
+                              detailed=False)  # fmt: skip
+    if review.tests is not None and review.tests.failed:
+        failing = [c.name for c in review.tests.cases if not c.passed]
+        raise Conflict(f"version {body.version} fails its stored tests: {', '.join(failing)}",
+                       field="version", failing=failing)  # fmt: skip
+    if review.breaking:
+        raise Conflict(
+            f"version {body.version} breaks what callers send: "
+            + "; ".join(c.detail for c in review.breaking), field="version",
+        )  # fmt: skip
+    rollout = await repo.insert_rollout(
+        session, tenant_id=tenant.id, kind=kind, name=name, label=label, from_version=current,
+        to_version=body.version, steps=body.steps, min_answers=body.min_answers,
+        min_seconds=body.min_seconds, salt=os.urandom(16), started_by=caller.actor,
+        reason=body.reason,
+    )  # fmt: skip
+    await _changed(session, tenant, caller, rollout, artifact, "start")
+    return await show_one(session, tenant, rollout)
+
+
+async def _changed(
+    session: AsyncSession, tenant: Tenant, caller: Principal, rollout: Rollout,
+    artifact: Artifact, what: str,
+) -> None:  # fmt: skip
+    """The tenant's live count kept, the change logged (its caches drop everywhere), audited."""
+    await repo.count_live(session, tenant)
+    detail = {"rollout": rollout.id, "name": rollout.name, "state": rollout.state,
+              "step": rollout.step + 1, "share": rollout.steps[rollout.step],
+              "from": rollout.from_version, "to": rollout.to_version}  # fmt: skip
+    record_change(
+        session, tenant_id=tenant.id, kind=ARTIFACT_KINDS[rollout.kind].event(f"label.rollout.{what}"),
+        prompt_id=artifact.id, label=rollout.label, detail=detail,
+    )  # fmt: skip
+    await record_audit(
+        session, tenant_id=tenant.id, actor=caller.actor, action=f"rollout.{what}",
+        target=f"{rollout.kind}:{rollout.name}@{rollout.label}", after=detail,
+    )  # fmt: skip
+
+
+async def show(
+    session: AsyncSession, tenant: Tenant, kind: str, name: str, label: str
+) -> RolloutOut:
+    await ops_of(kind).find(session, tenant, name)
+    rollout = await repo.latest(session, tenant.id, kind, name, label, lock=False)
+    if rollout is None:
+        raise NotFound(f"label {label!r} of {kind} {name!r} has had no rollout", field="label")
+    return await show_one(session, tenant, rollout)
+
+
+async def show_one(session: AsyncSession, tenant: Tenant, rollout: Rollout) -> RolloutOut:
+    counted = await repo.answers_by_version(session, rollout, rollout.created_at)
+    del tenant
+    return RolloutOut(
+        id=rollout.id, kind=rollout.kind, name=rollout.name, label=rollout.label,
+        state=rollout.state,
+        step=rollout.step + 1, steps=list(rollout.steps), share=rollout.steps[rollout.step],
+        min_answers=rollout.min_answers, min_seconds=rollout.min_seconds,
+        step_started_at=rollout.step_started_at,
+        old=Side(version=rollout.from_version, answers=counted.get(rollout.from_version, 0)),
+        new=Side(version=rollout.to_version, answers=counted.get(rollout.to_version, 0)),
+        reason=rollout.reason, started_by=rollout.started_by, created_at=rollout.created_at,
+        updated_at=rollout.updated_at,
+    )  # fmt: skip
+
+
+async def _live_one(
+    session: AsyncSession, tenant: Tenant, kind: str, name: str, label: str
+) -> tuple[Rollout, Artifact]:
+    artifact = await ops_of(kind).find(session, tenant, name, lock=True)
+    rollout = await repo.latest(session, tenant.id, kind, name, label, lock=True)
+    if rollout is None or rollout.state not in LIVE:
+        raise Conflict(f"label {label!r} of {kind} {name!r} has no live rollout", field="label")
+    return rollout, artifact
+
+
+async def act(
+    session: AsyncSession, tenant: Tenant, caller: Principal, kind: str, name: str, label: str,
+    action: str, reason: str | None = None,
+) -> RolloutOut:  # fmt: skip
+    """pause, resume, promote or rollback, by a caller who may move the label."""
+    rollout, artifact = await _live_one(session, tenant, kind, name, label)
+    _allowed(tenant, caller, label, reason or rollout.reason)
+    if action == "pause":
+        if rollout.state == "paused":
+            raise Conflict(f"rollout {rollout.id} is paused already", field="state")
+        await repo.set_state(session, rollout, state="paused", reason=reason)
+    elif action == "resume":
+        if rollout.state == "running":
+            raise Conflict(f"rollout {rollout.id} is running already", field="state")
+        await repo.set_state(session, rollout, state="running", reason=reason,
+                             step_started_at=datetime.now(UTC))  # fmt: skip
+    elif action == "promote":
+        await _promote(session, tenant, caller, rollout, artifact, reason or "promoted by hand")
+        return await show_one(session, tenant, rollout)
+    else:
+        await repo.set_state(session, rollout, state="rolled_back",
+                             reason=reason or "rolled back by hand")  # fmt: skip
+    await _changed(session, tenant, caller, rollout, artifact, action)
+    return await show_one(session, tenant, rollout)
+
+
+async def _promote(
+    session: AsyncSession, tenant: Tenant, caller: Principal, rollout: Rollout,
+    artifact: Artifact, reason: str,
+) -> None:  # fmt: skip
+    """The label moves to the new version (the one label policy, on the terms the rollout started
+    on) and the rollout ends."""
+    ops = ops_of(rollout.kind)
+    current = await ops.served(session, artifact, rollout.label)
+    if current != rollout.to_version:
+        move = MoveAt(rollout.label, rollout.to_version, current)
+        await ops.move(session, tenant, artifact, move, caller, Terms(reason=rollout.reason))
+    await repo.set_state(session, rollout, state="promoted", reason=reason,
+                         step=len(rollout.steps) - 1)  # fmt: skip
+    await _changed(session, tenant, caller, rollout, artifact, "promote")
+
+
+async def advance(session: AsyncSession, tenant: Tenant, rollout_id: int) -> str | None:
+    """A running rollout whose step has lasted its least time: the next step when the new side
+    served its least answers in this step, promoted after the last; what was done (None: not yet)."""
+    rollout = await repo.by_id(session, tenant.id, rollout_id)  # locked, then read afresh
+    if rollout is None or rollout.state != "running":
+        return None
+    artifact = await ops_of(rollout.kind).find(session, tenant, rollout.name, lock=True)
+    elapsed = (datetime.now(UTC) - rollout.step_started_at).total_seconds()
+    if elapsed < rollout.min_seconds:
+        return None
+    counted = await repo.answers_by_version(session, rollout, rollout.step_started_at)
+    if counted.get(rollout.to_version, 0) < rollout.min_answers:
+        return None
+    system = Principal(role="admin", tenant_id=tenant.id, system=f"rollout:{rollout.id}")
+    if rollout.step + 1 >= len(rollout.steps):
+        await _promote(session, tenant, system, rollout, artifact, "every step passed")
+        return "promoted"
+    await repo.set_state(session, rollout, step=rollout.step + 1, step_started_at=datetime.now(UTC))
+    await _changed(session, tenant, system, rollout, artifact, "step")
+    return f"step {rollout.step + 1}"

@@ -1,0 +1,60 @@
+"""``registry rollout`` against a live registry: start, show, pause, resume, promote; a refusal in
+one line."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    SIMPLE,
+    LiveServer,
+    PgServer,
+    module_server,
+    registry_command,
+)
+
+
+@pytest.fixture(scope="module")
+async def server(pg_server: PgServer, template_db: str) -> AsyncIterator[LiveServer]:
+    async with module_server(pg_server, template_db) as live:
+        yield live
+
+
+def cli(server: LiveServer, key: str, *args: str) -> Any:
+    return registry_command(
+        "rollout",
+        *args,
+        "--tenant",
+        "roll",
+        env={"REGISTRY_URL": server.url, "REGISTRY_API_KEY": key},
+    )
+
+
+def test_registry_rollout(server: LiveServer) -> None:
+    keys = server.tenant("roll", roles=("publisher",), prompts=[SIMPLE])
+    second = {
+        "arguments": SIMPLE["arguments"],
+        "messages": [{"role": "user", "text": "Hi {{who}}"}],
+    }
+    added = httpx.post(f"{server.url}/api/v1/tenants/roll/prompts/greet/versions", json=second,
+                       headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})  # fmt: skip
+    assert added.status_code == 201, added.text
+    key = keys["publisher"]
+    started = cli(server, key, "start", "greet@production", "--version", "2", "--steps", "10,100")
+    assert started.returncode == 0, started.stderr
+    assert "running, step 1 of 2 (10 % of callers on v2)" in started.stdout
+    assert "paused" in cli(server, key, "pause", "greet@production", "--reason", "a look").stdout
+    assert "running" in cli(server, key, "resume", "greet@production").stdout
+    shown = cli(server, key, "show", "greet@production")
+    assert shown.returncode == 0 and "answers v1 0, v2 0" in shown.stdout
+    promoted = cli(server, key, "promote", "greet@production")
+    assert promoted.returncode == 0 and "promoted" in promoted.stdout
+    refused = cli(server, key, "rollback", "greet@production")
+    assert refused.returncode == 1 and "has no live rollout" in refused.stderr
+    bad = cli(server, key, "start", "greet", "--version", "2")
+    assert bad.returncode != 0 and "NAME@LABEL" in bad.stderr
