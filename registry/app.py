@@ -49,6 +49,7 @@ from registry.config import Settings, get_settings
 from registry.console import admin, browse, editor, signin
 from registry.console import change_requests as console_change_requests
 from registry.console import pages as console_pages
+from registry.console import rollouts as console_rollouts
 from registry.console import skills as console_skills
 from registry.console import usage as console_usage
 from registry.db import repository as db_repository
@@ -185,7 +186,7 @@ ROUTERS = (
     reads.router, plans.router, bundles.router, skills.router, change_requests.router, changes.router,
     webhooks.router, usage.router, rollouts.router, signin.router, signin.root,
     browse.router, console_skills.router, console_change_requests.router, editor.router, admin.router,
-    console_usage.router,
+    console_usage.router, console_rollouts.router,
 )  # fmt: skip
 
 
@@ -296,7 +297,15 @@ class Worker:
         db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
         db.replicas.trusted = feed.hearing  # what this worker knows is complete
         return cls(
-            settings, db, hub, tokens, dispatcher, endpoint, feed, Scheduler(db), Advancer(db)
+            settings,
+            db,
+            hub,
+            tokens,
+            dispatcher,
+            endpoint,
+            feed,
+            Scheduler(db),
+            Advancer(db, settings.rollout_poll_seconds),
         )
 
     @asynccontextmanager

@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     # http://collector:4318/v1/metrics; sent each flush. Unset: nothing leaves the server.
     usage_otlp_endpoint: str | None = None
 
+    # How often each worker looks for rollouts whose step is due (registry.rollouts.scheduler).
+    rollout_poll_seconds: float = Field(default=5, gt=0, le=3600)
+
     # Webhooks: deliveries to private, loopback or link-local addresses are refused unless allowed;
     # each delivery must be answered within the timeout; a failed one is tried again after
     # retry_seconds times 1, 6, 24, 120, ... (about 40 hours in all); an endpoint failing for

@@ -146,6 +146,7 @@ REST: dict[tuple[str, str], Entry] = {
     ("PUT", S + "/labels/{label}/rollout"): Entry("tenant", {"version": 1}),
     ("GET", S + "/labels/{label}/rollout"): Entry("tenant"),
     ("POST", S + "/labels/{label}/rollout/{action}"): Entry("tenant"),
+    ("POST", T + "/feedback"): Entry("tenant", {"receipt": {}, "outcome": "good"}),
     ("GET", T + "/usage"): Entry("tenant"),
     ("GET", T + "/usage/idle"): Entry("tenant"),
     ("GET", T + "/usage/reach"): Entry(
@@ -173,6 +174,10 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", "/ui/{tenant}/check"): Entry("console"),
     ("GET", "/ui/{tenant}/connect"): Entry("console"),
     ("GET", "/ui/{tenant}/usage"): Entry("console"),
+    ("POST", "/ui/{tenant}/prompts/{name}/rollout"): Entry("console"),
+    ("POST", "/ui/{tenant}/prompts/{name}/rollout/{action}"): Entry("console"),
+    ("POST", "/ui/{tenant}/skills/{name}/rollout"): Entry("console"),
+    ("POST", "/ui/{tenant}/skills/{name}/rollout/{action}"): Entry("console"),
     ("GET", "/ui/{tenant}/keys"): Entry("console"),
     ("POST", "/ui/{tenant}/keys"): Entry("console"),
     ("POST", "/ui/{tenant}/keys/{key_id}/revoke"): Entry("console"),

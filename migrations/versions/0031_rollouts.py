@@ -24,4 +24,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("ALTER TABLE tenants DROP COLUMN rollouts_live")
+    op.execute("DROP TABLE rollout_feedback")
     op.execute("DROP TABLE rollouts")

@@ -5,16 +5,21 @@ route (registry.rollouts)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Request, Response
 
+from registry import receipts, signing
 from registry.api.auth import require_credential, tenant_scope
 from registry.artifacts.kinds import ARTIFACT_KINDS
+from registry.db import repository as db_repository
+from registry.errors import InvalidInput
 from registry.naming import LABEL_PATTERN
 from registry.rollouts import assign, service
+from registry.rollouts import feedback as outcomes
 from registry.rollouts.assign import Routed
-from registry.rollouts.schemas import ReasonIn, RolloutIn, RolloutOut
+from registry.rollouts.schemas import FeedbackIn, FeedbackOut, ReasonIn, RolloutIn, RolloutOut
+from registry.signing import SignatureRefused
 from registry.tenants.access import TenantScope
 from registry.usage.ledger import caller_of, client_of
 
@@ -39,6 +44,34 @@ async def route(
     )
     found = {name: assign.route(lives, kind, name, label, identity) for name in names}
     return {name: routed for name, routed in found.items() if routed is not None}
+
+
+async def _keys(request: Request, scope: TenantScope) -> dict[str, Any]:
+    """Every public key the registry signed receipts with (its key file's, and those it recorded)."""
+    keys: dict[str, Any] = {}
+    key_file = request.app.state.settings.snapshot_key_file
+    if key_file is not None:
+        current = signing.key_file(key_file).current()[0].public_key()
+        keys[signing.key_id(current)] = current
+    for row in await db_repository.signing_keys(scope.session):
+        keys.setdefault(row.key_id, signing.public_key(row.public_key.encode()))
+    return keys
+
+
+@router.post(
+    "/feedback", response_model=FeedbackOut, status_code=201,
+    summary="What an answer a rollout decided was worth (its signed receipt, an outcome)",
+)  # fmt: skip
+async def feedback(tenant: str, body: FeedbackIn, request: Request) -> FeedbackOut:
+    async with tenant_scope(request, tenant, "reader") as scope:
+        try:
+            document = receipts.check(body.receipt, await _keys(request, scope))
+        except SignatureRefused as refused:
+            raise InvalidInput(f"receipt: {refused}", field="receipt") from None
+        return await outcomes.report(
+            scope.session, scope.tenant, scope.principal, document,
+            str(body.receipt["signature"]), body,
+        )  # fmt: skip
 
 
 def _routes(kind: str, plural: str) -> None:

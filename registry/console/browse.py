@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import ConfigDict
 
 from registry.console import clients, documents, usage
+from registry.console import rollouts as console_rollouts
 from registry.console.pages import (
     ConsoleRoute,
     Form,
@@ -70,9 +71,11 @@ async def prompt_page(tenant: str, name: str, request: Request) -> Response:
         )
         shown = usage.Shown("prompt", name, prompt.labels, moves)
         ledger = await usage.panel(scope, first.tokens, shown, usage.days_of(request))
+        live = await console_rollouts.shown(scope, "prompt", name, sorted(prompt.labels))
     return render(request, "prompt.html", scope=scope, prompt=prompt, versions=versions.items,
                   history=history.items, message=request.query_params.get("message"),
-                  people=people, usage=ledger)  # fmt: skip
+                  people=people, usage=ledger, rollouts=live, kind="prompt", plural="prompts",
+                  artifact=name)  # fmt: skip
 
 
 @router.get("/{tenant}/prompts/{name}/versions/{version}", response_class=HTMLResponse)

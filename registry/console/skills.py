@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from registry.console import change_requests as console_releases
+from registry.console import rollouts as console_rollouts
 from registry.console import usage as console_usage
 from registry.console.pages import (
     ConsoleRoute,
@@ -53,9 +54,11 @@ async def skill_page(tenant: str, name: str, request: Request) -> Response:
         tokens = await request.app.state.db.tokens()
         shown = console_usage.Shown("skill", name, skill.labels, moves)
         ledger = await console_usage.panel(scope, tokens, shown, console_usage.days_of(request))
+        live = await console_rollouts.shown(scope, "skill", name, sorted(skill.labels))
     message = request.query_params.get("message")
     return render(request, "skill.html", scope=scope, skill=skill, versions=versions, people=people,
-                  message=message, usage=ledger)  # fmt: skip
+                  message=message, usage=ledger, rollouts=live, kind="skill", plural="skills",
+                  artifact=name)  # fmt: skip
 
 
 @router.get("/{tenant}/skills/{name}/versions/{version}", response_class=HTMLResponse)

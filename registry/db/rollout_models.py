@@ -8,6 +8,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKeyConstraint,
@@ -18,12 +19,12 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, REAL, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db.base import Base, now
 
-ROLLOUT_TABLES = ("rollouts",)
+ROLLOUT_TABLES = ("rollouts", "rollout_feedback")
 LIVE = ("running", "paused")
 
 
@@ -63,6 +64,7 @@ class Rollout(Base):
     step: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     min_answers: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     min_seconds: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    min_outcomes: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     state: Mapped[str] = mapped_column(Text, server_default=text("'running'"))
     salt: Mapped[bytes] = mapped_column(LargeBinary)
     step_started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
@@ -70,3 +72,30 @@ class Rollout(Base):
     started_by: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
+
+
+class RolloutFeedback(Base):
+    """One report of what an answer a rollout decided was worth (POST /feedback)."""
+
+    __tablename__ = "rollout_feedback"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "rollout_id"],
+            ["rollouts.tenant_id", "rollouts.id"],
+            ondelete="CASCADE",
+            name="fk_rollout_feedback_rollout",
+        ),
+        CheckConstraint("side IN ('old', 'new')", name="feedback_side"),
+        Index("ix_rollout_feedback_step", "tenant_id", "rollout_id", "step", "caller"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    rollout_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    receipt: Mapped[bytes] = mapped_column(LargeBinary, primary_key=True)
+    caller: Mapped[str] = mapped_column(Text)
+    step: Mapped[int] = mapped_column(Integer)
+    side: Mapped[str] = mapped_column(Text)
+    good: Mapped[bool] = mapped_column(Boolean)
+    score: Mapped[float | None] = mapped_column(REAL)
+    reported_by: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())

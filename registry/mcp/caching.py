@@ -251,8 +251,9 @@ def answer_key(
     ``_meta`` (the name or URI with its version or label, the arguments, and any field a later
     check might refuse), compared as canonical JSON; the rest is the tenant's, whose change drops
     the answers. Retries of an input-required result (``requestState``) and the forms they answer
-    are never kept. While the tenant has live rollouts, the caller's side in each (``sides``) is
-    part of the key: an answer kept for one side is never sent to the other.
+    are never kept. While the tenant has live rollouts, the caller's side in each and the caller
+    (``sides``) are part of the key: an answer kept for one side is never sent to the other, and a
+    receipt that names its caller is that caller's.
     """
     method = message.method
     if (

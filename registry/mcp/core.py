@@ -150,7 +150,8 @@ class Core:
             lives = await caching.live_rollouts(self.caches, tx, tenant)
             client = _client(message, session)
             identity = assign.identity_of(caller_of(principal), principal.anonymous, client)
-            sides = assign.sides(lives, identity)
+            # Kept per caller while rollouts live: a receipt names its rollout's side and caller.
+            sides = assign.sides(lives, identity) + b"\0" + identity.encode()
         key = caching.answer_key(self.caches, label, spoken, principal, message, sides)
         if key is not None:
             remembered = self.caches.answers.get(tenant.id, key)

@@ -41,11 +41,12 @@ class Routed:
     share: int
     new: bool
     version: int | None
+    caller: str  # the caller's digest: what bounds its say in the rollout's outcomes
 
     def receipt(self) -> dict[str, object]:
-        """What the answer's receipt says of it."""
+        """What the answer's receipt says of it (signed with the rest: POST /feedback trusts it)."""
         return {"id": self.rollout, "step": self.step + 1, "share": self.share,
-                "side": "new" if self.new else "old"}  # fmt: skip
+                "side": "new" if self.new else "old", "caller": self.caller}  # fmt: skip
 
 
 def bucket(salt: bytes, identity: str) -> int:
@@ -61,7 +62,10 @@ def route(lives: Sequence[Live], kind: str, name: str, label: str, identity: str
     for live in lives:
         if live.kind == kind and live.name == name and live.label == label:
             new = on_new_side(live, identity)
-            return Routed(live.id, live.step, live.share, new, live.to_version if new else None)
+            caller = hashlib.sha256(identity.encode()).hexdigest()[:16]
+            return Routed(
+                live.id, live.step, live.share, new, live.to_version if new else None, caller
+            )
     return None
 
 

@@ -9,10 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import Tenant
-from registry.db.rollout_models import LIVE, Rollout
+from registry.db.rollout_models import LIVE, Rollout, RolloutFeedback
 from registry.db.usage_models import UsageMinute
 
 
@@ -107,3 +108,39 @@ async def due(session: AsyncSession, limit: int) -> list[tuple[uuid.UUID, int]]:
         {"limit": limit},
     )
     return [(row.tenant_id, row.id) for row in result]
+
+
+async def reports_of(session: AsyncSession, rollout: Rollout, step: int, caller: str) -> int:
+    result = await session.execute(
+        select(func.count()).select_from(RolloutFeedback).where(
+            RolloutFeedback.tenant_id == rollout.tenant_id,
+            RolloutFeedback.rollout_id == rollout.id,
+            RolloutFeedback.step == step, RolloutFeedback.caller == caller,
+        )
+    )  # fmt: skip
+    return int(result.scalar_one())
+
+
+async def insert_feedback(session: AsyncSession, **values: Any) -> bool:
+    """One report; False when this receipt was reported already."""
+    result = await session.execute(
+        pg_insert(RolloutFeedback).values(**values).on_conflict_do_nothing()
+        .returning(RolloutFeedback.rollout_id)
+    )  # fmt: skip
+    return result.first() is not None
+
+
+async def outcomes(
+    session: AsyncSession, rollout: Rollout, step: int
+) -> dict[str, tuple[int, int]]:
+    """(good, bad) reported per side in ``step``."""
+    result = await session.execute(
+        select(RolloutFeedback.side, RolloutFeedback.good, func.count())
+        .where(RolloutFeedback.tenant_id == rollout.tenant_id,
+               RolloutFeedback.rollout_id == rollout.id, RolloutFeedback.step == step)
+        .group_by(RolloutFeedback.side, RolloutFeedback.good)
+    )  # fmt: skip
+    found = {"old": [0, 0], "new": [0, 0]}
+    for side, good, n in result.all():
+        found[side][0 if good else 1] += int(n)
+    return {side: (good, bad) for side, (good, bad) in found.items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -26,6 +26,10 @@ class RolloutIn(StrictInput):
     min_seconds: int = Field(
         default=300, ge=0, le=30 * 86400, description="the least time a step lasts"
     )
+    min_outcomes: int = Field(
+        default=0, ge=0, le=1_000_000,
+        description="reported outcomes each side needs in a step before it is judged (POST /feedback)",
+    )  # fmt: skip
     reason: str | None = Field(
         default=None, min_length=1, max_length=2000,
         description="an admin's reason, for a label that needs approvals (break-glass)",
@@ -46,6 +50,8 @@ class RolloutIn(StrictInput):
 class Side(BaseModel):
     version: int
     answers: int = Field(description="answers the ledger counted for this side since the start")
+    good: int = Field(default=0, description="outcomes reported good in this step")
+    bad: int = Field(default=0, description="outcomes reported bad in this step")
 
 
 class RolloutOut(BaseModel):
@@ -59,6 +65,7 @@ class RolloutOut(BaseModel):
     share: int = Field(description="percent of callers on the new side now")
     min_answers: int
     min_seconds: int
+    min_outcomes: int
     step_started_at: datetime
     old: Side
     new: Side
@@ -70,3 +77,16 @@ class RolloutOut(BaseModel):
 
 class ReasonIn(StrictInput):
     reason: str | None = Field(default=None, min_length=1, max_length=2000)
+
+
+class FeedbackIn(StrictInput):
+    receipt: dict[str, Any] = Field(description="the signed receipt of the answer, as it came")
+    outcome: Literal["good", "bad"]
+    score: float | None = Field(default=None, ge=0, le=1)
+
+
+class FeedbackOut(BaseModel):
+    rollout: int
+    step: int
+    side: str
+    counted: bool

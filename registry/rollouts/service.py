@@ -21,6 +21,7 @@ from registry.db.rollout_models import LIVE, Rollout
 from registry.errors import Conflict, InvalidInput, NotFound
 from registry.labels import Terms, approval_refusal, role_refusal
 from registry.principal import Principal
+from registry.rollouts import gate
 from registry.rollouts import repository as repo
 from registry.rollouts.assign import Live
 from registry.rollouts.schemas import RolloutIn, RolloutOut, Side
@@ -86,7 +87,8 @@ async def start(
     rollout = await repo.insert_rollout(
         session, tenant_id=tenant.id, kind=kind, name=name, label=label, from_version=current,
         to_version=body.version, steps=body.steps, min_answers=body.min_answers,
-        min_seconds=body.min_seconds, salt=os.urandom(16), started_by=caller.actor,
+        min_seconds=body.min_seconds, min_outcomes=body.min_outcomes, salt=os.urandom(16),
+        started_by=caller.actor,
         reason=body.reason,
     )  # fmt: skip
     await _changed(session, tenant, caller, rollout, artifact, "start")
@@ -123,19 +125,34 @@ async def show(
 
 
 async def show_one(session: AsyncSession, tenant: Tenant, rollout: Rollout) -> RolloutOut:
-    counted = await repo.answers_by_version(session, rollout, rollout.created_at)
     del tenant
+    counted = await repo.answers_by_version(session, rollout, rollout.created_at)
+    reported = await repo.outcomes(session, rollout, rollout.step)
+
+    def side(version: int, name: str) -> Side:
+        good, bad = reported[name]
+        return Side(version=version, answers=counted.get(version, 0), good=good, bad=bad)
+
     return RolloutOut(
-        id=rollout.id, kind=rollout.kind, name=rollout.name, label=rollout.label,
+        id=rollout.id,
+        kind=rollout.kind,
+        name=rollout.name,
+        label=rollout.label,
         state=rollout.state,
-        step=rollout.step + 1, steps=list(rollout.steps), share=rollout.steps[rollout.step],
-        min_answers=rollout.min_answers, min_seconds=rollout.min_seconds,
+        step=rollout.step + 1,
+        steps=list(rollout.steps),
+        share=rollout.steps[rollout.step],
+        min_answers=rollout.min_answers,
+        min_seconds=rollout.min_seconds,
+        min_outcomes=rollout.min_outcomes,
         step_started_at=rollout.step_started_at,
-        old=Side(version=rollout.from_version, answers=counted.get(rollout.from_version, 0)),
-        new=Side(version=rollout.to_version, answers=counted.get(rollout.to_version, 0)),
-        reason=rollout.reason, started_by=rollout.started_by, created_at=rollout.created_at,
+        old=side(rollout.from_version, "old"),
+        new=side(rollout.to_version, "new"),
+        reason=rollout.reason,
+        started_by=rollout.started_by,
+        created_at=rollout.created_at,
         updated_at=rollout.updated_at,
-    )  # fmt: skip
+    )
 
 
 async def _live_one(
@@ -203,7 +220,19 @@ async def advance(session: AsyncSession, tenant: Tenant, rollout_id: int) -> str
     counted = await repo.answers_by_version(session, rollout, rollout.step_started_at)
     if counted.get(rollout.to_version, 0) < rollout.min_answers:
         return None
+    reported = await repo.outcomes(session, rollout, rollout.step)
+    verdict = gate.judge(
+        gate.Outcomes(*reported["old"]), gate.Outcomes(*reported["new"]), rollout.min_outcomes
+    )
+    if rollout.steps[rollout.step] >= 100:  # no old side left to compare with: the steps before did
+        verdict = gate.Verdict("fine", "every caller is on the new side")
+    if verdict.decision == "wait":
+        return None
     system = Principal(role="admin", tenant_id=tenant.id, system=f"rollout:{rollout.id}")
+    if verdict.decision == "worse":  # rolled back by itself, saying why
+        await repo.set_state(session, rollout, state="rolled_back", reason=verdict.reason)
+        await _changed(session, tenant, system, rollout, artifact, "rollback")
+        return "rolled back"
     if rollout.step + 1 >= len(rollout.steps):
         await _promote(session, tenant, system, rollout, artifact, "every step passed")
         return "promoted"

@@ -146,6 +146,8 @@ class Ledger:
                 extra={"fields": {"error": type(error).__name__, "counters": len(counts)}},
             )
             self._keep(counts)
+            if isinstance(error, asyncpg.CheckViolationError):  # no partition for a row yet
+                await self.maintain()
             return 0
         for export in self.exporters:
             with contextlib.suppress(Exception):  # an exporter says its own failures

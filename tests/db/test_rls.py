@@ -94,6 +94,14 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
             (tenant_id, slug),
         )
     )
+    statements.append(
+        (
+            "INSERT INTO rollout_feedback (tenant_id, rollout_id, receipt, caller, step, side, good,"
+            " reported_by) SELECT tenant_id, id, '\\x01', 'c', 0, 'new', true, 'test' FROM rollouts"
+            " WHERE tenant_id = $1",
+            (tenant_id,),
+        )
+    )
     has_usage = await conn.fetchval("SELECT to_regclass('public.usage_days') IS NOT NULL")
     has_rollouts = await conn.fetchval("SELECT to_regclass('public.rollouts') IS NOT NULL")
     has_skills = await conn.fetchval("SELECT to_regclass('public.skills') IS NOT NULL")

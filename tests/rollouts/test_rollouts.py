@@ -84,8 +84,10 @@ async def test_a_rollout_sends_the_new_version_to_its_share_stickily(
             assert version == expected(salt, f"anonymous:{client}/1", 20), client
             assert seen.setdefault(client, version) == version, f"{client} saw both versions"
             rollout = result["_meta"][RECEIPT]["rollout"]
-            assert rollout == {"id": shown["id"], "step": 1, "share": 20,
-                               "side": "new" if version == 2 else "old"}  # fmt: skip
+            assert {k: v for k, v in rollout.items() if k != "caller"} == {
+                "id": shown["id"], "step": 1, "share": 20, "side": "new" if version == 2 else "old",
+            }  # fmt: skip
+            assert len(rollout["caller"]) == 16  # the caller's digest: what bounds its say
     assert 0 < sum(v == 2 for v in seen.values()) < len(clients)  # both sides have callers
 
     assert await api.app.state.advancer.advance_due() == 1  # min_seconds 0: the next step

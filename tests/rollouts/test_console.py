@@ -1,0 +1,65 @@
+"""Rollouts in the console: started from a prompt's page, shown with their step and sides, paused,
+resumed and promoted by the page's forms; an editor may not start one on a protected label."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import SIMPLE, Api, auth
+
+T = "/api/v1/tenants/acme"
+ORIGIN = {"Origin": "http://test"}
+
+
+async def _sign_in(api: Api, secret: str) -> str:
+    api.client.cookies.clear()
+    signed = await api.client.post("/ui/acme/login", data={"key": secret}, headers=ORIGIN)
+    assert signed.status_code == 303, signed.text
+    page = await api.client.get("/ui/acme/prompts")
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found, page.text[:500]
+    return found.group(1)
+
+
+async def test_a_rollout_from_the_prompt_page(api: Api) -> None:
+    keys = await api.tenant("acme")
+    admin = auth(keys["admin"])
+    made = await api.client.post(
+        f"{T}/prompts", json={**SIMPLE, "labels": ["production"]}, headers=admin
+    )
+    assert made.status_code == 201, made.text
+    second = {
+        "arguments": SIMPLE["arguments"],
+        "messages": [{"role": "user", "text": "Hi {{who}}"}],
+    }
+    assert (
+        await api.client.post(f"{T}/prompts/greet/versions", json=second, headers=admin)
+    ).status_code == 201
+    page = await api.client.get("/ui/acme/prompts/greet")
+    csrf = await _sign_in(api, keys["editor"].removeprefix("Bearer "))
+    form = {
+        "csrf": csrf,
+        "label": "production",
+        "version": "2",
+        "steps": "10,100",
+        "min_seconds": "60",
+    }
+    refused = await api.client.post("/ui/acme/prompts/greet/rollout", data=form, headers=ORIGIN)
+    assert refused.status_code == 403 and "publisher" in refused.text
+    csrf = await _sign_in(api, keys["publisher"].removeprefix("Bearer "))
+    started = await api.client.post("/ui/acme/prompts/greet/rollout", data={**form, "csrf": csrf},
+                                    headers=ORIGIN)  # fmt: skip
+    assert started.status_code == 303, started.text
+    page = await api.client.get(started.headers["location"])
+    assert "rollout 1 started: 10 % of callers get v2" in page.text
+    assert "v1 → v2" in page.text and "step 1 of 2" in page.text and "Pause" in page.text
+    for action, state in (("pause", "paused"), ("resume", "running"), ("promote", "promoted")):
+        done = await api.client.post(f"/ui/acme/prompts/greet/rollout/{action}",
+                                     data={"csrf": csrf, "label": "production"}, headers=ORIGIN)  # fmt: skip
+        assert done.status_code == 303, done.text
+        assert state in (await api.client.get(done.headers["location"])).text
+    served = await api.client.get(f"{T}/prompts/greet", headers=admin)
+    assert served.json()["labels"]["production"] == 2
+    bad = await api.client.post("/ui/acme/prompts/greet/rollout", headers=ORIGIN,
+                                data={**form, "csrf": csrf, "steps": "10,x"})  # fmt: skip
+    assert bad.status_code == 422 and "steps" in bad.text
