@@ -5,8 +5,8 @@ minute. ``Ledger.run`` writes what was counted every ``REGISTRY_USAGE_FLUSH_SECO
 when ``REGISTRY_USAGE_MAX_KEYS`` counters are held) in one statement that adds to the minute, hour
 and day tables at once, and ``close`` writes the rest when the worker stops. A worker killed between
 two flushes loses the counts of that interval, and no more; a flush that fails (the database away)
-keeps its counts for the next one while they fit. Each hour (and at start) it also makes the
-coming partitions and drops the expired ones (``repository.keep_partitions``).
+keeps its counts for the next one while they fit. Each hour (and before its first write) it also
+makes the coming partitions and drops the expired ones (``repository.keep_partitions``).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ class Ledger:
         self.exporters: list[Callable[[Counts], Awaitable[None]]] = []  # given each batch (OTLP)
         self.closers: list[Callable[[], Awaitable[None]]] = []  # run after the last flush
         self.dropped = 0
+        self.maintained: float | None = None  # when the partitions were last kept (monotonic)
 
     @property
     def held(self) -> int:
@@ -185,19 +186,27 @@ class Ledger:
         """Flush every interval (or when due), and keep the partitions each hour."""
         if not self.enabled:
             return
-        await self.maintain()
-        maintained = time.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.due.wait(), self.settings.usage_flush_seconds)
+            await self._maintained()
             await self.flush()
-            if time.monotonic() - maintained >= MAINTAIN_EVERY_SECONDS:
-                await self.maintain()
-                maintained = time.monotonic()
+
+    async def _maintained(self) -> None:
+        """The partitions kept before the first write (a worker that serves nothing opens no
+        connection for the ledger) and each hour after."""
+        due = (
+            self.maintained is None or time.monotonic() - self.maintained >= MAINTAIN_EVERY_SECONDS
+        )
+        if due and (self.held or self.maintained is not None):
+            await self.maintain()
+            self.maintained = time.monotonic()
 
     async def close(self) -> None:
         """The last flush, as the worker stops."""
         if self.enabled:
+            if self.maintained is None:
+                await self._maintained()
             await self.flush()
         for close in self.closers:
             with contextlib.suppress(Exception):  # each says its own failures
