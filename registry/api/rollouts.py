@@ -59,9 +59,11 @@ async def _keys(request: Request, scope: TenantScope) -> dict[str, Any]:
 
 
 @router.post(
-    "/feedback", response_model=FeedbackOut, status_code=201,
+    "/feedback",
+    response_model=FeedbackOut,
+    status_code=201,
     summary="What an answer a rollout decided was worth (its signed receipt, an outcome)",
-)  # fmt: skip
+)
 async def feedback(tenant: str, body: FeedbackIn, request: Request) -> FeedbackOut:
     async with tenant_scope(request, tenant, "reader") as scope:
         try:
@@ -69,9 +71,13 @@ async def feedback(tenant: str, body: FeedbackIn, request: Request) -> FeedbackO
         except SignatureRefused as refused:
             raise InvalidInput(f"receipt: {refused}", field="receipt") from None
         return await outcomes.report(
-            scope.session, scope.tenant, scope.principal, document,
-            str(body.receipt["signature"]), body,
-        )  # fmt: skip
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            document,
+            str(body.receipt["signature"]),
+            body,
+        )
 
 
 def _routes(kind: str, plural: str) -> None:
@@ -99,15 +105,26 @@ def _routes(kind: str, plural: str) -> None:
 
     @router.post(base + "/{action}", response_model=RolloutOut, summary=acted)
     async def act(
-        tenant: str, name: str, label: Label, action: Action, request: Request,
-        response: Response, body: Annotated[ReasonIn | None, Body()] = None,
-    ) -> RolloutOut:  # fmt: skip
+        tenant: str,
+        name: str,
+        label: Label,
+        action: Action,
+        request: Request,
+        response: Response,
+        body: Annotated[ReasonIn | None, Body()] = None,
+    ) -> RolloutOut:
         del response
         async with tenant_scope(request, tenant, "editor") as scope:
             return await service.act(
-                scope.session, scope.tenant, scope.principal, kind, name, label, action,
+                scope.session,
+                scope.tenant,
+                scope.principal,
+                kind,
+                name,
+                label,
+                action,
                 body.reason if body else None,
-            )  # fmt: skip
+            )
 
 
 for _kind in ARTIFACT_KINDS.values():

@@ -56,12 +56,23 @@ def rollout() -> None:
 @click.option("--min-seconds", type=click.IntRange(0), default=300, show_default=True)
 @click.option("--reason", default=None, help="An admin's reason, where the label needs approvals.")
 def rollout_start(
-    target: str, slug: str, url: str, key: str | None, version: int, steps: str,
-    min_answers: int, min_seconds: int, reason: str | None,
-) -> None:  # fmt: skip
+    target: str,
+    slug: str,
+    url: str,
+    key: str | None,
+    version: int,
+    steps: str,
+    min_answers: int,
+    min_seconds: int,
+    reason: str | None,
+) -> None:
     """Start a rollout of TARGET (NAME@LABEL, or skill:NAME@LABEL) to VERSION."""
-    body: dict[str, Any] = {"version": version, "steps": _steps(steps), "min_answers": min_answers,
-                            "min_seconds": min_seconds}  # fmt: skip
+    body: dict[str, Any] = {
+        "version": version,
+        "steps": _steps(steps),
+        "min_answers": min_answers,
+        "min_seconds": min_seconds,
+    }
     if reason:
         body["reason"] = reason
     with _client(url, slug, key) as client:

@@ -65,8 +65,11 @@ def usage_command(slug: str, url: str, key: str | None, **asked: Any) -> None:
         if idle:
             params = {"days": days or 30, **({"kind": asked["kind"]} if asked["kind"] else {})}
             rows = _pages(client, "/usage/idle", params, "idle", limit)
-            _show(("KIND", "NAME", "LAST"),
-                  [(r["kind"], r["name"], r["last"] or "never") for r in rows], as_csv)  # fmt: skip
+            _show(
+                ("KIND", "NAME", "LAST"),
+                [(r["kind"], r["name"], r["last"] or "never") for r in rows],
+                as_csv,
+            )
             return
         if reach:
             params = {**_reach_target(reach), **({"days": days} if days else {})}
@@ -78,26 +81,42 @@ def usage_command(slug: str, url: str, key: str | None, **asked: Any) -> None:
         rows = _pages(client, "/usage", params, "rows", limit, into=answer)
     shown = [d for d in DIMENSIONS if any(r.get(d) is not None for r in rows)]
     header = ("KIND", "NAME", *(d.upper() for d in shown), "ANSWERS", "FIRST", "LAST")
-    _show(header, [
-        (r["kind"], r["name"],
-         *(_name(answer, r[d]) if d == "caller" else str(r[d]) for d in shown),
-         str(r["answers"]), r["first"], r["last"]) for r in rows
-    ], as_csv)  # fmt: skip
+    _show(
+        header,
+        [
+            (
+                r["kind"],
+                r["name"],
+                *(_name(answer, r[d]) if d == "caller" else str(r[d]) for d in shown),
+                str(r["answers"]),
+                r["first"],
+                r["last"],
+            )
+            for r in rows
+        ],
+        as_csv,
+    )
 
 
 def _query(asked: dict[str, Any]) -> dict[str, Any]:
     return {
         **{f: asked.get(f) for f in FILTERS if f != "client"},
         "client": asked.get("client_name"),
-        "from": asked.get("since"), "to": asked.get("until"),
-        "by": asked.get("by") or None, "sort": asked.get("sort"),
-    }  # fmt: skip
+        "from": asked.get("since"),
+        "to": asked.get("until"),
+        "by": asked.get("by") or None,
+        "sort": asked.get("sort"),
+    }
 
 
 def _pages(
-    client: Any, path: str, params: dict[str, Any], field: str, limit: int,
+    client: Any,
+    path: str,
+    params: dict[str, Any],
+    field: str,
+    limit: int,
     into: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[dict[str, Any]]:
     """Every row of ``path`` (pages followed) up to ``limit``; the callers' names into ``into``."""
     rows: list[dict[str, Any]] = []
     cursor = None

@@ -76,11 +76,21 @@ def _pages(kind: str, plural: str) -> None:
         body = _body(fields)
         async with scope as console:
             started = await service.start(
-                console.session, console.tenant, console.principal, kind, name,
-                fields.label.strip(), body,
-            )  # fmt: skip
-        return _back(tenant, kind, name, f"rollout {started.id} started: {started.share} % of "
-                     f"callers get v{started.new.version}")  # fmt: skip
+                console.session,
+                console.tenant,
+                console.principal,
+                kind,
+                name,
+                fields.label.strip(),
+                body,
+            )
+        return _back(
+            tenant,
+            kind,
+            name,
+            f"rollout {started.id} started: {started.share} % of "
+            f"callers get v{started.new.version}",
+        )
 
     @router.post(f"/{{tenant}}/{plural}/{{name}}/rollout/{{action}}")
     async def act(tenant: str, name: str, action: str, request: Request) -> Response:
@@ -89,9 +99,15 @@ def _pages(kind: str, plural: str) -> None:
         fields, scope = await posted(request, "editor", ActionForm)
         async with scope as console:
             done = await service.act(
-                console.session, console.tenant, console.principal, kind, name,
-                fields.label.strip(), action, fields.reason.strip() or None,
-            )  # fmt: skip
+                console.session,
+                console.tenant,
+                console.principal,
+                kind,
+                name,
+                fields.label.strip(),
+                action,
+                fields.reason.strip() or None,
+            )
         return _back(tenant, kind, name, f"rollout {done.id}: {done.state}")
 
 

@@ -177,8 +177,16 @@ async def usage_page(tenant: str, request: Request) -> Response:
         people = await people_of(scope)
     top = totals([r.model_copy(update={"name": f"{r.kind}/{r.name}"}) for r in over_time], "name")
     return render(
-        request, "usage.html", scope=scope, days=days, choices=DAYS, bucket=bucket,
-        chart=chart(over_time, "artifact", start, bucket), top=top[:50],
-        clients=totals(who, "client"), callers=totals(who, "caller"), idle=idle.idle,
+        request,
+        "usage.html",
+        scope=scope,
+        days=days,
+        choices=DAYS,
+        bucket=bucket,
+        chart=chart(over_time, "artifact", start, bucket),
+        top=top[:50],
+        clients=totals(who, "client"),
+        callers=totals(who, "caller"),
+        idle=idle.idle,
         people=people,
-    )  # fmt: skip
+    )

@@ -45,8 +45,13 @@ class Routed:
 
     def receipt(self) -> dict[str, object]:
         """What the answer's receipt says of it (signed with the rest: POST /feedback trusts it)."""
-        return {"id": self.rollout, "step": self.step + 1, "share": self.share,
-                "side": "new" if self.new else "old", "caller": self.caller}  # fmt: skip
+        return {
+            "id": self.rollout,
+            "step": self.step + 1,
+            "share": self.share,
+            "side": "new" if self.new else "old",
+            "caller": self.caller,
+        }
 
 
 def bucket(salt: bytes, identity: str) -> int:

@@ -34,34 +34,48 @@ def _named(document: dict[str, Any], tenant: Tenant) -> dict[str, Any]:
 
 
 async def report(
-    session: AsyncSession, tenant: Tenant, reporter: Principal, document: dict[str, Any],
-    signature: str, body: FeedbackIn,
-) -> FeedbackOut:  # fmt: skip
+    session: AsyncSession,
+    tenant: Tenant,
+    reporter: Principal,
+    document: dict[str, Any],
+    signature: str,
+    body: FeedbackIn,
+) -> FeedbackOut:
     named = _named(document, tenant)
     rollout = await repo.by_id(session, tenant.id, int(named["id"]))
     if rollout is None:
         raise NotFound(f"rollout {named['id']} is not this tenant's", field="receipt")
     if rollout.state not in LIVE:
-        raise Conflict(f"rollout {rollout.id} is {rollout.state}: it takes no more outcomes",
-                       field="receipt")  # fmt: skip
+        raise Conflict(
+            f"rollout {rollout.id} is {rollout.state}: it takes no more outcomes", field="receipt"
+        )
     step = int(named["step"]) - 1
     if step != rollout.step:
         raise Conflict(
             f"the answer was served in step {step + 1}; rollout {rollout.id} is at step "
-            f"{rollout.step + 1}, and each step counts its own answers' outcomes", field="receipt",
-        )  # fmt: skip
+            f"{rollout.step + 1}, and each step counts its own answers' outcomes",
+            field="receipt",
+        )
     caller = str(named["caller"])
     if await repo.reports_of(session, rollout, step, caller) >= PER_CALLER_PER_STEP:
         raise Conflict(
             f"this caller's answers were reported {PER_CALLER_PER_STEP} times in this step: a "
-            "caller counts at most that often", field="receipt",
-        )  # fmt: skip
+            "caller counts at most that often",
+            field="receipt",
+        )
     receipt = hashlib.sha256(signature.encode()).digest()
     counted = await repo.insert_feedback(
-        session, tenant_id=tenant.id, rollout_id=rollout.id, receipt=receipt, caller=caller,
-        step=step, side=str(named["side"]), good=body.outcome == "good", score=body.score,
+        session,
+        tenant_id=tenant.id,
+        rollout_id=rollout.id,
+        receipt=receipt,
+        caller=caller,
+        step=step,
+        side=str(named["side"]),
+        good=body.outcome == "good",
+        score=body.score,
         reported_by=reporter.actor,
-    )  # fmt: skip
+    )
     if not counted:
         raise Conflict("this answer's outcome was reported already", field="receipt")
     return FeedbackOut(rollout=rollout.id, step=step + 1, side=str(named["side"]), counted=True)

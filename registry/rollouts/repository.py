@@ -31,11 +31,15 @@ async def latest(
 ) -> Rollout | None:
     query = (
         select(Rollout)
-        .where(Rollout.tenant_id == tenant_id, Rollout.kind == kind, Rollout.name == name,
-               Rollout.label == label)
+        .where(
+            Rollout.tenant_id == tenant_id,
+            Rollout.kind == kind,
+            Rollout.name == name,
+            Rollout.label == label,
+        )
         .order_by(Rollout.id.desc())
         .limit(1)
-    )  # fmt: skip
+    )
     if lock:
         query = query.with_for_update()
     return (await session.execute(query)).scalar_one_or_none()
@@ -112,21 +116,26 @@ async def due(session: AsyncSession, limit: int) -> list[tuple[uuid.UUID, int]]:
 
 async def reports_of(session: AsyncSession, rollout: Rollout, step: int, caller: str) -> int:
     result = await session.execute(
-        select(func.count()).select_from(RolloutFeedback).where(
+        select(func.count())
+        .select_from(RolloutFeedback)
+        .where(
             RolloutFeedback.tenant_id == rollout.tenant_id,
             RolloutFeedback.rollout_id == rollout.id,
-            RolloutFeedback.step == step, RolloutFeedback.caller == caller,
+            RolloutFeedback.step == step,
+            RolloutFeedback.caller == caller,
         )
-    )  # fmt: skip
+    )
     return int(result.scalar_one())
 
 
 async def insert_feedback(session: AsyncSession, **values: Any) -> bool:
     """One report; False when this receipt was reported already."""
     result = await session.execute(
-        pg_insert(RolloutFeedback).values(**values).on_conflict_do_nothing()
+        pg_insert(RolloutFeedback)
+        .values(**values)
+        .on_conflict_do_nothing()
         .returning(RolloutFeedback.rollout_id)
-    )  # fmt: skip
+    )
     return result.first() is not None
 
 
@@ -136,10 +145,13 @@ async def outcomes(
     """(good, bad) reported per side in ``step``."""
     result = await session.execute(
         select(RolloutFeedback.side, RolloutFeedback.good, func.count())
-        .where(RolloutFeedback.tenant_id == rollout.tenant_id,
-               RolloutFeedback.rollout_id == rollout.id, RolloutFeedback.step == step)
+        .where(
+            RolloutFeedback.tenant_id == rollout.tenant_id,
+            RolloutFeedback.rollout_id == rollout.id,
+            RolloutFeedback.step == step,
+        )
         .group_by(RolloutFeedback.side, RolloutFeedback.good)
-    )  # fmt: skip
+    )
     found = {"old": [0, 0], "new": [0, 0]}
     for side, good, n in result.all():
         found[side][0 if good else 1] += int(n)

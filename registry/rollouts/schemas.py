@@ -16,24 +16,32 @@ State = Literal["running", "paused", "promoted", "rolled_back"]
 class RolloutIn(StrictInput):
     version: int = Field(ge=1, le=2**31 - 1, description="the version the new side gets")
     steps: list[int] = Field(
-        default=[1, 10, 50, 100], min_length=1, max_length=20,
+        default=[1, 10, 50, 100],
+        min_length=1,
+        max_length=20,
         description="the share of callers on the new side at each step, in percent, rising to 100",
-    )  # fmt: skip
+    )
     min_answers: int = Field(
-        default=0, ge=0, le=10_000_000,
+        default=0,
+        ge=0,
+        le=10_000_000,
         description="answers the new side must have served in a step before it advances",
-    )  # fmt: skip
+    )
     min_seconds: int = Field(
         default=300, ge=0, le=30 * 86400, description="the least time a step lasts"
     )
     min_outcomes: int = Field(
-        default=0, ge=0, le=1_000_000,
+        default=0,
+        ge=0,
+        le=1_000_000,
         description="reported outcomes each side needs in a step before it is judged (POST /feedback)",
-    )  # fmt: skip
+    )
     reason: str | None = Field(
-        default=None, min_length=1, max_length=2000,
+        default=None,
+        min_length=1,
+        max_length=2000,
         description="an admin's reason, for a label that needs approvals (break-glass)",
-    )  # fmt: skip
+    )
 
     @model_validator(mode="after")
     def _rising_to_all(self) -> RolloutIn:

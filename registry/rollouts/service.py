@@ -29,9 +29,16 @@ from registry.rollouts.schemas import RolloutIn, RolloutOut, Side
 
 def live_of(rollout: Rollout) -> Live:
     return Live(
-        rollout.id, rollout.kind, rollout.name, rollout.label, rollout.from_version,
-        rollout.to_version, rollout.step, rollout.steps[rollout.step], rollout.salt,
-    )  # fmt: skip
+        rollout.id,
+        rollout.kind,
+        rollout.name,
+        rollout.label,
+        rollout.from_version,
+        rollout.to_version,
+        rollout.step,
+        rollout.steps[rollout.step],
+        rollout.salt,
+    )
 
 
 async def live(session: AsyncSession, tenant: Tenant) -> tuple[Live, ...]:
@@ -50,17 +57,25 @@ def _allowed(tenant: Tenant, caller: Principal, label: str, reason: str | None) 
 
 
 async def start(
-    session: AsyncSession, tenant: Tenant, caller: Principal, kind: str, name: str, label: str,
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    kind: str,
+    name: str,
+    label: str,
     body: RolloutIn,
-) -> RolloutOut:  # fmt: skip
+) -> RolloutOut:
     _allowed(tenant, caller, label, body.reason)
     ops = ops_of(kind)
     artifact = await ops.find(session, tenant, name, lock=True)
     current = await ops.served(session, artifact, label)
     what = f"{kind} {name!r}"
     if current is None:
-        raise Conflict(f"label {label!r} of {what} serves nothing: a rollout starts from what a "
-                       "label serves (move it first)", field="label")  # fmt: skip
+        raise Conflict(
+            f"label {label!r} of {what} serves nothing: a rollout starts from what a "
+            "label serves (move it first)",
+            field="label",
+        )
     if body.version == current:
         raise InvalidInput(
             f"label {label!r} of {what} serves version {current} already", field="version"
@@ -71,47 +86,81 @@ async def start(
     if existing is not None and existing.state in LIVE:
         raise Conflict(
             f"rollout {existing.id} of label {label!r} of {what} is {existing.state}: promote or "
-            "roll it back first", field="label", rollout=existing.id,
-        )  # fmt: skip
-    review = await ops.review(session, tenant, artifact, MoveAt(label, body.version, current),
-                              detailed=False)  # fmt: skip
+            "roll it back first",
+            field="label",
+            rollout=existing.id,
+        )
+    review = await ops.review(
+        session, tenant, artifact, MoveAt(label, body.version, current), detailed=False
+    )
     if review.tests is not None and review.tests.failed:
         failing = [c.name for c in review.tests.cases if not c.passed]
-        raise Conflict(f"version {body.version} fails its stored tests: {', '.join(failing)}",
-                       field="version", failing=failing)  # fmt: skip
+        raise Conflict(
+            f"version {body.version} fails its stored tests: {', '.join(failing)}",
+            field="version",
+            failing=failing,
+        )
     if review.breaking:
         raise Conflict(
             f"version {body.version} breaks what callers send: "
-            + "; ".join(c.detail for c in review.breaking), field="version",
-        )  # fmt: skip
+            + "; ".join(c.detail for c in review.breaking),
+            field="version",
+        )
     rollout = await repo.insert_rollout(
-        session, tenant_id=tenant.id, kind=kind, name=name, label=label, from_version=current,
-        to_version=body.version, steps=body.steps, min_answers=body.min_answers,
-        min_seconds=body.min_seconds, min_outcomes=body.min_outcomes, salt=os.urandom(16),
+        session,
+        tenant_id=tenant.id,
+        kind=kind,
+        name=name,
+        label=label,
+        from_version=current,
+        to_version=body.version,
+        steps=body.steps,
+        min_answers=body.min_answers,
+        min_seconds=body.min_seconds,
+        min_outcomes=body.min_outcomes,
+        salt=os.urandom(16),
         started_by=caller.actor,
         reason=body.reason,
-    )  # fmt: skip
+    )
     await _changed(session, tenant, caller, rollout, artifact, "start")
     return await show_one(session, tenant, rollout)
 
 
 async def _changed(
-    session: AsyncSession, tenant: Tenant, caller: Principal, rollout: Rollout,
-    artifact: Artifact, what: str,
-) -> None:  # fmt: skip
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    rollout: Rollout,
+    artifact: Artifact,
+    what: str,
+) -> None:
     """The tenant's live count kept, the change logged (its caches drop everywhere), audited."""
     await repo.count_live(session, tenant)
-    detail = {"rollout": rollout.id, "name": rollout.name, "state": rollout.state,
-              "step": rollout.step + 1, "share": rollout.steps[rollout.step],
-              "from": rollout.from_version, "to": rollout.to_version}  # fmt: skip
+    detail = {
+        "rollout": rollout.id,
+        "name": rollout.name,
+        "state": rollout.state,
+        "step": rollout.step + 1,
+        "share": rollout.steps[rollout.step],
+        "from": rollout.from_version,
+        "to": rollout.to_version,
+    }
     record_change(
-        session, tenant_id=tenant.id, kind=ARTIFACT_KINDS[rollout.kind].event(f"label.rollout.{what}"),
-        prompt_id=artifact.id, label=rollout.label, detail=detail,
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        kind=ARTIFACT_KINDS[rollout.kind].event(f"label.rollout.{what}"),
+        prompt_id=artifact.id,
+        label=rollout.label,
+        detail=detail,
+    )
     await record_audit(
-        session, tenant_id=tenant.id, actor=caller.actor, action=f"rollout.{what}",
-        target=f"{rollout.kind}:{rollout.name}@{rollout.label}", after=detail,
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action=f"rollout.{what}",
+        target=f"{rollout.kind}:{rollout.name}@{rollout.label}",
+        after=detail,
+    )
 
 
 async def show(
@@ -166,9 +215,15 @@ async def _live_one(
 
 
 async def act(
-    session: AsyncSession, tenant: Tenant, caller: Principal, kind: str, name: str, label: str,
-    action: str, reason: str | None = None,
-) -> RolloutOut:  # fmt: skip
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    kind: str,
+    name: str,
+    label: str,
+    action: str,
+    reason: str | None = None,
+) -> RolloutOut:
     """pause, resume, promote or rollback, by a caller who may move the label."""
     rollout, artifact = await _live_one(session, tenant, kind, name, label)
     _allowed(tenant, caller, label, reason or rollout.reason)
@@ -179,22 +234,28 @@ async def act(
     elif action == "resume":
         if rollout.state == "running":
             raise Conflict(f"rollout {rollout.id} is running already", field="state")
-        await repo.set_state(session, rollout, state="running", reason=reason,
-                             step_started_at=datetime.now(UTC))  # fmt: skip
+        await repo.set_state(
+            session, rollout, state="running", reason=reason, step_started_at=datetime.now(UTC)
+        )
     elif action == "promote":
         await _promote(session, tenant, caller, rollout, artifact, reason or "promoted by hand")
         return await show_one(session, tenant, rollout)
     else:
-        await repo.set_state(session, rollout, state="rolled_back",
-                             reason=reason or "rolled back by hand")  # fmt: skip
+        await repo.set_state(
+            session, rollout, state="rolled_back", reason=reason or "rolled back by hand"
+        )
     await _changed(session, tenant, caller, rollout, artifact, action)
     return await show_one(session, tenant, rollout)
 
 
 async def _promote(
-    session: AsyncSession, tenant: Tenant, caller: Principal, rollout: Rollout,
-    artifact: Artifact, reason: str,
-) -> None:  # fmt: skip
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    rollout: Rollout,
+    artifact: Artifact,
+    reason: str,
+) -> None:
     """The label moves to the new version (the one label policy, on the terms the rollout started
     on) and the rollout ends."""
     ops = ops_of(rollout.kind)
@@ -202,8 +263,9 @@ async def _promote(
     if current != rollout.to_version:
         move = MoveAt(rollout.label, rollout.to_version, current)
         await ops.move(session, tenant, artifact, move, caller, Terms(reason=rollout.reason))
-    await repo.set_state(session, rollout, state="promoted", reason=reason,
-                         step=len(rollout.steps) - 1)  # fmt: skip
+    await repo.set_state(
+        session, rollout, state="promoted", reason=reason, step=len(rollout.steps) - 1
+    )
     await _changed(session, tenant, caller, rollout, artifact, "promote")
 
 

@@ -48,9 +48,10 @@ class OtlpExport:
         self.provider = MeterProvider(resource=resource, metric_readers=[self.reader])
         meter = self.provider.get_meter("registry.usage")
         self.answers = meter.create_counter(
-            "registry.usage.answers", unit="{answer}",
+            "registry.usage.answers",
+            unit="{answer}",
             description="Answers served, by tenant, kind, name, version, label and surface",
-        )  # fmt: skip
+        )
         self.pool = pool
         self.slugs: dict[int, str] = {}
 
@@ -62,11 +63,17 @@ class OtlpExport:
             totals[group] = totals.get(group, 0) + int(counter[0])
         await self._learn_slugs({group[0] for group in totals})
         for (tenant, kind, name, version, label, surface), answers in totals.items():
-            self.answers.add(answers, {
-                "registry.tenant": self.slugs.get(tenant, str(uuid.UUID(int=tenant))),
-                "registry.kind": kind, "registry.name": name, "registry.version": version,
-                "registry.label": label, "registry.surface": surface,
-            })  # fmt: skip
+            self.answers.add(
+                answers,
+                {
+                    "registry.tenant": self.slugs.get(tenant, str(uuid.UUID(int=tenant))),
+                    "registry.kind": kind,
+                    "registry.name": name,
+                    "registry.version": version,
+                    "registry.label": label,
+                    "registry.surface": surface,
+                },
+            )
         pushed = await asyncio.to_thread(self.provider.force_flush, EXPORT_TIMEOUT_MILLIS)
         if not pushed:
             logger.warning("usage_otlp_export_failed", extra={"fields": {"groups": len(totals)}})
