@@ -43,6 +43,22 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
+        "rollout-errors-uncounted",
+        "a request a rollout routed that ended in an error is counted against its side",
+        "registry/mcp/core.py",
+        "            self.ledger.failed(self.key(tenant, principal, message, routed, session))",
+        "            pass",
+        ("tests/rollouts/test_approvals.py",),
+    ),
+    Mutation(
+        "rollout-plan-moves-the-label",
+        "a change request's move that carries a rollout plan starts the rollout, not a move",
+        "registry/change_requests/service.py",
+        "        if move.rollout is not None:  # a rollout instead of a move",
+        "        if False:  # a rollout instead of a move",
+        ("tests/rollouts/test_approvals.py",),
+    ),
+    Mutation(
         "rollout-side-not-in-answer-key",
         "an answer kept for one side of a rollout is never sent to the other",
         "registry/mcp/caching.py",

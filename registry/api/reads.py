@@ -65,16 +65,24 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
             if body.version
             else (await route(request, scope, "prompt", [name], asked)).get(name)
         )
-        rendered = await rendering.render(
-            scope.session,
-            scope.tenant,
-            name,
-            body.arguments,
-            version=body.version or (routed.version if routed else None),
-            label=body.label,
-            max_value_length=settings_of(request).max_argument_length,
-            max_rendered_chars=settings_of(request).max_rendered_chars,
-        )
+        try:
+            rendered = await rendering.render(
+                scope.session,
+                scope.tenant,
+                name,
+                body.arguments,
+                version=body.version or (routed.version if routed else None),
+                label=body.label,
+                max_value_length=settings_of(request).max_argument_length,
+                max_rendered_chars=settings_of(request).max_rendered_chars,
+            )
+        except InvalidInput:  # an argument error on one side of a rollout: the sides compared
+            if routed is not None:
+                side = Served(*routed.served)
+                count_rest(
+                    request, scope.tenant, scope.principal, [side], "rest/render", failed=True
+                )
+            raise
         label = None if body.version else body.label or scope.tenant.default_label
         served = Served("prompt", name, rendered.version or 0, label or "")
         count_rest(request, scope.tenant, scope.principal, [served], "rest/render")

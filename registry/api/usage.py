@@ -38,15 +38,18 @@ def count_rest(
     principal: Principal,
     served: Iterable[Served],
     surface: str,
+    *,
+    failed: bool = False,
 ) -> None:
-    """Count what a REST read served: the client is the User-Agent the caller sent."""
+    """Count what a REST read served (``failed``: a request a rollout routed that ended in an
+    error): the client is the User-Agent the caller sent."""
     ledger: Ledger | None = getattr(request.app.state, "ledger", None)
     if ledger is None or not ledger.enabled:
         return
     agent = request.headers.get("user-agent")
     client = client_of({"name": agent}) if agent else ""
     for one in served:
-        ledger.served(tenant.id, one, surface, principal, client)
+        ledger.served(tenant.id, one, surface, principal, client, failed=failed)
 
 
 def _aware(moment: datetime | None, field: str) -> datetime | None:

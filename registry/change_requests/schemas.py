@@ -11,6 +11,7 @@ from pydantic import AwareDatetime, BaseModel, Field, field_validator, model_val
 from registry.inputs import StrictInput
 from registry.naming import LABEL_PATTERN, MAX_VERSION, PROMPT_NAME_PATTERN
 from registry.prompts.schemas import ContractChange
+from registry.rollouts.schemas import RolloutPlan
 from registry.skills.schemas import SKILL_NAME_PATTERN
 from registry.testcases import TestRun
 
@@ -25,6 +26,11 @@ class MoveIn(StrictInput):
     skill: str | None = Field(default=None, pattern=SKILL_NAME_PATTERN, max_length=64)
     label: str = Field(pattern=LABEL_PATTERN)
     version: int = Field(ge=1, le=MAX_VERSION)
+    rollout: RolloutPlan | None = Field(
+        default=None,
+        description="start a rollout of the label to the version, in these steps, instead of "
+        "moving it (the approval covers every step and the promotion)",
+    )
 
     @model_validator(mode="after")
     def _one_artifact(self) -> MoveIn:
@@ -99,6 +105,7 @@ class MoveOut(BaseModel):
     label: str
     version: int
     before: int | None = Field(description="what the label served when the move was written")
+    rollout: RolloutPlan | None = Field(default=None, description="a rollout instead of a move")
     current: int | None = Field(default=None, description="what the label serves now")
     breaking: list[ContractChange] = Field(
         default_factory=list, description="how the move breaks what callers send"

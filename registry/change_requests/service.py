@@ -49,6 +49,9 @@ from registry.labels import (
     role_refusal,
 )
 from registry.principal import Principal
+from registry.rollouts import service as rollouts
+from registry.rollouts.schemas import RolloutPlan
+from registry.rollouts.service import Start
 from registry.tenants import service as tenants
 
 LIVE = ("open", "approved")  # states a request can still move from
@@ -126,8 +129,15 @@ async def _written_moves(
                 "already: nothing to move",
                 field="moves",
             )
+        if move.rollout is not None and before is None:
+            raise Conflict(
+                f"label {move.label!r} of {move.kind} {move.name!r} serves nothing: a rollout "
+                "starts from what a label serves (move it first)",
+                field="moves",
+            )
+        plan = move.rollout.model_dump() if move.rollout is not None else None
         written.append({"kind": move.kind, "name": move.name, "label": move.label,
-                        "version": move.version, "before": before})  # fmt: skip
+                        "version": move.version, "before": before, "rollout": plan})  # fmt: skip
     return written
 
 
@@ -298,6 +308,11 @@ async def _apply(
     for move in moves:
         artifact = locked[(move.kind, move.name)]
         assert artifact is not None  # else the request went stale above
+        if move.rollout is not None:  # a rollout instead of a move: its steps need no approval
+            plan = RolloutPlan.model_validate(move.rollout)
+            begun = Start(move.kind, move.name, move.label, move.version, plan, None, request.id)
+            await rollouts.begin(session, tenant, caller, begun)
+            continue
         at = MoveAt(move.label, move.version, move.before)
         await ops_of(move.kind).move(session, tenant, artifact, at, caller, terms)
     request = await repo.update_request(
@@ -419,7 +434,10 @@ async def _checks(
 
 def _move_out(move: ChangeRequestMove) -> MoveOut:
     named = {ARTIFACT_KINDS[move.kind].move_key: move.name}
-    return MoveOut(**named, label=move.label, version=move.version, before=move.before)
+    plan = RolloutPlan.model_validate(move.rollout) if move.rollout is not None else None
+    return MoveOut(
+        **named, label=move.label, version=move.version, before=move.before, rollout=plan
+    )
 
 
 # --- staleness ----------------------------------------------------------------------------------

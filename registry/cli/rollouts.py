@@ -35,7 +35,8 @@ def _said(shown: dict[str, Any]) -> None:
         f"rollout {shown['id']} of {shown['kind']} {shown['name']}@{shown['label']}: "
         f"{shown['state']}, step {shown['step']} of {len(shown['steps'])} ({shown['share']} % of "
         f"callers on v{shown['new']['version']}); answers v{shown['old']['version']} "
-        f"{shown['old']['answers']}, v{shown['new']['version']} {shown['new']['answers']}"
+        f"{shown['old']['answers']}, v{shown['new']['version']} {shown['new']['answers']}; errors "
+        f"{shown['old']['errors']}, {shown['new']['errors']}"
         + (f"; {shown['reason']}" if shown.get("reason") else "")
     )
 
@@ -54,7 +55,15 @@ def rollout() -> None:
 @click.option("--steps", default="1,10,50,100", show_default=True, help="Percents of callers.")
 @click.option("--min-answers", type=click.IntRange(0), default=0, help="Per step, on the new side.")
 @click.option("--min-seconds", type=click.IntRange(0), default=300, show_default=True)
+@click.option("--min-outcomes", type=click.IntRange(0), default=0, help="Reports a side, per step.")
 @click.option("--reason", default=None, help="An admin's reason, where the label needs approvals.")
+@click.option(
+    "--release",
+    "description",
+    default=None,
+    help="Open a change request that starts the rollout once approved (where the label needs "
+    "approvals; one approval covers every step), described so.",
+)
 def rollout_start(
     target: str,
     slug: str,
@@ -64,19 +73,31 @@ def rollout_start(
     steps: str,
     min_answers: int,
     min_seconds: int,
+    min_outcomes: int,
     reason: str | None,
+    description: str | None,
 ) -> None:
     """Start a rollout of TARGET (NAME@LABEL, or skill:NAME@LABEL) to VERSION."""
-    body: dict[str, Any] = {
-        "version": version,
+    plan: dict[str, Any] = {
         "steps": _steps(steps),
         "min_answers": min_answers,
         "min_seconds": min_seconds,
+        "min_outcomes": min_outcomes,
     }
-    if reason:
-        body["reason"] = reason
     with _client(url, slug, key) as client:
-        _said(client.request("PUT", _path(target), json=body).json())
+        if description is not None:
+            kind = "skill" if target.startswith("skill:") else "prompt"
+            name, _, label = target.removeprefix("skill:").partition("@")
+            move = {kind: name, "label": label, "version": version, "rollout": plan}
+            body = {"description": description, "moves": [move]}
+            opened = client.request("POST", "/change-requests", json=body).json()
+            click.echo(
+                f"change request {opened['id']} opened: the rollout starts once approved "
+                f"({opened['approvals_needed']} approval(s))"
+            )
+            return
+        wanted = {"version": version, **plan} | ({"reason": reason} if reason else {})
+        _said(client.request("PUT", _path(target), json=wanted).json())
 
 
 @rollout.command("show")

@@ -11,9 +11,12 @@ from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 
 from registry.artifacts.kinds import ARTIFACT_KINDS
+from registry.change_requests import service as releases
+from registry.change_requests.schemas import ChangeRequestIn, MoveIn
 from registry.console.pages import ConsoleRoute, Form, as_number, posted
 from registry.console.sessions import ConsoleScope
 from registry.errors import InvalidInput, NotFound
+from registry.labels import approvals_needed
 from registry.rollouts import service
 from registry.rollouts.schemas import RolloutIn, RolloutOut
 
@@ -69,20 +72,40 @@ def _body(fields: StartForm) -> RolloutIn:
         raise InvalidInput(f"rollout: {error}", field="steps") from None
 
 
+async def _propose(console: ConsoleScope, kind: str, name: str, label: str, body: RolloutIn) -> int:
+    """A change request whose one move starts the rollout (the label needs approvals): its id."""
+    steps = ", ".join(str(s) for s in body.steps)
+    move = MoveIn.model_validate(
+        {
+            ARTIFACT_KINDS[kind].move_key: name,
+            "label": label,
+            "version": body.version,
+            "rollout": body.plan,
+        }
+    )
+    wanted = ChangeRequestIn(
+        description=f"Roll out {label} of {name} to version {body.version} in steps of {steps} %",
+        moves=[move],
+    )
+    opened = await releases.open_request(console.session, console.tenant, console.principal, wanted)
+    return opened.id
+
+
 def _pages(kind: str, plural: str) -> None:
     @router.post(f"/{{tenant}}/{plural}/{{name}}/rollout")
     async def start(tenant: str, name: str, request: Request) -> Response:
         fields, scope = await posted(request, "editor", StartForm)
-        body = _body(fields)
+        body, label = _body(fields), fields.label.strip()
         async with scope as console:
+            if approvals_needed(console.tenant, label) and body.reason is None:
+                opened = await _propose(console, kind, name, label, body)
+                return RedirectResponse(
+                    f"/ui/{quote(tenant)}/change-requests/{opened}?"
+                    + urlencode({"message": "opened: the rollout starts once approved"}),
+                    status_code=303,
+                )
             started = await service.start(
-                console.session,
-                console.tenant,
-                console.principal,
-                kind,
-                name,
-                fields.label.strip(),
-                body,
+                console.session, console.tenant, console.principal, kind, name, label, body
             )
         return _back(
             tenant,

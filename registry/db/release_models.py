@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -19,7 +20,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db.base import Base, now
@@ -88,6 +89,9 @@ class ChangeRequestMove(Base):
     label: Mapped[str] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer)
     before: Mapped[int | None] = mapped_column(Integer)
+    # A rollout plan (steps and gates, schema 0032): applying the request starts a rollout of the
+    # label to ``version`` instead of moving it.
+    rollout: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
 
 class ChangeRequestReview(Base):

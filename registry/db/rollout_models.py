@@ -70,6 +70,8 @@ class Rollout(Base):
     step_started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     reason: Mapped[str | None] = mapped_column(Text)
     started_by: Mapped[str] = mapped_column(Text)
+    # The change request whose approval started it (schema 0032); None: started directly.
+    change_request_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, ForeignKeyConstraint, Integer, Text
+from sqlalchemy import BigInteger, DateTime, ForeignKeyConstraint, Integer, Text, text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 
@@ -38,6 +38,8 @@ class _Counted:
     caller: Mapped[str] = mapped_column(Text, primary_key=True)  # as the audit log names it
     client: Mapped[str] = mapped_column(Text, primary_key=True)  # "name/version", "" if not sent
     answers: Mapped[int] = mapped_column(BigInteger)
+    # Requests a rollout routed here that ended in an error (schema 0032; answers count no errors).
+    errors: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 

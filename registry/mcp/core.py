@@ -92,11 +92,22 @@ class Core:
     ) -> Key:
         """One answer that served ``served`` counted in the serve ledger; the key it was counted
         under (a replay of the same request counts under it again)."""
-        assert message.method is not None
-        client = _client(message, session)
-        key = Key(tenant.id.int, *served, message.method, caller_of(principal), client)
+        key = self.key(tenant, principal, message, served, session)
         self.ledger.count(key)
         return key
+
+    @staticmethod
+    def key(
+        tenant: Tenant,
+        principal: Principal,
+        message: Message,
+        served: Served,
+        session: McpSession | None,
+    ) -> Key:
+        """The serve ledger's key of an answer to ``message`` that served ``served``."""
+        assert message.method is not None
+        client = _client(message, session)
+        return Key(tenant.id.int, *served, message.method, caller_of(principal), client)
 
     def initialize(
         self, message: Message, tenant: Tenant, label: str
@@ -190,12 +201,22 @@ class Core:
             call.seal(answer["result"])  # the finished result, as it is sent
             if call.served is not None and answer["result"].get("isError") is not True:
                 counted = self.counted(tenant, principal, message, call.served, session)
+        if call.routed is not None and answer is not None and _failed(answer):
+            # An argument error or a refusal on one side of a rollout: the sides' errors compared.
+            routed = Served(*call.routed.served)
+            self.ledger.failed(self.key(tenant, principal, message, routed, session))
         if key is not None and answer is not None:
             caching.remember_answer(
                 self.caches, tenant.id, key, answer, generation, served=call.served,
                 largest=caching.largest_kept(message.method), until=call.valid_until,
             )  # fmt: skip
         return answer, key, counted
+
+
+def _failed(answer: dict[str, Any]) -> bool:
+    """An error answer, or a tool's result that is an error."""
+    result = answer.get("result")
+    return "error" in answer or (isinstance(result, dict) and result.get("isError") is True)
 
 
 def _client(message: Message, session: McpSession | None) -> str:

@@ -42,6 +42,7 @@ class Routed:
     new: bool
     version: int | None
     caller: str  # the caller's digest: what bounds its say in the rollout's outcomes
+    served: tuple[str, str, int, str] = ("", "", 0, "")  # kind, name, version, label of this side
 
     def receipt(self) -> dict[str, object]:
         """What the answer's receipt says of it (signed with the rest: POST /feedback trusts it)."""
@@ -68,8 +69,15 @@ def route(lives: Sequence[Live], kind: str, name: str, label: str, identity: str
         if live.kind == kind and live.name == name and live.label == label:
             new = on_new_side(live, identity)
             caller = hashlib.sha256(identity.encode()).hexdigest()[:16]
+            version = live.to_version if new else live.from_version
             return Routed(
-                live.id, live.step, live.share, new, live.to_version if new else None, caller
+                live.id,
+                live.step,
+                live.share,
+                new,
+                live.to_version if new else None,
+                caller,
+                (kind, name, version, label),
             )
     return None
 

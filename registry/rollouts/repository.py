@@ -85,10 +85,11 @@ async def count_live(session: AsyncSession, tenant: Tenant) -> None:
 
 async def answers_by_version(
     session: AsyncSession, rollout: Rollout, since: datetime
-) -> dict[int, int]:
-    """Answers the ledger counted for ``rollout``'s label since ``since``, by version."""
+) -> dict[int, tuple[int, int]]:
+    """Answers and errors the ledger counted for ``rollout``'s label since ``since``, by
+    version."""
     result = await session.execute(
-        select(UsageMinute.version, func.sum(UsageMinute.answers))
+        select(UsageMinute.version, func.sum(UsageMinute.answers), func.sum(UsageMinute.errors))
         .where(
             UsageMinute.tenant_id == rollout.tenant_id,
             UsageMinute.kind == rollout.kind,
@@ -98,7 +99,7 @@ async def answers_by_version(
         )
         .group_by(UsageMinute.version)
     )
-    return {int(version): int(n) for version, n in result.all()}
+    return {int(version): (int(n), int(failed)) for version, n, failed in result.all()}
 
 
 async def due(session: AsyncSession, limit: int) -> list[tuple[uuid.UUID, int]]:

@@ -13,8 +13,9 @@ from registry.inputs import StrictInput
 State = Literal["running", "paused", "promoted", "rolled_back"]
 
 
-class RolloutIn(StrictInput):
-    version: int = Field(ge=1, le=2**31 - 1, description="the version the new side gets")
+class RolloutPlan(StrictInput):
+    """The steps and gates of a rollout: what a change request's move carries to start one."""
+
     steps: list[int] = Field(
         default=[1, 10, 50, 100],
         min_length=1,
@@ -36,15 +37,9 @@ class RolloutIn(StrictInput):
         le=1_000_000,
         description="reported outcomes each side needs in a step before it is judged (POST /feedback)",
     )
-    reason: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=2000,
-        description="an admin's reason, for a label that needs approvals (break-glass)",
-    )
 
     @model_validator(mode="after")
-    def _rising_to_all(self) -> RolloutIn:
+    def _rising_to_all(self) -> RolloutPlan:
         steps = self.steps
         if any(not 1 <= s <= 100 for s in steps) or any(
             a >= b for a, b in itertools.pairwise(steps)
@@ -55,9 +50,28 @@ class RolloutIn(StrictInput):
         return self
 
 
+class RolloutIn(RolloutPlan):
+    version: int = Field(ge=1, le=2**31 - 1, description="the version the new side gets")
+    reason: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        description="an admin's reason, for a label that needs approvals (break-glass)",
+    )
+
+    @property
+    def plan(self) -> RolloutPlan:
+        return RolloutPlan.model_validate(self.model_dump(include=set(RolloutPlan.model_fields)))
+
+
 class Side(BaseModel):
     version: int
     answers: int = Field(description="answers the ledger counted for this side since the start")
+    errors: int = Field(
+        default=0,
+        description="requests it was sent that ended in an error (argument errors, refusals) since "
+        "the start",
+    )
     good: int = Field(default=0, description="outcomes reported good in this step")
     bad: int = Field(default=0, description="outcomes reported bad in this step")
 
@@ -79,6 +93,9 @@ class RolloutOut(BaseModel):
     new: Side
     reason: str | None = Field(description="why it ended or paused, or the break-glass reason")
     started_by: str
+    change_request: int | None = Field(
+        default=None, description="the change request whose approval started it"
+    )
     created_at: datetime
     updated_at: datetime
 

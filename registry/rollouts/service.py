@@ -8,6 +8,7 @@ audited and is a change of the tenant (its caches drop, its streams and webhooks
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,12 +20,12 @@ from registry.db.audit import record_audit, record_change
 from registry.db.models import Tenant
 from registry.db.rollout_models import LIVE, Rollout
 from registry.errors import Conflict, InvalidInput, NotFound
-from registry.labels import Terms, approval_refusal, role_refusal
+from registry.labels import Terms, approval_refusal, approvals_needed, role_refusal
 from registry.principal import Principal
 from registry.rollouts import gate
 from registry.rollouts import repository as repo
 from registry.rollouts.assign import Live
-from registry.rollouts.schemas import RolloutIn, RolloutOut, Side
+from registry.rollouts.schemas import RolloutIn, RolloutOut, RolloutPlan, Side
 
 
 def live_of(rollout: Rollout) -> Live:
@@ -49,9 +50,21 @@ async def live(session: AsyncSession, tenant: Tenant) -> tuple[Live, ...]:
 
 
 def _allowed(tenant: Tenant, caller: Principal, label: str, reason: str | None) -> None:
+    """The caller may move ``label`` directly (its role; where it needs approvals, an admin's
+    reason as a break-glass move: else the rollout starts through a change request)."""
     refused = role_refusal(tenant, caller, label) or approval_refusal(
         tenant, caller, label, Terms(reason=reason)
     )
+    if isinstance(refused, Conflict):  # the label needs approvals: say how a rollout gets them
+        route = f"/api/v1/tenants/{tenant.slug}/change-requests"
+        raise Conflict(
+            f"label {label!r} needs {approvals_needed(tenant, label)} approval(s): a rollout of it "
+            f"starts through a change request (POST {route} with a move that carries "
+            '"rollout": {"steps": [...]}; registry rollout start --release DESCRIPTION); an admin '
+            "may start it directly with a reason (break-glass)",
+            field="label",
+            change_requests=route,
+        )
     if refused is not None:
         raise refused
 
@@ -65,7 +78,34 @@ async def start(
     label: str,
     body: RolloutIn,
 ) -> RolloutOut:
+    """A rollout started directly, by a caller who may move the label."""
     _allowed(tenant, caller, label, body.reason)
+    rollout = await begin(
+        session, tenant, caller, Start(kind, name, label, body.version, body.plan, body.reason)
+    )
+    return await show_one(session, tenant, rollout)
+
+
+@dataclass(frozen=True)
+class Start:
+    """What starts a rollout: the label of one artifact, the new version, the plan; the reason of
+    a break-glass start, or the change request whose approval started it (whose review ran the
+    tests and contract checks, and may hold an admin's override of them)."""
+
+    kind: str
+    name: str
+    label: str
+    version: int
+    plan: RolloutPlan
+    reason: str | None = None
+    change_request: int | None = None
+
+
+async def begin(session: AsyncSession, tenant: Tenant, caller: Principal, start: Start) -> Rollout:
+    """The rollout of ``start``, begun: the label serves a version that is not the new one, no
+    other rollout of it is live, and (started directly) the new version passes its stored tests
+    and breaks no argument contract."""
+    kind, name, label, version = start.kind, start.name, start.label, start.version
     ops = ops_of(kind)
     artifact = await ops.find(session, tenant, name, lock=True)
     current = await ops.served(session, artifact, label)
@@ -76,12 +116,12 @@ async def start(
             "label serves (move it first)",
             field="label",
         )
-    if body.version == current:
+    if version == current:
         raise InvalidInput(
             f"label {label!r} of {what} serves version {current} already", field="version"
         )
-    if body.version > artifact.latest_version:
-        raise NotFound(f"{what} has no version {body.version}", field="version")
+    if version > artifact.latest_version:
+        raise NotFound(f"{what} has no version {version}", field="version")
     existing = await repo.latest(session, tenant.id, kind, name, label, lock=True)
     if existing is not None and existing.state in LIVE:
         raise Conflict(
@@ -90,22 +130,9 @@ async def start(
             field="label",
             rollout=existing.id,
         )
-    review = await ops.review(
-        session, tenant, artifact, MoveAt(label, body.version, current), detailed=False
-    )
-    if review.tests is not None and review.tests.failed:
-        failing = [c.name for c in review.tests.cases if not c.passed]
-        raise Conflict(
-            f"version {body.version} fails its stored tests: {', '.join(failing)}",
-            field="version",
-            failing=failing,
-        )
-    if review.breaking:
-        raise Conflict(
-            f"version {body.version} breaks what callers send: "
-            + "; ".join(c.detail for c in review.breaking),
-            field="version",
-        )
+    if start.change_request is None:
+        await _checked(session, tenant, kind, artifact, MoveAt(label, version, current))
+    plan = start.plan
     rollout = await repo.insert_rollout(
         session,
         tenant_id=tenant.id,
@@ -113,17 +140,38 @@ async def start(
         name=name,
         label=label,
         from_version=current,
-        to_version=body.version,
-        steps=body.steps,
-        min_answers=body.min_answers,
-        min_seconds=body.min_seconds,
-        min_outcomes=body.min_outcomes,
+        to_version=version,
+        steps=plan.steps,
+        min_answers=plan.min_answers,
+        min_seconds=plan.min_seconds,
+        min_outcomes=plan.min_outcomes,
         salt=os.urandom(16),
         started_by=caller.actor,
-        reason=body.reason,
+        reason=start.reason,
+        change_request_id=start.change_request,
     )
     await _changed(session, tenant, caller, rollout, artifact, "start")
-    return await show_one(session, tenant, rollout)
+    return rollout
+
+
+async def _checked(
+    session: AsyncSession, tenant: Tenant, kind: str, artifact: Artifact, at: MoveAt
+) -> None:
+    """The new version passes its stored tests and breaks no argument contract, or Conflict."""
+    review = await ops_of(kind).review(session, tenant, artifact, at, detailed=False)
+    if review.tests is not None and review.tests.failed:
+        failing = [c.name for c in review.tests.cases if not c.passed]
+        raise Conflict(
+            f"version {at.version} fails its stored tests: {', '.join(failing)}",
+            field="version",
+            failing=failing,
+        )
+    if review.breaking:
+        raise Conflict(
+            f"version {at.version} breaks what callers send: "
+            + "; ".join(c.detail for c in review.breaking),
+            field="version",
+        )
 
 
 async def _changed(
@@ -180,7 +228,8 @@ async def show_one(session: AsyncSession, tenant: Tenant, rollout: Rollout) -> R
 
     def side(version: int, name: str) -> Side:
         good, bad = reported[name]
-        return Side(version=version, answers=counted.get(version, 0), good=good, bad=bad)
+        answers, errors = counted.get(version, (0, 0))
+        return Side(version=version, answers=answers, errors=errors, good=good, bad=bad)
 
     return RolloutOut(
         id=rollout.id,
@@ -199,6 +248,7 @@ async def show_one(session: AsyncSession, tenant: Tenant, rollout: Rollout) -> R
         new=side(rollout.to_version, "new"),
         reason=rollout.reason,
         started_by=rollout.started_by,
+        change_request=rollout.change_request_id,
         created_at=rollout.created_at,
         updated_at=rollout.updated_at,
     )
@@ -226,7 +276,7 @@ async def act(
 ) -> RolloutOut:
     """pause, resume, promote or rollback, by a caller who may move the label."""
     rollout, artifact = await _live_one(session, tenant, kind, name, label)
-    _allowed(tenant, caller, label, reason or rollout.reason)
+    _may_act(tenant, caller, rollout, action, reason)
     if action == "pause":
         if rollout.state == "paused":
             raise Conflict(f"rollout {rollout.id} is paused already", field="state")
@@ -248,6 +298,24 @@ async def act(
     return await show_one(session, tenant, rollout)
 
 
+def _may_act(
+    tenant: Tenant, caller: Principal, rollout: Rollout, action: str, reason: str | None
+) -> None:
+    """Who may pause, resume, promote or roll back: whoever may move the label. Where it needs
+    approvals, pausing and rolling back need none (every caller goes back to, or stays on, what
+    the label serves: approved already), nor does resuming a rollout a change request started
+    (its plan was approved); promoting ahead of the plan, or going on with one started by
+    break-glass, is a break-glass move (an admin's reason)."""
+    refused = role_refusal(tenant, caller, rollout.label)
+    if refused is not None:
+        raise refused
+    if action in ("pause", "rollback"):
+        return
+    if action == "resume" and rollout.change_request_id is not None:
+        return
+    _allowed(tenant, caller, rollout.label, reason or rollout.reason)
+
+
 async def _promote(
     session: AsyncSession,
     tenant: Tenant,
@@ -262,7 +330,8 @@ async def _promote(
     current = await ops.served(session, artifact, rollout.label)
     if current != rollout.to_version:
         move = MoveAt(rollout.label, rollout.to_version, current)
-        await ops.move(session, tenant, artifact, move, caller, Terms(reason=rollout.reason))
+        terms = Terms(reason=rollout.reason, release=rollout.change_request_id)
+        await ops.move(session, tenant, artifact, move, caller, terms)
     await repo.set_state(
         session, rollout, state="promoted", reason=reason, step=len(rollout.steps) - 1
     )
@@ -280,12 +349,15 @@ async def advance(session: AsyncSession, tenant: Tenant, rollout_id: int) -> str
     if elapsed < rollout.min_seconds:
         return None
     counted = await repo.answers_by_version(session, rollout, rollout.step_started_at)
-    if counted.get(rollout.to_version, 0) < rollout.min_answers:
+    old, new = (counted.get(v, (0, 0)) for v in (rollout.from_version, rollout.to_version))
+    if new[0] < rollout.min_answers:
         return None
     reported = await repo.outcomes(session, rollout, rollout.step)
-    verdict = gate.judge(
-        gate.Outcomes(*reported["old"]), gate.Outcomes(*reported["new"]), rollout.min_outcomes
-    )
+    verdict = gate.judge_errors(gate.Outcomes(*old), gate.Outcomes(*new))
+    if verdict.decision != "worse":
+        verdict = gate.judge(
+            gate.Outcomes(*reported["old"]), gate.Outcomes(*reported["new"]), rollout.min_outcomes
+        )
     if rollout.steps[rollout.step] >= 100:  # no old side left to compare with: the steps before did
         verdict = gate.Verdict("fine", "every caller is on the new side")
     if verdict.decision == "wait":

@@ -30,7 +30,8 @@ from registry.usage.schemas import CLIENT_MAX, Key, Served
 
 logger = logging.getLogger("registry.usage")
 
-# A counter: answers, the first and the last time (epoch seconds) within its minute.
+# A counter: answers, the first and the last time (epoch seconds) within its minute, and errors
+# (requests a rollout routed that ended in an error: ``failed``).
 Counter = list[float]
 Counts = dict[tuple[Key, int], Counter]  # by key and minute (epoch seconds // 60)
 MAINTAIN_EVERY_SECONDS = 3600.0
@@ -87,9 +88,26 @@ class Ledger:
             counter[0] += 1
             counter[2] = now
         elif self.held < self.settings.usage_max_keys:
-            self.current[key] = [1, now, now]
+            self.current[key] = [1, now, now, 0]
         else:
-            self._overflow(key, now)
+            self._overflow(key, now, [1, now, now, 0])
+
+    def failed(self, key: Key) -> None:
+        """One request under ``key`` that ended in an error (an argument error, a refusal): counted
+        apart from the answers (a rollout compares its sides' errors)."""
+        if not self.enabled:
+            return
+        now = time.time()
+        if not self.starts <= now < self.ends:
+            self._next_minute(now)
+        counter = self.current.get(key)
+        if counter is not None:
+            counter[3] += 1
+            counter[2] = now
+        elif self.held < self.settings.usage_max_keys:
+            self.current[key] = [0, now, now, 1]
+        else:
+            self._overflow(key, now, [0, now, now, 1])
 
     def _next_minute(self, now: float) -> None:
         """The current minute's counts set aside for the flush; a new minute begins."""
@@ -100,7 +118,7 @@ class Ledger:
         self.minute = int(now // 60)
         self.starts, self.ends = self.minute * 60.0, self.minute * 60.0 + 60.0
 
-    def _overflow(self, key: Key, now: float) -> None:
+    def _overflow(self, key: Key, now: float, counter: Counter) -> None:
         """A new key past REGISTRY_USAGE_MAX_KEYS: flush early, and until then hold at most twice
         the bound (beyond, the answer is not counted, and that is counted)."""
         self.due.set()
@@ -108,7 +126,7 @@ class Ledger:
             self.dropped += 1
             metrics.USAGE_DROPPED.inc()
             return
-        self.current[key] = [1, now, now]
+        self.current[key] = counter
 
     def served(
         self,
@@ -117,10 +135,17 @@ class Ledger:
         surface: str,
         principal: Principal | None,
         client: str = "",
+        *,
+        failed: bool = False,
     ) -> None:
-        """Count one answer that served ``served`` to ``principal``."""
+        """Count one answer that served ``served`` to ``principal`` (``failed``: one request for
+        it that ended in an error)."""
         if self.enabled:
-            self.count(Key(tenant_id.int, *served, surface, caller_of(principal), client))
+            key = Key(tenant_id.int, *served, surface, caller_of(principal), client)
+            if failed:
+                self.failed(key)
+            else:
+                self.count(key)
 
     def taken(self) -> Counts:
         """Every count held, by key and minute, handed over (the ledger starts empty)."""
@@ -222,15 +247,28 @@ def _merge(counts: Counts, slot: tuple[Key, int], counter: Counter) -> None:
     held[0] += counter[0]
     held[1] = min(held[1], counter[1])
     held[2] = max(held[2], counter[2])
+    held[3] += counter[3]
 
 
 def _columns(counts: Counts) -> list[list[Any]]:
     """The counters as the statement's arrays, column by column."""
-    columns: list[list[Any]] = [[] for _ in range(12)]
-    (tenant, kind, name, version, label, surface, caller, client, at, answers, first, last) = (
-        columns
-    )
-    for (key, minute), (n, first_at, last_at) in counts.items():
+    columns: list[list[Any]] = [[] for _ in range(13)]
+    (
+        tenant,
+        kind,
+        name,
+        version,
+        label,
+        surface,
+        caller,
+        client,
+        at,
+        answers,
+        first,
+        last,
+        errors,
+    ) = columns
+    for (key, minute), (n, first_at, last_at, failed) in counts.items():
         tenant.append(uuid.UUID(int=key.tenant))
         kind.append(key.kind)
         name.append(key.name)
@@ -243,4 +281,5 @@ def _columns(counts: Counts) -> list[list[Any]]:
         answers.append(int(n))
         first.append(datetime.fromtimestamp(first_at, UTC))
         last.append(datetime.fromtimestamp(last_at, UTC))
+        errors.append(int(failed))
     return columns

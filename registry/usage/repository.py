@@ -33,28 +33,31 @@ _COLUMNS = "tenant_id, kind, name, version, label, surface, caller, client"
 _KEY = f"{_COLUMNS}, at"
 _ADD = """ON CONFLICT (tenant_id, kind, name, at, version, label, surface, caller, client)
     DO UPDATE SET answers = u.answers + EXCLUDED.answers,
+                  errors = u.errors + EXCLUDED.errors,
                   first_at = least(u.first_at, EXCLUDED.first_at),
                   last_at = greatest(u.last_at, EXCLUDED.last_at)"""
 _RECORD = f"""
 WITH given AS (
     SELECT g.* FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
                            $7::text[], $8::text[], $9::timestamptz[], $10::bigint[],
-                           $11::timestamptz[], $12::timestamptz[])
+                           $11::timestamptz[], $12::timestamptz[], $13::bigint[])
         AS g(tenant_id, kind, name, version, label, surface, caller, client, at, answers,
-             first_at, last_at)
+             first_at, last_at, errors)
      WHERE EXISTS (SELECT 1 FROM tenants t WHERE t.id = g.tenant_id)
 ), minutes AS (
-    INSERT INTO usage_minutes AS u ({_KEY}, answers, first_at, last_at)
-    SELECT {_KEY}, answers, first_at, last_at FROM given
+    INSERT INTO usage_minutes AS u ({_KEY}, answers, first_at, last_at, errors)
+    SELECT {_KEY}, answers, first_at, last_at, errors FROM given
     {_ADD}
 ), hours AS (
-    INSERT INTO usage_hours AS u ({_KEY}, answers, first_at, last_at)
-    SELECT {_COLUMNS}, date_trunc('hour', at, 'UTC'), sum(answers), min(first_at), max(last_at)
+    INSERT INTO usage_hours AS u ({_KEY}, answers, first_at, last_at, errors)
+    SELECT {_COLUMNS}, date_trunc('hour', at, 'UTC'), sum(answers), min(first_at), max(last_at),
+           sum(errors)
       FROM given GROUP BY {_COLUMNS}, date_trunc('hour', at, 'UTC')
     {_ADD}
 )
-INSERT INTO usage_days AS u ({_KEY}, answers, first_at, last_at)
-SELECT {_COLUMNS}, date_trunc('day', at, 'UTC'), sum(answers), min(first_at), max(last_at)
+INSERT INTO usage_days AS u ({_KEY}, answers, first_at, last_at, errors)
+SELECT {_COLUMNS}, date_trunc('day', at, 'UTC'), sum(answers), min(first_at), max(last_at),
+       sum(errors)
   FROM given GROUP BY {_COLUMNS}, date_trunc('day', at, 'UTC')
 {_ADD}
 """

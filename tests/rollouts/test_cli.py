@@ -58,3 +58,17 @@ def test_registry_rollout(server: LiveServer) -> None:
     assert refused.returncode == 1 and "has no live rollout" in refused.stderr
     bad = cli(server, key, "start", "greet", "--version", "2")
     assert bad.returncode != 0 and "NAME@LABEL" in bad.stderr
+    # Where the label needs approvals: the refusal says how, and --release opens the request.
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    gated = httpx.patch(f"{server.url}/api/v1/tenants/roll", headers=operator,
+                        json={"approvals": {"production": 1}})  # fmt: skip
+    assert gated.status_code == 200, gated.text
+    third = {**second, "messages": [{"role": "user", "text": "Hey {{who}}"}]}
+    added = httpx.post(f"{server.url}/api/v1/tenants/roll/prompts/greet/versions", json=third,
+                       headers=operator)  # fmt: skip
+    assert added.status_code == 201, added.text
+    needs = cli(server, key, "start", "greet@production", "--version", "3")
+    assert needs.returncode == 1 and "--release" in needs.stderr
+    opened = cli(server, key, "start", "greet@production", "--version", "3", "--release", "v3")
+    assert opened.returncode == 0, opened.stderr
+    assert "the rollout starts once approved (1 approval(s))" in opened.stdout

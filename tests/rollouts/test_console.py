@@ -63,3 +63,42 @@ async def test_a_rollout_from_the_prompt_page(api: Api) -> None:
     bad = await api.client.post("/ui/acme/prompts/greet/rollout", headers=ORIGIN,
                                 data={**form, "csrf": csrf, "steps": "10,x"})  # fmt: skip
     assert bad.status_code == 422 and "steps" in bad.text
+
+
+async def test_under_approvals_the_skill_page_opens_a_change_request(api: Api) -> None:
+    """A skill's page, a label that needs approvals: the start form opens a change request whose
+    page shows the plan; approving it starts the rollout, which the skill's page then shows with
+    its sides (and their chart)."""
+    keys = await api.tenant("acme")
+    admin = auth(keys["admin"])
+
+    def files(text: str) -> list[dict[str, str]]:
+        return [{"path": "SKILL.md", "text": f"---\nname: review\ndescription: d\n---\n{text}\n"}]
+
+    made = await api.client.post(f"{T}/skills", json={"name": "review", "files": files("one"),
+                                 "labels": ["production"]}, headers=admin)  # fmt: skip
+    assert made.status_code == 201, made.text
+    added = await api.client.post(
+        f"{T}/skills/review/versions", json={"files": files("two")}, headers=admin
+    )
+    assert added.status_code == 201, added.text
+    gated = await api.client.patch(T, json={"approvals": {"production": 1}}, headers=admin)
+    assert gated.status_code == 200, gated.text
+    csrf = await _sign_in(api, keys["publisher"].removeprefix("Bearer "))
+    form = {"csrf": csrf, "label": "production", "version": "2", "steps": "25,100",
+            "min_seconds": "0"}  # fmt: skip
+    opened = await api.client.post("/ui/acme/skills/review/rollout", data=form, headers=ORIGIN)
+    assert opened.status_code == 303, opened.text
+    assert "/ui/acme/change-requests/" in opened.headers["location"]
+    review = await api.client.get(opened.headers["location"])
+    assert review.status_code == 200, review.text
+    assert "A rollout, not a move" in review.text and "25 %, 100 %" in review.text
+    request_id = opened.headers["location"].split("/")[-1].split("?")[0]
+    approved = await api.client.post(
+        f"{T}/change-requests/{request_id}/approve", json={}, headers=admin
+    )
+    assert approved.status_code == 200 and approved.json()["state"] == "applied", approved.text
+    page = await api.client.get("/ui/acme/skills/review")
+    assert "v1 → v2" in page.text and "step 1 of 2" in page.text
+    assert f"change request {request_id}</a>" in page.text
+    assert 'class="rollout-chart"' in page.text and "<title>v2: 0</title>" in page.text

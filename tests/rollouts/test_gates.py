@@ -15,7 +15,7 @@ import pytest
 
 from registry import signing
 from registry.rollouts import gate
-from tests.conftest import SIMPLE, Api, auth
+from tests.conftest import Api, auth
 from tests.mcp.test_stateless import Stateless
 from tests.rollouts.test_rollouts import ROLLOUT, T, ask, version_of
 
@@ -28,21 +28,6 @@ def settings_overrides(tmp_path: Path) -> dict[str, object]:
     key = tmp_path / "signing-key.pem"
     signing.make_key_file(key)
     return {"snapshot_key_file": key, "rollout_poll_seconds": 3600}  # steps move when told
-
-
-@pytest.fixture
-async def acme(api: Api) -> dict[str, str]:
-    keys = await api.tenant("acme", public_read=True)
-    made = await api.client.post(f"{T}/prompts", json={**SIMPLE, "labels": ["production"]},
-                                 headers=auth(keys["admin"]))  # fmt: skip
-    assert made.status_code == 201, made.text
-    second = {"arguments": SIMPLE["arguments"],
-              "messages": [{"role": "user", "content": {"type": "text", "text": "Hi {{who}}"}}]}  # fmt: skip
-    added = await api.client.post(
-        f"{T}/prompts/greet/versions", json=second, headers=auth(keys["admin"])
-    )
-    assert added.status_code == 201, added.text
-    return keys
 
 
 async def report(api: Api, key: str, result: dict[str, Any], outcome: str) -> Any:

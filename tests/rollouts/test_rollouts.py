@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from registry.rollouts.assign import bucket
-from tests.conftest import SIMPLE, Api, auth
+from tests.conftest import Api, auth
 from tests.mcp.test_stateless import REVISION, Stateless
 
 T = "/api/v1/tenants/acme"
@@ -39,20 +39,6 @@ async def ask(mcp: Stateless, client: str) -> dict[str, Any]:
 
 def version_of(result: dict[str, Any]) -> int:
     return int(result["_meta"][RECEIPT]["version"])
-
-
-@pytest.fixture
-async def acme(api: Api) -> dict[str, str]:
-    keys = await api.tenant("acme", public_read=True)
-    made = await api.client.post(f"{T}/prompts", json={**SIMPLE, "labels": ["production"]},
-                                 headers=auth(keys["admin"]))  # fmt: skip
-    assert made.status_code == 201, made.text
-    second = {"arguments": SIMPLE["arguments"],
-              "messages": [{"role": "user", "content": {"type": "text", "text": "Hi {{who}}"}}]}  # fmt: skip
-    added = await api.client.post(f"{T}/prompts/greet/versions", json=second,
-                                  headers=auth(keys["admin"]))  # fmt: skip
-    assert added.status_code == 201, added.text
-    return keys
 
 
 async def salt_of(superuser: asyncpg.Connection) -> bytes:
