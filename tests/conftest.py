@@ -267,14 +267,15 @@ class LiveServer:
 
 @asynccontextmanager
 async def module_server(
-    pg_server: PgServer, template_db: str, **env: str
+    pg_server: PgServer, template_db: str, *, workers: int = 1, **env: str
 ) -> AsyncIterator[LiveServer]:
     """A live server on a database of its own (for a module's tests to share: one start, not one
     per test), removed afterwards."""
     name = await _create_database(pg_server, template_db)
     server = start_server(
         {"REGISTRY_DATABASE_URL": pg_server.plain_url(name), "REGISTRY_OPERATOR_TOKEN": OPERATOR_TOKEN,
-         **env}
+         **env},
+        workers=workers,
     )  # fmt: skip
     server.database = name
     try:
