@@ -82,6 +82,9 @@ class Prompt:
     description: str | None
     config: dict[str, Any] | None
     arguments: tuple[ArgumentSpec, ...]
+    # The signed receipt of the record, when a live rollout decided which version this caller
+    # gets: what ``report`` sends back with an outcome.
+    receipt: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,23 @@ class AsyncPromptClient:
     def names(self) -> list[str]:
         return sorted(self._entries)
 
+    async def report(self, name: str, outcome: str, score: float | None = None) -> dict[str, Any]:
+        """What the answer made with prompt ``name`` was worth ("good" or "bad", and a score from
+        0 to 1), reported to the rollout that chose its version (POST /feedback with the record's
+        signed receipt). ClientError, saying why, when no rollout decided it or the report does
+        not count (a record counts once, a caller at most five times a step)."""
+        receipt = self.get(name).receipt
+        if receipt is None:
+            raise ClientError(f"prompt {name!r} is not in a rollout: there is nothing to report to")
+        body: dict[str, Any] = {"receipt": receipt, "outcome": outcome}
+        if score is not None:
+            body["score"] = score
+        response = await self._http.post(f"{self._base}/feedback", json=body)
+        if response.status_code != 201:
+            detail = response.json().get("detail") if response.content else None
+            raise ClientError(f"/feedback: HTTP {response.status_code}: {detail}")
+        return dict(response.json())
+
     def _entry(self, name: str) -> _Entry:
         if not self._loaded:
             raise RegistryUnavailable(
@@ -206,7 +226,12 @@ class AsyncPromptClient:
         for record in records:
             _, number, compiled = rendering.compile_found(record)
             prompt = Prompt(
-                record["name"], number, compiled.description, compiled.config, compiled.specs
+                record["name"],
+                number,
+                compiled.description,
+                compiled.config,
+                compiled.specs,
+                record.get("receipt"),
             )
             entries[record["name"]] = _Entry(prompt, compiled)
         return entries
@@ -356,6 +381,7 @@ class PromptClient:
         )
         self._thread.start()
         timeout = float(options.get("timeout", 5.0))
+        self._timeout = timeout
 
         async def make() -> AsyncPromptClient:
             client = AsyncPromptClient(url, tenant, api_key, **options)
@@ -376,6 +402,11 @@ class PromptClient:
 
     def names(self) -> list[str]:
         return self._client.names()
+
+    def report(self, name: str, outcome: str, score: float | None = None) -> dict[str, Any]:
+        """``AsyncPromptClient.report``: one line, from the prompt the client holds."""
+        done = self._client.report(name, outcome, score)
+        return asyncio.run_coroutine_threadsafe(done, self._loop).result(self._timeout * 2)
 
     @property
     def seq(self) -> int:

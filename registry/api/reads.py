@@ -19,6 +19,7 @@ from registry.errors import InvalidInput, NotFound
 from registry.naming import LABEL_PATTERN, MIME_RE, PROMPT_NAME_PATTERN
 from registry.prompts import blobs, rendering, snapshots
 from registry.prompts.schemas import BlobOut, RenderedPrompt, RenderRequest, ServedOne, ServedPage
+from registry.rollouts.assign import Routed
 from registry.tenants.access import TenantScope
 from registry.usage.schemas import Served
 
@@ -43,8 +44,24 @@ async def _routed(
                 scope.session, scope.tenant, record["name"], routed.version
             )
             record = at or record
+        if routed is not None:  # what the caller reports an outcome with (POST /feedback)
+            record = {**record, "receipt": _record_receipt(request, scope, record, label, routed)}
         shown.append(record)
     return shown
+
+
+def _record_receipt(
+    request: Request, scope: TenantScope, record: dict[str, Any], label: str, routed: Routed
+) -> dict[str, Any]:
+    """A signed receipt of one record a rollout decided (its version and side): it covers the
+    record as sent, and is what ``PromptClient.report`` sends back with an outcome."""
+    served = {"prompt": record["name"], "version": record["version"], "rollout": routed.receipt()}
+    pending = receipts.pending(tenant=scope.tenant.slug, served=served, label=label, arguments={})
+    covered: dict[str, Any] = {"record": record, "_meta": {receipts.META_KEY: pending}}
+    key_file = settings_of(request).snapshot_key_file
+    key, key_id = signing.key_file(key_file).current() if key_file else (None, None)
+    receipts.seal(covered, key, key_id)
+    return dict(covered["_meta"][receipts.META_KEY])
 
 
 def _served(records: list[dict[str, Any]], label: str) -> list[Served]:

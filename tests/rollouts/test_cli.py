@@ -1,5 +1,6 @@
 """``registry rollout`` against a live registry: start, show, pause, resume, promote; a refusal in
-one line."""
+one line; ``--release`` where the label needs approvals. And ``PromptClient.report``: one line
+reports an outcome with the signed receipt of the record a rollout chose for it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from registry import signing
+from registry.client import ClientError, PromptClient
 from tests.conftest import (
     OPERATOR_TOKEN,
     SIMPLE,
@@ -20,8 +23,12 @@ from tests.conftest import (
 
 
 @pytest.fixture(scope="module")
-async def server(pg_server: PgServer, template_db: str) -> AsyncIterator[LiveServer]:
-    async with module_server(pg_server, template_db) as live:
+async def server(
+    pg_server: PgServer, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LiveServer]:
+    key = tmp_path_factory.mktemp("rollout-cli") / "signing-key.pem"
+    signing.make_key_file(key)
+    async with module_server(pg_server, template_db, REGISTRY_SNAPSHOT_KEY_FILE=str(key)) as live:
         yield live
 
 
@@ -72,3 +79,32 @@ def test_registry_rollout(server: LiveServer) -> None:
     opened = cli(server, key, "start", "greet@production", "--version", "3", "--release", "v3")
     assert opened.returncode == 0, opened.stderr
     assert "the rollout starts once approved (1 approval(s))" in opened.stdout
+
+
+def test_the_prompt_client_reports_an_outcome_in_one_line(server: LiveServer) -> None:
+    keys = server.tenant("told", roles=("reader", "publisher"), prompts=[SIMPLE])
+    base = f"{server.url}/api/v1/tenants/told"
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    second = {
+        "arguments": SIMPLE["arguments"],
+        "messages": [{"role": "user", "text": "Hi {{who}}"}],
+    }
+    added = httpx.post(f"{base}/prompts/greet/versions", json=second, headers=operator)
+    assert added.status_code == 201, added.text
+    with PromptClient(server.url, "told", keys["reader"]) as client:
+        with pytest.raises(ClientError, match="not in a rollout"):
+            client.report("greet", "good")
+        started = httpx.put(f"{base}/prompts/greet/labels/production/rollout",
+                            json={"version": 2, "steps": [50, 100]},
+                            headers={"Authorization": f"Bearer {keys['publisher']}"})  # fmt: skip
+        assert started.status_code == 201, started.text
+        client.wait_until(lambda: client.get("greet").receipt is not None, timeout=10)
+        held = client.get("greet")
+        assert held.receipt is not None and held.receipt["version"] == held.version
+        counted = client.report("greet", "bad", score=0.2)
+        assert counted["counted"] is True and counted["side"] == held.receipt["rollout"]["side"]
+        with pytest.raises(ClientError, match="reported already"):
+            client.report("greet", "good")
+    shown = httpx.get(f"{base}/prompts/greet/labels/production/rollout", headers=operator).json()
+    side = shown[counted["side"]]
+    assert (side["good"], side["bad"], side["version"]) == (0, 1, held.version)
