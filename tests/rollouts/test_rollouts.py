@@ -222,3 +222,29 @@ async def test_one_live_rollout_roles_approvals_and_tests(api: Api, acme: dict[s
         ROLLOUT, json={**body, "reason": "hotfix"}, headers=auth(acme["admin"])
     )
     assert glass.status_code == 201, glass.text
+
+
+async def test_tool_calls_follow_the_same_rule(
+    api: Api, acme: dict[str, str], superuser: asyncpg.Connection
+) -> None:
+    """render_prompt as a tool, for clients that show no prompts: the same sides, kept or not."""
+    on = await api.client.patch(T, json={"mcp_tools": True}, headers=auth(acme["admin"]))
+    assert on.status_code == 200, on.text
+    started = await api.client.put(ROLLOUT, json={"version": 2, "steps": [50, 100]},
+                                   headers=auth(acme["publisher"]))  # fmt: skip
+    assert started.status_code == 201, started.text
+    salt = await salt_of(superuser)
+    mcp = Stateless(api.client, "/mcp/acme", {})
+    for i in range(30):
+        client = f"tool-agent-{i}"
+        want = expected(salt, f"anonymous:{client}/1", 50)
+        for _ in range(2):
+            called = await mcp.post("tools/call", {"_meta": client_meta(client), "name": "render_prompt",
+                                    "arguments": {"name": "greet", "arguments": {"who": "x"}}},
+                                    **{"Mcp-Name": "render_prompt"})  # fmt: skip
+            assert called.status_code == 200, called.text
+            result = called.json()["result"]
+            assert result.get("isError") is not True, result
+            assert result["structuredContent"]["version"] == want, client
+            side = result["_meta"][RECEIPT]["rollout"]["side"]
+            assert side == ("new" if want == 2 else "old"), client
