@@ -8,12 +8,13 @@ bench/inproc, on the default event loop.
 Workloads: ``rest-read`` (a prompt read through the admin API), ``rest-write`` (a new version of it,
 new content each time), ``rest-publish`` (the same, moving the protected label ``production`` onto
 it, as the fan-out's writes do), ``rest-move`` (the label ``staging`` moved between two versions of
-it), ``mcp-get`` (a prompts/get answered from memory), ``mcp-miss`` (one that
-misses the worker's caches), ``tx-orm`` and ``tx-driver`` (the empty transaction every REST request
-opens, through the ORM session and on the plain asyncpg pool: bench/inproc's
-``empty_transactions``). Each is counted in two processes of its own under callgrind, both
-with the same start and warm-up and the instrumentation on only around the measured requests: one
-with a few of them, one with ``--requests`` more; their difference over ``--requests`` is one
+it), ``mcp-get`` (a prompts/get answered from memory), ``mcp-miss`` (one that misses the worker's
+caches), ``mcp-get-rollout`` and ``mcp-miss-rollout`` (the same while a rollout of the prompt is
+live: the caller placed, the answer kept per side), ``tx-orm`` and ``tx-driver`` (the empty
+transaction every REST request opens, through the ORM session and on the plain asyncpg pool:
+bench/inproc's ``empty_transactions``). Each is counted in two processes of its own under
+callgrind, both with the same start and warm-up and the instrumentation on only around the measured
+requests: one with a few of them, one with ``--requests`` more; their difference over ``--requests`` is one
 request's count, what the two have in common cancelling out. PostgreSQL's work is not counted: it
 runs in processes of its own. Run it from each of two checkouts against a migrated database of its
 own to compare them; it uses tenant ``inproc`` (as bench/inproc does).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -36,7 +38,7 @@ from bench import inproc
 
 WORKLOADS = (
     "rest-read", "rest-write", "rest-publish", "rest-move", "mcp-get", "mcp-miss", "tx-orm",
-    "tx-driver",
+    "tx-driver", "mcp-get-rollout", "mcp-miss-rollout",
 )  # fmt: skip
 WARM = 30  # requests before the count, in both processes
 FEW = 10  # requests counted in the shorter process
@@ -87,9 +89,24 @@ async def _requests(app: Any, workload: str) -> Callable[[], Awaitable[None]]:
         inproc.forget_served(caches)
         await one("POST", "/mcp/inproc", get, get_body, 200)
 
+    if workload.endswith("-rollout"):  # a new version, half the callers on it
+        body = inproc.version_body(f"rollout {os.getpid()}")
+        status, answer = await inproc.call(
+            app, "POST", f"{inproc.PROMPT_PATH}/versions", rest, body
+        )
+        if status != 201:
+            raise RuntimeError(f"{workload}: {status} {answer[:300]!r}")
+        version = json.loads(answer)["version"]
+        plan = b'{"version": %d, "steps": [50, 100], "min_seconds": 86400}' % version
+        status, answer = await inproc.call(
+            app, "PUT", f"{inproc.PROMPT_PATH}/labels/production/rollout", rest, plan
+        )
+        if status not in (201, 409):  # 409: live already, from an earlier process
+            raise RuntimeError(f"{workload}: {status} {answer[:300]!r}")
     chosen: dict[str, Callable[[], Awaitable[None]]] = {
         "rest-read": rest_read, "rest-write": rest_write, "rest-publish": rest_publish,
         "rest-move": rest_move, "mcp-get": mcp_get, "mcp-miss": mcp_miss,
+        "mcp-get-rollout": mcp_get, "mcp-miss-rollout": mcp_miss,
     }  # fmt: skip
     empty = inproc.empty_transactions(app)
     chosen["tx-orm"], chosen["tx-driver"] = empty["orm"], empty["driver"]
@@ -122,6 +139,10 @@ async def _inner(workloads: list[str], requests: int) -> None:
             for _ in range(requests):
                 await request()
             _instrument(False)
+            if workload.endswith("-rollout"):  # ended, so no other workload runs beside it
+                rest = {"authorization": inproc.MCP["authorization"]}
+                path = f"{inproc.PROMPT_PATH}/labels/production/rollout/rollback"
+                await inproc.call(app, "POST", path, rest, b"")
 
 
 def _counted(workload: str, requests: int) -> int:

@@ -115,11 +115,11 @@ async def scale(url: str, prompts: int, callers: int, hours: int) -> uuid.UUID:
         walls, cpus = [], []
         for minute in range(hours * 60):
             at = first + timedelta(minutes=minute)
-            columns: list[list[Any]] = [[] for _ in range(12)]
+            columns: list[list[Any]] = [[] for _ in range(13)]
             for caller in range(callers):
                 row = (tenant_id, "prompt", names[int(rng.paretovariate(1.2)) % prompts],
                        rng.randint(1, 3), "production", "prompts/get", f"key:{caller:08d}",
-                       clients[caller % len(clients)], at, 1, at, at + timedelta(seconds=30))  # fmt: skip
+                       clients[caller % len(clients)], at, 1, at, at + timedelta(seconds=30), 0)  # fmt: skip
                 for column, value in zip(columns, row, strict=True):
                     column.append(value)
             cpu, wall = _cpu_of(pid), time.perf_counter()

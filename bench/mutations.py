@@ -271,7 +271,7 @@ MUTATIONS = (
     Mutation(
         "approvals-count-people",
         "an author's other key never approves the author's request",
-        "registry/change_requests/service.py",
+        "registry/change_requests/common.py",
         "    if me == people[request.author]:",
         "    if False:",
         ("tests/hardening/test_people.py",),
@@ -410,7 +410,7 @@ MUTATIONS = (
     Mutation(
         "stale-when-moved",
         "a request whose label was moved meanwhile goes stale, for either kind",
-        "registry/change_requests/service.py",
+        "registry/change_requests/common.py",
         "        if current != move.before:",
         "        if current != move.before and move.kind == 'prompt':",
         (
@@ -420,7 +420,7 @@ MUTATIONS = (
     Mutation(
         "move-names-its-kind",
         "a change request's move names the kind it moves",
-        "registry/change_requests/service.py",
+        "registry/change_requests/reading.py",
         "named = {ARTIFACT_KINDS[move.kind].move_key: move.name}",
         'named = {"prompt": move.name}',
         (
@@ -460,7 +460,7 @@ MUTATIONS = (
     Mutation(
         "approval-counts-its-revision",
         "an approval counts for the revision it saw: editing the moves resets approvals",
-        "registry/change_requests/service.py",
+        "registry/change_requests/common.py",
         'return {r.actor for r in reviews if r.kind == "approve" and r.revision == request.revision}',
         'return {r.actor for r in reviews if r.kind == "approve"}',
         (
@@ -470,7 +470,7 @@ MUTATIONS = (
     Mutation(
         "reviewer-every-label",
         "a reviewer needs the role of every label a request moves, not only the first",
-        "registry/change_requests/service.py",
+        "registry/change_requests/common.py",
         "    for move in moves:\n        refused = role_refusal(tenant, caller, move.label)",
         "    for move in moves[:1]:\n        refused = role_refusal(tenant, caller, move.label)",
         (

@@ -182,12 +182,31 @@ def close_streams_on_exit(hub: Hub) -> None:
 # The route table: every router of the service, in the order their routes are matched (the tests'
 # API description and isolation checks walk it).
 ROUTERS = (
-    health.router, oauth.router, signing.router, docs.router, tenants.router, prompts.router,
-    reads.router, plans.router, bundles.router, skills.router, change_requests.router, changes.router,
-    webhooks.router, usage.router, rollouts.router, signin.router, signin.root,
-    browse.router, console_skills.router, console_change_requests.router, editor.router, admin.router,
-    console_usage.router, console_rollouts.router,
-)  # fmt: skip
+    health.router,
+    oauth.router,
+    signing.router,
+    docs.router,
+    tenants.router,
+    prompts.router,
+    reads.router,
+    plans.router,
+    bundles.router,
+    skills.router,
+    change_requests.router,
+    changes.router,
+    webhooks.router,
+    usage.router,
+    rollouts.router,
+    signin.router,
+    signin.root,
+    browse.router,
+    console_skills.router,
+    console_change_requests.router,
+    editor.router,
+    admin.router,
+    console_usage.router,
+    console_rollouts.router,
+)
 
 
 class RegistryApp(FastAPI):
@@ -365,9 +384,12 @@ async def _page_or_problem(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404 and request.url.path.startswith("/ui/"):
         slug = request.url.path.split("/")[2] or None
         return console_pages.render(
-            request, "error.html", 404, slug=slug if slug and SLUG_RE.fullmatch(slug) else None,
+            request,
+            "error.html",
+            404,
+            slug=slug if slug and SLUG_RE.fullmatch(slug) else None,
             message=f"the console has no page at {request.url.path[:200]}",
-        )  # fmt: skip
+        )
     return await problems.http_error_handler(request, exc)
 
 

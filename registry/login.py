@@ -146,9 +146,11 @@ def device_login(
         if not isinstance(device, str) or not isinstance(token_endpoint, str):
             raise LoginError(f"the issuer {issuer} offers no device authorization")
         status, started = _token(
-            http, device, {"client_id": client_id, "scope": SCOPE, "resource": resource},
+            http,
+            device,
+            {"client_id": client_id, "scope": SCOPE, "resource": resource},
             "the device authorization request",
-        )  # fmt: skip
+        )
         if status != 200 or "device_code" not in started:
             raise LoginError(f"the issuer refused the login: {_why(started)}")
         place = started.get("verification_uri_complete") or started.get("verification_uri")
@@ -158,11 +160,16 @@ def device_login(
         while time.monotonic() < deadline:
             sleep(interval)
             status, answer = _token(
-                http, token_endpoint,
-                {"grant_type": DEVICE_GRANT, "device_code": str(started["device_code"]),
-                 "client_id": client_id, "resource": resource},
+                http,
+                token_endpoint,
+                {
+                    "grant_type": DEVICE_GRANT,
+                    "device_code": str(started["device_code"]),
+                    "client_id": client_id,
+                    "resource": resource,
+                },
                 "the token request",
-            )  # fmt: skip
+            )
             if status == 200 and "access_token" in answer:
                 return _credential(url, tenant, issuer, client_id, token_endpoint, resource, answer)
             error = answer.get("error")
@@ -186,12 +193,16 @@ def _credential(
     refresh_token: str | None = None,
 ) -> Credential:
     return Credential(
-        url=url.rstrip("/"), tenant=tenant, issuer=issuer, client_id=client_id,
-        token_endpoint=token_endpoint, resource=resource,
+        url=url.rstrip("/"),
+        tenant=tenant,
+        issuer=issuer,
+        client_id=client_id,
+        token_endpoint=token_endpoint,
+        resource=resource,
         access_token=str(answer["access_token"]),
         expires_at=time.time() + float(answer.get("expires_in") or 300),
         refresh_token=answer.get("refresh_token") or refresh_token,
-    )  # fmt: skip
+    )
 
 
 def _why(answer: dict[str, Any]) -> str:
@@ -212,19 +223,30 @@ def access_token(url: str, tenant: str) -> str | None:
         )
     with httpx.Client(timeout=30, follow_redirects=False) as http:
         status, answer = _token(
-            http, credential.token_endpoint,
-            {"grant_type": "refresh_token", "refresh_token": credential.refresh_token,
-             "client_id": credential.client_id, "resource": credential.resource},
+            http,
+            credential.token_endpoint,
+            {
+                "grant_type": "refresh_token",
+                "refresh_token": credential.refresh_token,
+                "client_id": credential.client_id,
+                "resource": credential.resource,
+            },
             "the refresh request",
-        )  # fmt: skip
+        )
     if status != 200 or "access_token" not in answer:
         raise LoginError(
             f"the login for {tenant!r} could not be refreshed ({_why(answer)}): "
             f"run 'registry login --tenant {tenant}'"
         )
     renewed = _credential(
-        credential.url, tenant, credential.issuer, credential.client_id,
-        credential.token_endpoint, credential.resource, answer, credential.refresh_token,
-    )  # fmt: skip
+        credential.url,
+        tenant,
+        credential.issuer,
+        credential.client_id,
+        credential.token_endpoint,
+        credential.resource,
+        answer,
+        credential.refresh_token,
+    )
     save(renewed)
     return renewed.access_token

@@ -224,10 +224,8 @@ async def fetch_json(
         async with (
             asyncio.timeout(seconds),
             httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=seconds) as client,
-            client.stream(
-                method, target, headers=sent, data=form, extensions=extensions
-            ) as answer,
-        ):  # fmt: skip
+            client.stream(method, target, headers=sent, data=form, extensions=extensions) as answer,
+        ):
             if answer.status_code != 200:
                 raise Refused(f"{url} answered HTTP {answer.status_code}")
             body = bytearray()

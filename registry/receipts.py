@@ -47,9 +47,13 @@ def pending(
     ``{"prompt", "version", "partials"}``; a skill's file: ``{"skill", "version", "file"}``), the
     label and the arguments' digest; ``seal`` completes it once the result is finished."""
     return {
-        "v": VERSION, "tenant": tenant, **served, "label": label,
-        "arguments": digest(arguments), _PENDING: True,
-    }  # fmt: skip
+        "v": VERSION,
+        "tenant": tenant,
+        **served,
+        "label": label,
+        "arguments": digest(arguments),
+        _PENDING: True,
+    }
 
 
 def seal(result: dict[str, Any], key: Ed25519PrivateKey | None, key_id: str | None) -> None:

@@ -24,13 +24,25 @@ LATEST_SESSION_REVISION = SESSION_REVISIONS[-1]
 
 # The client requests of the core protocol, by revision (the schema of each revision): those of
 # both eras, then what each era alone has.
-_BOTH_ERAS = frozenset({
-    "completion/complete", "prompts/list", "prompts/get", "resources/list", "resources/read",
-    "resources/templates/list", "tools/list", "tools/call",
-})  # fmt: skip
+_BOTH_ERAS = frozenset(
+    {
+        "completion/complete",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "tools/list",
+        "tools/call",
+    }
+)
 _SESSION_METHODS = _BOTH_ERAS | {
-    "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
-}  # fmt: skip
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+}
 _STATELESS_METHODS = _BOTH_ERAS | {"server/discover", "subscriptions/listen"}
 CLIENT_REQUESTS: frozenset[tuple[str, str]] = frozenset(
     (method, name)

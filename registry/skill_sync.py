@@ -168,8 +168,9 @@ def _write_settings(target: Path, skill: dict[str, Any], number: int) -> None:
         if isinstance(found, dict):
             kept = found
     wanted = {key: value for key, value in kept.items() if key == "commit_message"}
-    labels = sorted(label for label, at in skill["labels"].items()
-                    if at == number and label != LATEST)  # fmt: skip
+    labels = sorted(
+        label for label, at in skill["labels"].items() if at == number and label != LATEST
+    )
     if labels:
         wanted["labels"] = labels
     if skill.get("tests"):

@@ -474,9 +474,11 @@ def _plan(
         extra = [body for _, body in skills] if last else []
         try:
             answers = client.request(
-                "POST", "/push-plan", params=params,
+                "POST",
+                "/push-plan",
+                params=params,
                 json={"prompts": [body for _, body in chunk], "skills": extra},
-            ).json()  # fmt: skip
+            ).json()
         except FileError as error:
             answers = [{"action": "error", "detail": str(error)} for _ in [*chunk, *extra]]
         for (path, body), answer in zip(chunk, answers, strict=False):
@@ -571,6 +573,7 @@ def refresh_prompt(
     verb = "would write" if dry_run else "wrote"
     told = f"; {'would move' if dry_run else 'moved'} {moves}" if moved else ""
     return Outcome(
-        name, "version",
+        name,
+        "version",
         f"{verb} {name} version {result['version']} with refreshed partials{told}",
-    )  # fmt: skip
+    )

@@ -105,12 +105,21 @@ async def import_bundle(
         tenant_scope(request, tenant, "editor", rollback=dry_run) as scope,
     ):
         prompts = await bundles.import_bundle(
-            scope.session, scope.tenant, scope.principal, body,
-            max_blob_bytes=settings.max_blob_bytes, force=force, spend=spend,
-        )  # fmt: skip
-        skills = await skill_bundles.import_skills(
-            scope.session, scope.tenant, scope.principal, body.skills,
-            {sha: blob.data for sha, blob in body.blobs.items()}, expand=expand_skill_md,
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            body,
+            max_blob_bytes=settings.max_blob_bytes,
+            force=force,
             spend=spend,
-        )  # fmt: skip
+        )
+        skills = await skill_bundles.import_skills(
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            body.skills,
+            {sha: blob.data for sha, blob in body.blobs.items()},
+            expand=expand_skill_md,
+            spend=spend,
+        )
     return TenantImportResult(**prompts.model_dump(), **skills.model_dump())

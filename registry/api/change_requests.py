@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from registry.api.auth import require_credential, tenant_scope
-from registry.change_requests import service
+from registry.change_requests import reading, service
 from registry.change_requests.schemas import (
     ApproveIn,
     ChangeRequestIn,
@@ -55,10 +55,14 @@ async def list_requests(
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
 ) -> list[ChangeRequestSummary]:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.list_requests(
-            scope.session, scope.tenant, states=state or (), author=author, before=before,
+        return await reading.list_requests(
+            scope.session,
+            scope.tenant,
+            states=state or (),
+            author=author,
+            before=before,
             limit=limit,
-        )  # fmt: skip
+        )
 
 
 @router.get(
@@ -68,7 +72,7 @@ async def list_requests(
 )
 async def show(tenant: str, request_id: RequestId, request: Request) -> ChangeRequestOut:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await service.show(scope.session, scope.tenant, request_id)
+        return await reading.show(scope.session, scope.tenant, request_id)
 
 
 @router.patch(

@@ -55,9 +55,11 @@ class BodyLimit:
             body, disconnected = await self.bodies.read(receive, limit)
         except TimeoutError:
             await _refuse(
-                send, 408, "request_timeout",
+                send,
+                408,
+                "request_timeout",
                 f"the request body did not arrive within {self.timeout_seconds:g} seconds",
-            )  # fmt: skip
+            )
             return
         if body is None:
             await _refuse(
@@ -109,9 +111,14 @@ def _json_refusal(scope: Scope, body: bytes) -> str | None:
 async def _refuse(send: Send, status: int, code: str, detail: str) -> None:
     title = {408: "Request timeout", 413: "Payload too large", 422: "Invalid input"}[status]
     body = json.dumps(
-        {"type": f"urn:registry:problem:{code}", "title": title, "status": status, "code": code,
-         "detail": detail}
-    ).encode()  # fmt: skip
+        {
+            "type": f"urn:registry:problem:{code}",
+            "title": title,
+            "status": status,
+            "code": code,
+            "detail": detail,
+        }
+    ).encode()
     await send(
         {
             "type": "http.response.start",

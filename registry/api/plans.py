@@ -46,9 +46,13 @@ async def push_plan(
         raise InvalidInput("a plan needs prompts or skills", field="prompts")
     async with bulk_slot(request), tenant_scope(request, tenant, "editor", rollback=True) as scope:
         outcomes = await pushing.plan(
-            scope.session, scope.tenant, scope.principal, body.prompts,
-            max_blob_bytes=settings_of(request).max_blob_bytes, force=force,
-        )  # fmt: skip
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            body.prompts,
+            max_blob_bytes=settings_of(request).max_blob_bytes,
+            force=force,
+        )
         for skill in body.skills:
             outcomes.append(await _skill_plan(scope, skill))
     return outcomes
@@ -61,16 +65,25 @@ async def _skill_plan(scope: TenantScope, body: SkillCreate) -> PushOutcome:
         )
     except RegistryError as error:
         return PushOutcome(
-            name=body.name, kind="skill", action="error", detail=error.message,
+            name=body.name,
+            kind="skill",
+            action="error",
+            detail=error.message,
             status=error.http_status,
-        )  # fmt: skip
+        )
     action: Literal["create", "version", "labels", "unchanged"] = (
-        "create" if created
-        else "version" if written.created
-        else "labels" if written.labels_moved
+        "create"
+        if created
+        else "version"
+        if written.created
+        else "labels"
+        if written.labels_moved
         else "unchanged"
-    )  # fmt: skip
+    )
     return PushOutcome(
-        name=body.name, kind="skill", action=action, version=written.version,
+        name=body.name,
+        kind="skill",
+        action=action,
+        version=written.version,
         labels_moved=written.labels_moved,
-    )  # fmt: skip
+    )

@@ -172,9 +172,14 @@ async def plain_get_prompt(request: Request, body: bytes) -> Response | None:
 async def patch_prompt(tenant: str, name: str, body: PromptPatch, request: Request) -> PromptOut:
     async with tenant_scope(request, tenant, "editor") as scope:
         return await lifecycle.patch_prompt(
-            scope.session, scope.tenant, scope.principal, name, tags=body.tags,
-            as_tool=body.as_tool, tests=body.tests,
-        )  # fmt: skip
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            name,
+            tags=body.tags,
+            as_tool=body.as_tool,
+            tests=body.tests,
+        )
 
 
 @router.delete(
@@ -253,9 +258,16 @@ async def plain_create_version(request: Request, body: bytes) -> Response | None
     result = await _at_once(request, params["tenant"], params["name"], version, if_match)
     if result is None:  # not the ordinary write: the whole transaction
         result = await _create_version(
-            request, answer, params["tenant"], params["name"], version, if_match,
-            dry_run=False, force=False, remember=True,
-        )  # fmt: skip
+            request,
+            answer,
+            params["tenant"],
+            params["name"],
+            version,
+            if_match,
+            dry_run=False,
+            force=False,
+            remember=True,
+        )
     else:
         _written(answer, result)
     return plain.json_answer(result, answer)
@@ -448,9 +460,15 @@ async def _set_label(
 ) -> LabelOut:
     async with tenant_scope(request, tenant, "editor") as scope:
         return await writing.set_label(
-            scope.session, scope.tenant, scope.principal, name, label, body.version, force=force,
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            name,
+            label,
+            body.version,
+            force=force,
             terms=Terms(reason=body.reason),
-        )  # fmt: skip
+        )
 
 
 @router.delete("/prompts/{name}/labels/{label}", status_code=204, summary="Remove a label")

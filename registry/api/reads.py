@@ -103,8 +103,11 @@ async def render_prompt(tenant: str, name: str, body: RenderRequest, request: Re
         label = None if body.version else body.label or scope.tenant.default_label
         served = Served("prompt", name, rendered.version or 0, label or "")
         count_rest(request, scope.tenant, scope.principal, [served], "rest/render")
-        served_now: dict[str, Any] = {"prompt": name, "version": rendered.version,
-                                      "partials": list(rendered.partials)}  # fmt: skip
+        served_now: dict[str, Any] = {
+            "prompt": name,
+            "version": rendered.version,
+            "partials": list(rendered.partials),
+        }
         if routed is not None:
             served_now["rollout"] = routed.receipt()
         pending = receipts.pending(

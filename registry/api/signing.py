@@ -54,21 +54,29 @@ async def signing_key(request: Request) -> Response:
 
 
 @router.get(
-    SET_PATH, response_model=KeySet,
+    SET_PATH,
+    response_model=KeySet,
     summary="Every public key the registry has signed with, the current one first",
-)  # fmt: skip
+)
 async def signing_keys(request: Request, response: Response) -> KeySet:
     current = _current(request)
     current_id = signing.key_id(current)
     async with request.app.state.db.app_tx() as session:
         rows = await db_repository.signing_keys(session)
-    keys = [PublishedKey(keyId=current_id, publicKey=signing.public_pem(current).decode(),
-                         current=True)]  # fmt: skip
+    keys = [
+        PublishedKey(keyId=current_id, publicKey=signing.public_pem(current).decode(), current=True)
+    ]
     for row in rows:
         if row.key_id == current_id:
             keys[0].firstUsed = row.first_used.isoformat()
         else:
-            keys.append(PublishedKey(keyId=row.key_id, publicKey=row.public_key, current=False,
-                                     firstUsed=row.first_used.isoformat()))  # fmt: skip
+            keys.append(
+                PublishedKey(
+                    keyId=row.key_id,
+                    publicKey=row.public_key,
+                    current=False,
+                    firstUsed=row.first_used.isoformat(),
+                )
+            )
     response.headers["Cache-Control"] = "max-age=60"
     return KeySet(keys=keys)

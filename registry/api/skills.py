@@ -137,9 +137,12 @@ async def list_skills(tenant: str, request: Request) -> list[SkillOut]:
 
 
 @router.post(
-    "/skills", status_code=201, response_model=SkillWrite, summary="Create a skill",
+    "/skills",
+    status_code=201,
+    response_model=SkillWrite,
+    summary="Create a skill",
     openapi_extra=_BODY,
-)  # fmt: skip
+)
 async def create_skill(
     tenant: str, request: Request, response: Response, dry_run: bool = False
 ) -> SkillWrite:
@@ -194,9 +197,12 @@ async def archive_skill(tenant: str, name: Name, body: ArchiveIn, request: Reque
 
 
 @router.post(
-    "/skills/{name}/versions", status_code=201, response_model=SkillWrite,
-    summary="Write a new version of a skill's folder", openapi_extra=_BODY,
-)  # fmt: skip
+    "/skills/{name}/versions",
+    status_code=201,
+    response_model=SkillWrite,
+    summary="Write a new version of a skill's folder",
+    openapi_extra=_BODY,
+)
 async def create_version(
     tenant: str,
     name: Name,
@@ -209,9 +215,14 @@ async def create_version(
     scoped = tenant_scope(request, tenant, "editor", rollback=dry_run)
     async with bulk_slot(request), scoped as scope:
         result = await skills.create_version(
-            scope.session, scope.tenant, scope.principal, name, body,
-            if_match=_if_match(if_match), expand=expand_skill_md,
-        )  # fmt: skip
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            name,
+            body,
+            if_match=_if_match(if_match),
+            expand=expand_skill_md,
+        )
     return _written(response, result)
 
 
@@ -290,9 +301,14 @@ async def set_label(
 ) -> SkillLabelOut:
     async with tenant_scope(request, tenant, "editor") as scope:
         return await skills.set_label(
-            scope.session, scope.tenant, scope.principal, name, label, body.version,
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            name,
+            label,
+            body.version,
             Terms(reason=body.reason),
-        )  # fmt: skip
+        )
 
 
 @router.delete("/skills/{name}/labels/{label}", status_code=204, summary="Remove a label")

@@ -108,9 +108,12 @@ async def list_keys(tenant: str, request: Request) -> list[KeyOut]:
 async def update_key(tenant: str, key_id: uuid.UUID, body: KeyPatch, request: Request) -> KeyOut:
     async with tenant_scope(request, tenant, "admin") as scope:
         key = await service.set_key_owner(
-            scope.session, tenant_id=scope.tenant.id, key_id=key_id, owner=body.owner,
+            scope.session,
+            tenant_id=scope.tenant.id,
+            key_id=key_id,
+            owner=body.owner,
             actor=scope.principal.actor,
-        )  # fmt: skip
+        )
         return service.key_out(key)
 
 

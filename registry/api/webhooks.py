@@ -37,9 +37,12 @@ def _allow_private(request: Request) -> bool:
 async def create(tenant: str, body: EndpointIn, request: Request) -> EndpointCreated:
     async with tenant_scope(request, tenant, "admin") as scope:
         return await service.create(
-            scope.session, scope.tenant, scope.principal, body,
+            scope.session,
+            scope.tenant,
+            scope.principal,
+            body,
             allow_private=_allow_private(request),
-        )  # fmt: skip
+        )
 
 
 @router.get("", response_model=list[EndpointOut], summary="Endpoints (never their secrets)")

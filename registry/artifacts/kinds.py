@@ -23,9 +23,12 @@ class ArtifactKind:
 
 
 PROMPT = ArtifactKind(
-    name="prompt", plural="prompts", move_key="prompt", event_prefix="",
+    name="prompt",
+    plural="prompts",
+    move_key="prompt",
+    event_prefix="",
     events=("label.", "prompt."),
-)  # fmt: skip
+)
 SKILL = ArtifactKind(
     name="skill", plural="skills", move_key="skill", event_prefix="skill.", events=("skill.",)
 )

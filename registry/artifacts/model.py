@@ -73,15 +73,25 @@ class KindOps(Protocol):
         ...
 
     async def move(
-        self, session: AsyncSession, tenant: Tenant, artifact: Artifact, move: MoveAt,
-        caller: Principal, terms: Terms,
-    ) -> None:  # fmt: skip
+        self,
+        session: AsyncSession,
+        tenant: Tenant,
+        artifact: Artifact,
+        move: MoveAt,
+        caller: Principal,
+        terms: Terms,
+    ) -> None:
         """Move the label (``artifact`` locked) through the one label policy, on ``terms``."""
         ...
 
     async def review(
-        self, session: AsyncSession, tenant: Tenant, artifact: Artifact, move: MoveAt,
-        *, detailed: bool,
-    ) -> Review:  # fmt: skip
+        self,
+        session: AsyncSession,
+        tenant: Tenant,
+        artifact: Artifact,
+        move: MoveAt,
+        *,
+        detailed: bool,
+    ) -> Review:
         """What a reviewer sees of ``move`` (the diff only when ``detailed``)."""
         ...

@@ -29,19 +29,35 @@ class PromptOps:
         return await labels.label_version(session, cast(Prompt, artifact), label)
 
     async def move(
-        self, session: AsyncSession, tenant: Tenant, artifact: Artifact, move: MoveAt,
-        caller: Principal, terms: Terms,
-    ) -> None:  # fmt: skip
+        self,
+        session: AsyncSession,
+        tenant: Tenant,
+        artifact: Artifact,
+        move: MoveAt,
+        caller: Principal,
+        terms: Terms,
+    ) -> None:
         # force: a change request's contract breaks were weighed when it was approved
         await writing.move_label(
-            session, tenant, cast(Prompt, artifact), move.label, move.version, caller,
-            force=terms.release is not None, terms=terms,
-        )  # fmt: skip
+            session,
+            tenant,
+            cast(Prompt, artifact),
+            move.label,
+            move.version,
+            caller,
+            force=terms.release is not None,
+            terms=terms,
+        )
 
     async def review(
-        self, session: AsyncSession, tenant: Tenant, artifact: Artifact, move: MoveAt,
-        *, detailed: bool,
-    ) -> Review:  # fmt: skip
+        self,
+        session: AsyncSession,
+        tenant: Tenant,
+        artifact: Artifact,
+        move: MoveAt,
+        *,
+        detailed: bool,
+    ) -> Review:
         """The tests, and the contract changes of a protected label's move; the whole diff only
         when it is shown (reviewing needs the arguments alone)."""
         prompt = cast(Prompt, artifact)

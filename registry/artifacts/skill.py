@@ -28,17 +28,27 @@ class SkillOps:
         return await skills.label_version(session, cast(Skill, artifact), label)
 
     async def move(
-        self, session: AsyncSession, tenant: Tenant, artifact: Artifact, move: MoveAt,
-        caller: Principal, terms: Terms,
-    ) -> None:  # fmt: skip
+        self,
+        session: AsyncSession,
+        tenant: Tenant,
+        artifact: Artifact,
+        move: MoveAt,
+        caller: Principal,
+        terms: Terms,
+    ) -> None:
         await skills.move_checked(
             session, tenant, cast(Skill, artifact), move.label, move.version, caller, terms
         )
 
     async def review(
-        self, session: AsyncSession, tenant: Tenant, artifact: Artifact, move: MoveAt,
-        *, detailed: bool,
-    ) -> Review:  # fmt: skip
+        self,
+        session: AsyncSession,
+        tenant: Tenant,
+        artifact: Artifact,
+        move: MoveAt,
+        *,
+        detailed: bool,
+    ) -> Review:
         """The tests (on the version's SKILL.md), and the folder's diff file by file when shown;
         a skill has no argument contract to break."""
         skill = cast(Skill, artifact)

@@ -64,9 +64,14 @@ class Scheduler:
                 if applied is not None:
                     logger.info(
                         "release_applied",
-                        extra={"fields": {"tenant": tenant.slug, "id": request_id,
-                                          "state": applied.state}},
-                    )  # fmt: skip
+                        extra={
+                            "fields": {
+                                "tenant": tenant.slug,
+                                "id": request_id,
+                                "state": applied.state,
+                            }
+                        },
+                    )
             except RegistryError as error:  # this one cannot apply: it turns stale, saying why
                 logger.warning(
                     "release_apply_failed",

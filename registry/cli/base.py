@@ -31,14 +31,27 @@ T = TypeVar("T")
 
 # Each command (or command group) and the module of registry.cli that defines it.
 COMMANDS = {
-    "serve": "operating", "migrate": "operating", "backup": "operating",
-    "restore": "operating", "mcp-stdio": "operating",
-    "tenant": "tenants", "issuer": "tenants", "key": "tenants",
-    "snapshot": "webhooks", "webhook": "webhooks", "verify-skill": "webhooks",
+    "serve": "operating",
+    "migrate": "operating",
+    "backup": "operating",
+    "restore": "operating",
+    "mcp-stdio": "operating",
+    "tenant": "tenants",
+    "issuer": "tenants",
+    "key": "tenants",
+    "snapshot": "webhooks",
+    "webhook": "webhooks",
+    "verify-skill": "webhooks",
     "verify-receipt": "webhooks",
-    "push": "files", "pull": "files", "refresh": "files", "login": "files",
-    "test": "releases", "release": "releases", "usage": "usage", "rollout": "rollouts",
-}  # fmt: skip
+    "push": "files",
+    "pull": "files",
+    "refresh": "files",
+    "login": "files",
+    "test": "releases",
+    "release": "releases",
+    "usage": "usage",
+    "rollout": "rollouts",
+}
 
 
 class CommandError(Exception):
@@ -147,9 +160,16 @@ def _expected() -> tuple[type[BaseException], ...]:
     from registry.db.embedded import EmbeddedError
 
     return (
-        CommandError, RegistryError, EmbeddedError, SettingsError, SQLAlchemyError, OSError,
-        httpx.TransportError, sync.FileError, login.LoginError,
-    )  # fmt: skip
+        CommandError,
+        RegistryError,
+        EmbeddedError,
+        SettingsError,
+        SQLAlchemyError,
+        OSError,
+        httpx.TransportError,
+        sync.FileError,
+        login.LoginError,
+    )
 
 
 def _one_line(error: BaseException) -> str:

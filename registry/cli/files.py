@@ -14,9 +14,12 @@ from registry.cli.base import DEFAULT_URL, CommandError, main, report
 # --- push / pull ------------------------------------------------------------------------------
 
 url_option = click.option(
-    "--url", envvar="REGISTRY_URL", default=DEFAULT_URL, show_default=True,
+    "--url",
+    envvar="REGISTRY_URL",
+    default=DEFAULT_URL,
+    show_default=True,
     help="The registry's base URL [REGISTRY_URL].",
-)  # fmt: skip
+)
 key_option = click.option(
     "--key",
     envvar="REGISTRY_API_KEY",
@@ -85,10 +88,17 @@ def push(
         outcomes = []
         if dry_run:  # one plan: the skills see what the prompts before them would write
             planned, unread = skill_sync.plan_bodies(skills)
-            outcomes += sync.push(
-                client, folder, dry_run=True, force=force, progress=lambda _: bar.update(1),
-                skills=planned,
-            ) + unread  # fmt: skip
+            outcomes += (
+                sync.push(
+                    client,
+                    folder,
+                    dry_run=True,
+                    force=force,
+                    progress=lambda _: bar.update(1),
+                    skills=planned,
+                )
+                + unread
+            )
             bar.update(len(skills))
         else:
             release = None
@@ -110,8 +120,11 @@ def push(
                 opened = release.open(client, release_description)
                 if release.already:
                     ids = ", ".join(str(number) for number in release.already)
-                    click.echo(f"change request(s) {ids} propose some of these moves already: "
-                               "not proposed again", err=True)  # fmt: skip
+                    click.echo(
+                        f"change request(s) {ids} propose some of these moves already: "
+                        "not proposed again",
+                        err=True,
+                    )
                 if opened is None:
                     click.echo("no label needing approvals moves: no change request", err=True)
                 else:
@@ -189,9 +202,12 @@ def _connected(url: str, slug: str, key: str | None) -> sync.Client:
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
 @url_option
 @click.option(
-    "--client-id", envvar="REGISTRY_OAUTH_CLIENT_ID", default=login.DEFAULT_CLIENT_ID,
-    show_default=True, help="The CLI's client at the tenant's issuer [REGISTRY_OAUTH_CLIENT_ID].",
-)  # fmt: skip
+    "--client-id",
+    envvar="REGISTRY_OAUTH_CLIENT_ID",
+    default=login.DEFAULT_CLIENT_ID,
+    show_default=True,
+    help="The CLI's client at the tenant's issuer [REGISTRY_OAUTH_CLIENT_ID].",
+)
 def login_command(slug: str, url: str, client_id: str) -> None:
     """Sign in at the tenant's identity provider (device flow) and keep the token for push, pull
     and refresh, which use it when no API key is given."""

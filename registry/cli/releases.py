@@ -30,9 +30,13 @@ def _client(url: str, slug: str, key: str | None) -> Iterator[sync.Client]:
 @click.option("--label", default=None, help="Test what this label serves (default: the latest).")
 @click.option("--version", type=click.IntRange(1), default=None, help="Test this version.")
 def test_command(
-    names: tuple[str, ...], slug: str, url: str, key: str | None, label: str | None,
+    names: tuple[str, ...],
+    slug: str,
+    url: str,
+    key: str | None,
+    label: str | None,
     version: int | None,
-) -> None:  # fmt: skip
+) -> None:
     """Run the test cases of prompts NAMES (none: every prompt) on what LABEL serves; exits 1
     when a case fails. Nothing calls a model: a case checks the rendering."""
     if label is not None and version is not None:
@@ -80,9 +84,13 @@ def _move(text: str) -> dict[str, Any]:
 @click.option("--description", "-m", required=True, help="What the release does, for reviewers.")
 @click.option("--at", "apply_at", default=None, help="Apply at this time (ISO 8601, with zone).")
 def release_open(
-    moves: tuple[str, ...], slug: str, url: str, key: str | None, description: str,
+    moves: tuple[str, ...],
+    slug: str,
+    url: str,
+    key: str | None,
+    description: str,
     apply_at: str | None,
-) -> None:  # fmt: skip
+) -> None:
     """Open a change request of MOVES, each NAME@LABEL=VERSION (skill:NAME@LABEL=VERSION for a
     skill); prints its number."""
     body: dict[str, Any] = {"description": description, "moves": [_move(m) for m in moves]}
@@ -91,8 +99,10 @@ def release_open(
     with _client(url, slug, key) as client:
         opened = client.request("POST", "/change-requests", json=body).json()
     click.echo(opened["id"])
-    click.echo(f"opened change request {opened['id']}: {opened['approvals_needed']} approval(s) "
-               "needed", err=True)  # fmt: skip
+    click.echo(
+        f"opened change request {opened['id']}: {opened['approvals_needed']} approval(s) needed",
+        err=True,
+    )
 
 
 def _name(answer: dict[str, Any], actor: str) -> str:
@@ -111,9 +121,17 @@ def release_list(slug: str, url: str, key: str | None, states: tuple[str, ...]) 
         found = client.request("GET", "/change-requests", params={"state": list(states)}).json()
     table(
         ("ID", "STATE", "MOVES", "AUTHOR", "DESCRIPTION"),
-        [(str(r["id"]), r["state"], str(r["moves"]), _name(r, r["author"]), r["description"][:60])
-         for r in found],
-    )  # fmt: skip
+        [
+            (
+                str(r["id"]),
+                r["state"],
+                str(r["moves"]),
+                _name(r, r["author"]),
+                r["description"][:60],
+            )
+            for r in found
+        ],
+    )
 
 
 @release.command("show")
@@ -157,15 +175,22 @@ def release_show(request_id: int, slug: str, url: str, key: str | None) -> None:
 @click.option("--comment", default=None)
 @click.option("--override", default=None, help="An admin's reason to approve despite failures.")
 def release_approve(
-    request_id: int, slug: str, url: str, key: str | None, comment: str | None,
+    request_id: int,
+    slug: str,
+    url: str,
+    key: str | None,
+    comment: str | None,
     override: str | None,
-) -> None:  # fmt: skip
+) -> None:
     """Approve a change request (the last approval needed applies it, unless it has a time)."""
     body = {k: v for k, v in {"comment": comment, "override": override}.items() if v}
     with _client(url, slug, key) as client:
         done = client.request("POST", f"/change-requests/{request_id}/approve", json=body).json()
-    click.echo(f"change request {request_id}: {done['state']} ({len(done['approved_by'])} of "
-               f"{done['approvals_needed']} approval(s))", err=True)  # fmt: skip
+    click.echo(
+        f"change request {request_id}: {done['state']} ({len(done['approved_by'])} of "
+        f"{done['approvals_needed']} approval(s))",
+        err=True,
+    )
 
 
 @release.command("apply")

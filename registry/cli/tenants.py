@@ -64,9 +64,10 @@ def tenant_api_keys(registry: Registry, slug: str, state: str) -> None:
     """Accept API keys for SLUG, or not (off: OAuth access tokens only)."""
     patch = TenantPatch(api_keys=state == "on")
     in_tenant(
-        registry, slug,
+        registry,
+        slug,
         lambda session, found: tenants.update_tenant(session, found, patch, actor=tenants.OPERATOR),
-    )  # fmt: skip
+    )
     click.echo(f"API keys of tenant {slug}: {state}", err=True)
 
 
@@ -79,9 +80,10 @@ def tenant_tools(registry: Registry, slug: str, state: str) -> None:
     renderer of every served one), or not."""
     patch = TenantPatch(mcp_tools=state == "on")
     in_tenant(
-        registry, slug,
+        registry,
+        slug,
         lambda session, found: tenants.update_tenant(session, found, patch, actor=tenants.OPERATOR),
-    )  # fmt: skip
+    )
     click.echo(f"MCP tools of tenant {slug}: {state}", err=True)
 
 
@@ -112,11 +114,15 @@ def _replace_issuer(
 
     async def work(session: Any, found: Any) -> None:
         kept = [
-            {"issuer": i.issuer, "rules": i.rules,
-             "introspection_client_id": i.introspection_client_id,
-             "introspection_secret": i.introspection_secret}
-            for i in await tenants.issuers(session, found.id) if i.issuer != issuer_url
-        ]  # fmt: skip
+            {
+                "issuer": i.issuer,
+                "rules": i.rules,
+                "introspection_client_id": i.introspection_client_id,
+                "introspection_secret": i.introspection_secret,
+            }
+            for i in await tenants.issuers(session, found.id)
+            if i.issuer != issuer_url
+        ]
         body = IssuersIn.model_validate({"issuers": kept + ([entry] if entry else [])})
         await tenants.set_issuers(session, found, tenants.OPERATOR, body)
 
@@ -126,11 +132,20 @@ def _replace_issuer(
 @issuer.command("add")
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
 @click.argument("issuer_url")
-@click.option("--rule", "rules", multiple=True, required=True,
-              help="CLAIM=VALUE:ROLE or CLAIM@DOMAIN:ROLE (repeat).")  # fmt: skip
+@click.option(
+    "--rule",
+    "rules",
+    multiple=True,
+    required=True,
+    help="CLAIM=VALUE:ROLE or CLAIM@DOMAIN:ROLE (repeat).",
+)
 @click.option("--introspection-client-id", default=None, help="For opaque tokens (RFC 7662).")
-@click.option("--introspection-secret", envvar="REGISTRY_INTROSPECTION_SECRET", default=None,
-              help="That client's secret [REGISTRY_INTROSPECTION_SECRET].")  # fmt: skip
+@click.option(
+    "--introspection-secret",
+    envvar="REGISTRY_INTROSPECTION_SECRET",
+    default=None,
+    help="That client's secret [REGISTRY_INTROSPECTION_SECRET].",
+)
 @pass_registry
 def issuer_add(
     registry: Registry,
@@ -142,10 +157,11 @@ def issuer_add(
 ) -> None:
     """Trust ISSUER_URL for the tenant (replacing its rules if it is trusted already)."""
     entry = {
-        "issuer": issuer_url, "rules": [_rule(r) for r in rules],
+        "issuer": issuer_url,
+        "rules": [_rule(r) for r in rules],
         "introspection_client_id": introspection_client_id,
         "introspection_secret": introspection_secret,
-    }  # fmt: skip
+    }
     _replace_issuer(registry, slug, issuer_url, entry)
     click.echo(f"tenant {slug} trusts {issuer_url}", err=True)
 
@@ -168,9 +184,11 @@ def issuer_list(registry: Registry, slug: str) -> None:
     rows = in_tenant(registry, slug, lambda session, found: tenants.list_issuers(session, found))
     table(
         ("ISSUER", "RULES", "INTROSPECTION"),
-        [(i.issuer, "; ".join(_rule_text(r) for r in i.rules), i.introspection_client_id or "")
-         for i in rows],
-    )  # fmt: skip
+        [
+            (i.issuer, "; ".join(_rule_text(r) for r in i.rules), i.introspection_client_id or "")
+            for i in rows
+        ],
+    )
 
 
 def _rule_text(rule: dict[str, Any]) -> str:
@@ -194,9 +212,10 @@ def key() -> None:
 )
 @click.option("--name", default=None, help="A name to recognise the key by.")
 @click.option(
-    "--owner", default=None,
+    "--owner",
+    default=None,
     help="The person who holds it, a name or an email (required where approvals are on).",
-)  # fmt: skip
+)
 @click.option("--expires-in-days", type=click.IntRange(min=1), default=None, help="Expiry.")
 @pass_registry
 def key_create(
@@ -216,9 +235,14 @@ def key_create(
             found = await tenants.get_tenant(session, slug)
             await enter_tenant(session, found.id)
             created, secret = await tenants.create_key(
-                session, tenant=found, role=role, name=name, actor=tenants.OPERATOR,
-                expires_at=expires_at, owner=owner,
-            )  # fmt: skip
+                session,
+                tenant=found,
+                role=role,
+                name=name,
+                actor=tenants.OPERATOR,
+                expires_at=expires_at,
+                owner=owner,
+            )
             return secret, str(created.id), created.name
 
     secret, key_id, key_name = registry.run(work)
@@ -238,10 +262,18 @@ def key_list(registry: Registry, slug: str) -> None:
             found = await tenants.get_tenant(session, slug)
             await enter_tenant(session, found.id)
             return [
-                (str(k.id), k.name, k.role, k.owner or "-", when(k.created_at),
-                 when(k.expires_at), when(k.revoked_at), when(k.last_used_at))
+                (
+                    str(k.id),
+                    k.name,
+                    k.role,
+                    k.owner or "-",
+                    when(k.created_at),
+                    when(k.expires_at),
+                    when(k.revoked_at),
+                    when(k.last_used_at),
+                )
                 for k in await tenants.list_keys(session, found.id)
-            ]  # fmt: skip
+            ]
 
     table(
         ("ID", "NAME", "ROLE", "OWNER", "CREATED", "EXPIRES", "REVOKED", "LAST USED"),

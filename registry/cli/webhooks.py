@@ -85,8 +85,13 @@ def _public_host(url: str) -> bool:
 @webhook.command("create")
 @click.option("--tenant", "slug", required=True, help="Tenant slug.")
 @click.option("--url", required=True, help="Where deliveries go (http or https).")
-@click.option("--event", "events", multiple=True, type=click.Choice(EVENT_TYPES),
-              help="An event type to send (repeat; none: every event).")  # fmt: skip
+@click.option(
+    "--event",
+    "events",
+    multiple=True,
+    type=click.Choice(EVENT_TYPES),
+    help="An event type to send (repeat; none: every event).",
+)
 @click.option("--description", default=None)
 @pass_registry
 def webhook_create(
@@ -100,9 +105,10 @@ def webhook_create(
     # REGISTRY_WEBHOOK_ALLOW_PRIVATE, which this command cannot see): registered as given, refused
     # at delivery there if it must be, with the reason in the delivery log.
     created = in_tenant(
-        registry, slug,
+        registry,
+        slug,
         lambda session, found: webhooks.create(session, found, OPERATOR, body, allow_private=True),
-    )  # fmt: skip
+    )
     click.echo(f"created webhook {created.id} for tenant {slug} -> {created.url}", err=True)
     if not _public_host(url):
         click.echo(
@@ -121,9 +127,17 @@ def webhook_list(registry: Registry, slug: str) -> None:
     rows = in_tenant(registry, slug, lambda session, found: webhooks.list_endpoints(session, found))
     table(
         ("ID", "URL", "EVENTS", "FAILING SINCE", "DISABLED"),
-        [(str(e.id), e.url, ",".join(e.events) or "all", when(e.failing_since), when(e.disabled_at))
-         for e in rows],
-    )  # fmt: skip
+        [
+            (
+                str(e.id),
+                e.url,
+                ",".join(e.events) or "all",
+                when(e.failing_since),
+                when(e.disabled_at),
+            )
+            for e in rows
+        ],
+    )
 
 
 @webhook.command("delete")
@@ -133,25 +147,31 @@ def webhook_list(registry: Registry, slug: str) -> None:
 def webhook_delete(registry: Registry, slug: str, endpoint_id: uuid.UUID) -> None:
     """Remove an endpoint and its delivery log."""
     in_tenant(
-        registry, slug,
+        registry,
+        slug,
         lambda session, found: webhooks.remove(session, found, OPERATOR, endpoint_id),
-    )  # fmt: skip
+    )
     click.echo(f"deleted webhook {endpoint_id}", err=True)
 
 
 @main.command("verify-skill")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
-    "--entry", "entry_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    "--entry",
+    "entry_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The skill's entry as skills/get or skills/list answered it (JSON; a whole skills/get "
     "result is taken too).",
-)  # fmt: skip
+)
 @click.option(
-    "--public-key", "key_file", required=True,
+    "--public-key",
+    "key_file",
+    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The registry's public key (PEM, GET /.well-known/prompt-registry/signing-key) or its "
     "key set (JSON, GET /.well-known/prompt-registry/signing-keys: every key it signed with).",
-)  # fmt: skip
+)
 @click.option("--tenant", "slug", default=None, help="Also require the skill to be this tenant's.")
 def verify_skill(folder: Path, entry_file: Path, key_file: Path, slug: str | None) -> None:
     """Check that FOLDER holds exactly the skill its entry names, as this registry signed it: the
@@ -193,11 +213,13 @@ def _entry_of(loaded: object) -> dict[str, Any] | None:
 @main.command("verify-receipt")
 @click.argument("answer_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
-    "--public-key", "key_file", required=True,
+    "--public-key",
+    "key_file",
+    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The registry's public key (PEM, GET /.well-known/prompt-registry/signing-key) or its "
     "key set (JSON, GET /.well-known/prompt-registry/signing-keys: every key it signed with).",
-)  # fmt: skip
+)
 def verify_receipt(answer_file: Path, key_file: Path) -> None:
     """Check the receipt an answer carries (prompts/get, a tool call, the REST render, a skill file
     read; saved as JSON): signed by the registry, and naming exactly the result beside it. Exit 0

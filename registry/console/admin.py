@@ -59,10 +59,13 @@ async def create_key(tenant: str, request: Request) -> Response:
     fields, scope = await posted(request, "admin", KeyForm)
     async with scope as console:
         made, secret = await tenants.create_key(
-            console.session, tenant=console.tenant, role=fields.role,
-            name=fields.name or None, actor=console.principal.actor,
+            console.session,
+            tenant=console.tenant,
+            role=fields.role,
+            name=fields.name or None,
+            actor=console.principal.actor,
             owner=fields.owner or None,
-        )  # fmt: skip
+        )
         keys = await tenants.list_keys(console.session, console.tenant.id)
     return render(request, "keys.html", scope=console, keys=keys, secret=secret, made=made)
 
@@ -75,8 +78,12 @@ async def revoke_key(tenant: str, key_id: str, request: Request) -> Response:
     except ValueError:
         raise InvalidInput(f"not a key id: {key_id!r}", field="key_id") from None
     async with scope as console:
-        await tenants.revoke_key(console.session, tenant_id=console.tenant.id, key_id=which,
-                                 actor=console.principal.actor)  # fmt: skip
+        await tenants.revoke_key(
+            console.session,
+            tenant_id=console.tenant.id,
+            key_id=which,
+            actor=console.principal.actor,
+        )
     return RedirectResponse(f"/ui/{tenant}/keys", status_code=303)
 
 
@@ -92,14 +99,16 @@ async def save_settings(tenant: str, request: Request) -> Response:
     fields, scope = await posted(request, "admin", SettingsForm)
     protected = [p.strip() for p in fields.protected_labels.split(",") if p.strip()]
     try:
-        patch = TenantPatch.model_validate({
-            "title": fields.title or None,
-            "public_read": fields.public_read == "yes",
-            "mcp_tools": fields.mcp_tools == "yes",
-            "default_label": fields.default_label or None,
-            "protected_labels": protected,
-            "instructions": fields.instructions or None,
-        })  # fmt: skip
+        patch = TenantPatch.model_validate(
+            {
+                "title": fields.title or None,
+                "public_read": fields.public_read == "yes",
+                "mcp_tools": fields.mcp_tools == "yes",
+                "default_label": fields.default_label or None,
+                "protected_labels": protected,
+                "instructions": fields.instructions or None,
+            }
+        )
     except ValidationError as error:
         first = error.errors()[0]
         raise InvalidInput(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
@@ -123,5 +132,6 @@ async def audit_page(tenant: str, request: Request) -> Response:
         more = "?" + urlencode(
             {**{k: v for k, v in filters.items() if v}, "cursor": found.next_cursor}
         )
-    return render(request, "audit.html", scope=console, page=found, filters=filters, more=more,
-                  people=people)  # fmt: skip
+    return render(
+        request, "audit.html", scope=console, page=found, filters=filters, more=more, people=people
+    )

@@ -52,10 +52,22 @@ async def prompts_page(tenant: str, request: Request) -> Response:
         )
     more = None
     if found.next_cursor:
-        more = "?" + urlencode({**{k: v for k, v in filters.items() if v}, "archived": archived,
-                                "cursor": found.next_cursor})  # fmt: skip
-    return render(request, "prompts.html", scope=scope, page=found, filters=filters,
-                  archived=archived, more=more)  # fmt: skip
+        more = "?" + urlencode(
+            {
+                **{k: v for k, v in filters.items() if v},
+                "archived": archived,
+                "cursor": found.next_cursor,
+            }
+        )
+    return render(
+        request,
+        "prompts.html",
+        scope=scope,
+        page=found,
+        filters=filters,
+        archived=archived,
+        more=more,
+    )
 
 
 @router.get("/{tenant}/prompts/{name}", response_class=HTMLResponse)
@@ -72,10 +84,21 @@ async def prompt_page(tenant: str, name: str, request: Request) -> Response:
         shown = usage.Shown("prompt", name, prompt.labels, moves)
         ledger = await usage.panel(scope, first.tokens, shown, usage.days_of(request))
         live = await console_rollouts.shown(scope, "prompt", name, sorted(prompt.labels))
-    return render(request, "prompt.html", scope=scope, prompt=prompt, versions=versions.items,
-                  history=history.items, message=request.query_params.get("message"),
-                  people=people, usage=ledger, rollouts=live, kind="prompt", plural="prompts",
-                  artifact=name)  # fmt: skip
+    return render(
+        request,
+        "prompt.html",
+        scope=scope,
+        prompt=prompt,
+        versions=versions.items,
+        history=history.items,
+        message=request.query_params.get("message"),
+        people=people,
+        usage=ledger,
+        rollouts=live,
+        kind="prompt",
+        plural="prompts",
+        artifact=name,
+    )
 
 
 @router.get("/{tenant}/prompts/{name}/versions/{version}", response_class=HTMLResponse)
@@ -137,15 +160,30 @@ async def _preview(
         if values is not None:
             try:
                 result = await rendering.render(
-                    console.session, console.tenant, name, values, version=number,
+                    console.session,
+                    console.tenant,
+                    name,
+                    values,
+                    version=number,
                     max_value_length=settings_of(request).max_argument_length,
                     max_rendered_chars=settings_of(request).max_rendered_chars,
-                )  # fmt: skip
+                )
             except RegistryError as refused:
                 error = refused.message
-    return render(request, "preview.html", 422 if error else 200, scope=console, name=name,
-                  version=shown, label=label, values=values or {}, result=result, error=error,
-                  versions=range(prompt.latest_version, 0, -1), labels=prompt.labels)  # fmt: skip
+    return render(
+        request,
+        "preview.html",
+        422 if error else 200,
+        scope=console,
+        name=name,
+        version=shown,
+        label=label,
+        values=values or {},
+        result=result,
+        error=error,
+        versions=range(prompt.latest_version, 0, -1),
+        labels=prompt.labels,
+    )
 
 
 # --- diff ----------------------------------------------------------------------------------------
@@ -161,8 +199,18 @@ async def diff_page(tenant: str, name: str, request: Request) -> Response:
         changes = await diff.diff_versions(console.session, console.tenant, name, a, b)
         old = await reading.get_version(console.session, console.tenant, name, a)
         new = await reading.get_version(console.session, console.tenant, name, b)
-    return render(request, "diff.html", scope=console, name=name, prompt=prompt, changes=changes,
-                  old=documents.dump(old), new=documents.dump(new), a=a, b=b)  # fmt: skip
+    return render(
+        request,
+        "diff.html",
+        scope=console,
+        name=name,
+        prompt=prompt,
+        changes=changes,
+        old=documents.dump(old),
+        new=documents.dump(new),
+        a=a,
+        b=b,
+    )
 
 
 @router.get("/{tenant}/connect", response_class=HTMLResponse)

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 
+from registry.change_requests import common, reading
 from registry.change_requests import service as releases
 from registry.change_requests.schemas import ApproveIn, ChangeRequestIn
 from registry.console import usage
@@ -50,9 +51,14 @@ class OpenForm(Form):
 
 
 async def proposal(
-    request: Request, console: ConsoleScope, kind: str, name: str, label: str, version: int,
+    request: Request,
+    console: ConsoleScope,
+    kind: str,
+    name: str,
+    label: str,
+    version: int,
     reason: str,
-) -> Response | None:  # fmt: skip
+) -> Response | None:
     """The page a move of a label that needs approvals leads to (None: the move goes ahead, the
     label needs none or an admin gives a reason): open a change request for it right there (a
     description, an optional time), or, for an admin, move it anyway giving a reason; with who the
@@ -62,9 +68,18 @@ async def proposal(
         return None
     (reach,) = await usage.reaches(console, [(kind, name, label)])
     return render(
-        request, "propose.html", 409, scope=console, kind=kind, name=name, label=label,
-        version=version, needed=needed, reach=reach, people=await people_of(console),
-    )  # fmt: skip
+        request,
+        "propose.html",
+        409,
+        scope=console,
+        kind=kind,
+        name=name,
+        label=label,
+        version=version,
+        needed=needed,
+        reach=reach,
+        people=await people_of(console),
+    )
 
 
 @router.post("/{tenant}/change-requests")
@@ -74,12 +89,14 @@ async def open_request(tenant: str, request: Request) -> Response:
     if version is None:
         raise InvalidInput("choose the version the label moves to", field="version")
     try:
-        body = ChangeRequestIn.model_validate({
-            "description": fields.description.strip()
-            or f"Move {fields.label} of {fields.name} to version {version}",
-            "moves": [{fields.kind: fields.name, "label": fields.label, "version": version}],
-            "apply_at": _when(fields.apply_at),
-        })  # fmt: skip
+        body = ChangeRequestIn.model_validate(
+            {
+                "description": fields.description.strip()
+                or f"Move {fields.label} of {fields.name} to version {version}",
+                "moves": [{fields.kind: fields.name, "label": fields.label, "version": version}],
+                "apply_at": _when(fields.apply_at),
+            }
+        )
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "form"
@@ -118,7 +135,7 @@ async def withdraw(tenant: str, request_id: int, request: Request) -> Response:
 @router.get("/{tenant}/change-requests", response_class=HTMLResponse)
 async def requests_page(tenant: str, request: Request) -> Response:
     async with scope_of(request, "reader") as scope:
-        found = await releases.list_requests(scope.session, scope.tenant, limit=100)
+        found = await reading.list_requests(scope.session, scope.tenant, limit=100)
         people = await people_of(scope)
     return render(request, "change_requests.html", scope=scope, requests=found, people=people)
 
@@ -126,8 +143,8 @@ async def requests_page(tenant: str, request: Request) -> Response:
 @router.get("/{tenant}/change-requests/{request_id}", response_class=HTMLResponse)
 async def review_page(tenant: str, request_id: int, request: Request) -> Response:
     async with scope_of(request, "reader") as scope:
-        shown = await releases.show(scope.session, scope.tenant, request_id)
-        allowed = releases.may_review(scope.tenant, scope.principal, shown)
+        shown = await reading.show(scope.session, scope.tenant, request_id)
+        allowed = reading.may_review(scope.tenant, scope.principal, shown)
         people = await people_of(scope)
         reaches = await usage.reaches(
             scope,
@@ -137,12 +154,20 @@ async def review_page(tenant: str, request_id: int, request: Request) -> Respons
             ],
         )
     message = request.query_params.get("message")
-    may_withdraw = shown.state in releases.LIVE and (
+    may_withdraw = shown.state in common.LIVE and (
         scope.principal.actor == shown.author or scope.principal.has("admin")
     )
-    return render(request, "change_request.html", scope=scope, cr=shown, message=message,
-                  may_review=allowed, people=people, may_withdraw=may_withdraw,
-                  reaches=reaches)  # fmt: skip
+    return render(
+        request,
+        "change_request.html",
+        scope=scope,
+        cr=shown,
+        message=message,
+        may_review=allowed,
+        people=people,
+        may_withdraw=may_withdraw,
+        reaches=reaches,
+    )
 
 
 @router.post("/{tenant}/change-requests/{request_id}/approve")
@@ -163,9 +188,12 @@ async def reject(tenant: str, request_id: int, request: Request) -> Response:
     fields, scope = await posted(request, "editor", ReviewForm)
     async with scope as console:
         await releases.reject(
-            console.session, console.tenant, console.principal, request_id,
+            console.session,
+            console.tenant,
+            console.principal,
+            request_id,
             fields.comment or None,
-        )  # fmt: skip
+        )
     return _back(tenant, request_id, "rejected")
 
 

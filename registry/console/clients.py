@@ -44,14 +44,25 @@ def configs(
     stdio_args = [*prefix, "mcp-stdio", "--tenant", tenant] + (["--label", label] if label else [])
     shown: dict[str, Any] = {
         "url": url,
-        "http": {"mcpServers": {name: {
-            "type": "http", "url": url,
-            "headers": {"Authorization": "Bearer <an API key of this tenant>"},
-        }}},
-        "stdio": {"mcpServers": {name: {
-            "command": program, "args": stdio_args, "env": database_env(settings),
-        }}},
-    }  # fmt: skip
+        "http": {
+            "mcpServers": {
+                name: {
+                    "type": "http",
+                    "url": url,
+                    "headers": {"Authorization": "Bearer <an API key of this tenant>"},
+                }
+            }
+        },
+        "stdio": {
+            "mcpServers": {
+                name: {
+                    "command": program,
+                    "args": stdio_args,
+                    "env": database_env(settings),
+                }
+            }
+        },
+    }
     if oauth and settings.public_url:
         shown["oauth"] = {"mcpServers": {name: {"type": "http", "url": url}}}
     return shown

@@ -64,10 +64,13 @@ def dump(version: VersionOut, tests: list[TestCase] | None = None) -> str:
         document["config"] = version.config
     if version.arguments:
         document["arguments"] = [
-            {k: v for k, v in a.model_dump().items()
-             if v is not None and not (k == "required" and v is False)}
+            {
+                k: v
+                for k, v in a.model_dump().items()
+                if v is not None and not (k == "required" and v is False)
+            }
             for a in version.arguments
-        ]  # fmt: skip
+        ]
     messages = []
     for message in version.messages:
         content = message.content
@@ -78,8 +81,9 @@ def dump(version: VersionOut, tests: list[TestCase] | None = None) -> str:
     if version.partials:  # the children this version locks: kept unless the person edits them
         document["partials"] = [lock.model_dump() for lock in version.partials]
     if tests:  # the prompt's, not the version's: saved with the prompt
-        document["tests"] = [t.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-                             for t in tests]  # fmt: skip
+        document["tests"] = [
+            t.model_dump(mode="json", by_alias=True, exclude_defaults=True) for t in tests
+        ]
     document["messages"] = messages  # last, so an uploaded image's message can be appended
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
 

@@ -48,8 +48,17 @@ router = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=Fal
 async def new_page(tenant: str, request: Request) -> Response:
     async with scope_of(request, "editor") as scope:
         pass
-    return render(request, "edit.html", scope=scope, name=None, base=0, text=documents.TEMPLATE,
-                  message="", error=None, conflict=None)  # fmt: skip
+    return render(
+        request,
+        "edit.html",
+        scope=scope,
+        name=None,
+        base=0,
+        text=documents.TEMPLATE,
+        message="",
+        error=None,
+        conflict=None,
+    )
 
 
 @router.get("/{tenant}/prompts/{name}/edit", response_class=HTMLResponse)
@@ -58,8 +67,17 @@ async def edit_page(tenant: str, name: str, request: Request) -> Response:
         prompt = await reading.get_prompt(scope.session, scope.tenant, name)
     assert prompt.latest is not None
     text = documents.dump(prompt.latest, prompt.tests)
-    return render(request, "edit.html", scope=scope, name=name, base=prompt.latest.version,
-                  text=text, message="", error=None, conflict=None)  # fmt: skip
+    return render(
+        request,
+        "edit.html",
+        scope=scope,
+        name=name,
+        base=prompt.latest.version,
+        text=text,
+        message="",
+        error=None,
+        conflict=None,
+    )
 
 
 def _edited(text: str, message: str) -> documents.Edited:
@@ -132,9 +150,14 @@ async def check(tenant: str, request: Request) -> Response:
 
 
 async def _write(
-    console: ConsoleScope, name: str, edited: documents.Edited, *, base: int | None,
-    request: Request, dry_run: bool = False,
-) -> Any:  # fmt: skip
+    console: ConsoleScope,
+    name: str,
+    edited: documents.Edited,
+    *,
+    base: int | None,
+    request: Request,
+    dry_run: bool = False,
+) -> Any:
     """The version written, with the document's test cases saved first (so the answer's test
     results are of the cases as edited)."""
     body = edited.version
@@ -145,17 +168,27 @@ async def _write(
             {**body.model_dump(exclude_none=True), "name": name, "tests": edited.tests or []}
         )
         return await writing.create_prompt(
-            console.session, console.tenant, console.principal, create,
-            max_blob_bytes=limit, dry_run=dry_run,
-        )  # fmt: skip
+            console.session,
+            console.tenant,
+            console.principal,
+            create,
+            max_blob_bytes=limit,
+            dry_run=dry_run,
+        )
     if edited.tests is not None:
         await lifecycle.patch_prompt(
             console.session, console.tenant, console.principal, name, tests=edited.tests
         )
     return await writing.create_version(
-        console.session, console.tenant, console.principal, name, body,
-        if_match=base, max_blob_bytes=limit, dry_run=dry_run,
-    )  # fmt: skip
+        console.session,
+        console.tenant,
+        console.principal,
+        name,
+        body,
+        if_match=base,
+        max_blob_bytes=limit,
+        dry_run=dry_run,
+    )
 
 
 async def _exists(console: ConsoleScope, name: str) -> bool:
@@ -187,15 +220,35 @@ async def save(tenant: str, request: Request) -> Response:
         # Someone wrote meanwhile: the section says what they changed and what to do (the REST
         # words, "reload it and write again", would contradict it); a label's refusal is told.
         told = None if isinstance(conflict, PreconditionFailed) and changes else conflict.message
-        return render(request, "edit.html", 409, scope=console, name=name, base=base, text=text,
-                      message=message, error=told, conflict=changes)  # fmt: skip
+        return render(
+            request,
+            "edit.html",
+            409,
+            scope=console,
+            name=name,
+            base=base,
+            text=text,
+            message=message,
+            error=told,
+            conflict=changes,
+        )
     except RegistryError as error:
         if isinstance(error, (BadCsrf, NotSignedIn)):
             raise
         async with scope_of(request, "editor") as console:
             pass
-        return render(request, "edit.html", error.http_status, scope=console, name=name or None,
-                      base=base, text=text, message=message, error=error.message, conflict=None)  # fmt: skip
+        return render(
+            request,
+            "edit.html",
+            error.http_status,
+            scope=console,
+            name=name or None,
+            base=base,
+            text=text,
+            message=message,
+            error=error.message,
+            conflict=None,
+        )
     note = f"version {result.version} written" if result.created else result.detail
     if result.tests is not None:
         note += f"; tests: {result.tests.passed} passed, {result.tests.failed} failed"
@@ -230,8 +283,11 @@ async def blob(tenant: str, sha256: str, request: Request) -> Response:
     async with scope_of(request, "reader") as console:
         data, kind = await blobs.get_blob(console.session, console.tenant, sha256)
     if not kind.startswith(("image/", "audio/")):
-        return Response(data, media_type="application/octet-stream",
-                        headers={"Content-Disposition": "attachment"})  # fmt: skip
+        return Response(
+            data,
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": "attachment"},
+        )
     return Response(
         data, media_type=kind, headers={"Content-Security-Policy": "default-src 'none'"}
     )
@@ -257,9 +313,15 @@ async def move_label(tenant: str, name: str, request: Request) -> Response:
             return await _review_move(request, console, name, label, version)
         try:
             await writing.set_label(
-                console.session, console.tenant, console.principal, name, label, version,
-                force=fields.force == "yes", terms=Terms(reason=fields.reason.strip() or None),
-            )  # fmt: skip
+                console.session,
+                console.tenant,
+                console.principal,
+                name,
+                label,
+                version,
+                force=fields.force == "yes",
+                terms=Terms(reason=fields.reason.strip() or None),
+            )
         except Conflict as refused:
             if refused.detail.get("overridable_by") != "force":
                 raise
@@ -293,9 +355,20 @@ async def _review_move(
         changes = await diff.diff_versions(console.session, console.tenant, name, current, version)
     reach = await usage_service.reach(console.session, console.tenant, "prompt", name, label)
     people = await people_of(console)
-    return render(request, "confirm.html", 409 if error else 200, scope=console, name=name,
-                  label=label, version=version, current=current, changes=changes, error=error,
-                  reach=reach, people=people)  # fmt: skip
+    return render(
+        request,
+        "confirm.html",
+        409 if error else 200,
+        scope=console,
+        name=name,
+        label=label,
+        version=version,
+        current=current,
+        changes=changes,
+        error=error,
+        reach=reach,
+        people=people,
+    )
 
 
 @router.post("/{tenant}/prompts/{name}/restore")
@@ -304,9 +377,14 @@ async def restore(tenant: str, name: str, request: Request) -> Response:
     version = as_number(fields.version) or 0
     async with scope as console:
         result = await writing.restore_version(
-            console.session, console.tenant, console.principal, name, version, if_match=None,
+            console.session,
+            console.tenant,
+            console.principal,
+            name,
+            version,
+            if_match=None,
             max_blob_bytes=settings_of(request).max_blob_bytes,
-        )  # fmt: skip
+        )
     note = (
         f"version {version} restored as version {result.version}"
         if result.created

@@ -24,10 +24,15 @@ async def insert_session(
 ) -> None:
     await session.execute(
         insert(ConsoleSession).values(
-            tenant_id=tenant_id, id=digest, key_id=key_id, subject=subject, role=role, csrf=csrf,
+            tenant_id=tenant_id,
+            id=digest,
+            key_id=key_id,
+            subject=subject,
+            role=role,
+            csrf=csrf,
             expires_at=expires_at,
         )
-    )  # fmt: skip
+    )
 
 
 async def session_by_digest(

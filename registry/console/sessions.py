@@ -56,10 +56,15 @@ async def open_session(
     cookie = secrets.token_urlsafe(32)
     await repo.delete_expired(session, tenant.id, now)
     await repo.insert_session(
-        session, tenant_id=tenant.id, digest=_digest(cookie), key_id=principal.key_id,
-        subject=principal.subject if principal.key_id is None else None, role=principal.role,
-        csrf=secrets.token_urlsafe(24), expires_at=ends,
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        digest=_digest(cookie),
+        key_id=principal.key_id,
+        subject=principal.subject if principal.key_id is None else None,
+        role=principal.role,
+        csrf=secrets.token_urlsafe(24),
+        expires_at=ends,
+    )
     return cookie, ends
 
 
@@ -107,9 +112,11 @@ async def console_scope(
             )
         else:
             principal = Principal(
-                role=found.role, tenant_id=tenant.id, subject=found.subject,
+                role=found.role,
+                tenant_id=tenant.id,
+                subject=found.subject,
                 expires_at=found.expires_at,
-            )  # fmt: skip
+            )
         if csrf is not None and not hmac.compare_digest(csrf.encode(), found.csrf.encode()):
             raise BadCsrf("the form is stale or was not sent by this console: reload the page")
         if not principal.has(role):

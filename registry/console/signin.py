@@ -86,10 +86,13 @@ async def login_page(tenant: str, request: Request) -> Response:
         _, issuers = await tenants.trusted_issuers(session, tenant)
     query = request.query_params
     return render(
-        request, "login.html", issuers=issuers if settings_of(request).public_url else [],
+        request,
+        "login.html",
+        issuers=issuers if settings_of(request).public_url else [],
         why=SIGN_IN_REASONS.get(query.get("why", "")),  # words the server chose, by their code
-        next=_next(query.get("next"), tenant), error=None,
-    )  # fmt: skip
+        next=_next(query.get("next"), tenant),
+        error=None,
+    )
 
 
 def _next(wanted: str | None, slug: str) -> str:
@@ -100,9 +103,14 @@ def _next(wanted: str | None, slug: str) -> str:
 def _signed_in(request: Request, slug: str, cookie: str, target: str) -> Response:
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
-        COOKIE, cookie, httponly=True, samesite="lax", secure=secure(request),
-        path=f"/ui/{slug}", max_age=8 * 3600,
-    )  # fmt: skip
+        COOKIE,
+        cookie,
+        httponly=True,
+        samesite="lax",
+        secure=secure(request),
+        path=f"/ui/{slug}",
+        max_age=8 * 3600,
+    )
     return response
 
 
@@ -117,14 +125,28 @@ async def login_with_key(tenant: str, request: Request) -> Response:
     key = fields.key.strip()
     target = _next(fields.next, tenant)
     if not key:
-        return render(request, "login.html", 422, issuers=[], why=None, next=target,
-                      error="paste an API key of this tenant")  # fmt: skip
+        return render(
+            request,
+            "login.html",
+            422,
+            issuers=[],
+            why=None,
+            next=target,
+            error="paste an API key of this tenant",
+        )
     try:
         async with access.tenant_scope(db_of(request), None, tenant, key, "reader") as scope:
             cookie, _ = await open_session(scope.session, scope.tenant, scope.principal)
     except RegistryError as refused:
-        return render(request, "login.html", refused.http_status, issuers=[], why=None,
-                      next=target, error=refused.message)  # fmt: skip
+        return render(
+            request,
+            "login.html",
+            refused.http_status,
+            issuers=[],
+            why=None,
+            next=target,
+            error=refused.message,
+        )
     return _signed_in(request, tenant, cookie, target)
 
 
@@ -161,12 +183,18 @@ async def login_oidc(tenant: str, request: Request) -> Response:
     challenge = base64.urlsafe_b64encode(hashlib.sha256(code_verifier.encode()).digest())
     state = secrets.token_urlsafe(24)
     redirect_uri = f"{public.rstrip('/')}/ui/callback"
-    query = urlencode({
-        "response_type": "code", "client_id": settings.console_client_id,
-        "redirect_uri": redirect_uri, "scope": "prompts:read prompts:write",
-        "code_challenge": challenge.rstrip(b"=").decode(), "code_challenge_method": "S256",
-        "state": state, "resource": oauth.resources(public, tenant)[1],
-    })  # fmt: skip
+    query = urlencode(
+        {
+            "response_type": "code",
+            "client_id": settings.console_client_id,
+            "redirect_uri": redirect_uri,
+            "scope": "prompts:read prompts:write",
+            "code_challenge": challenge.rstrip(b"=").decode(),
+            "code_challenge_method": "S256",
+            "state": state,
+            "resource": oauth.resources(public, tenant)[1],
+        }
+    )
     codec = await db_of(request).tokens()
     pending = codec.issue(
         "console-login",
@@ -175,9 +203,14 @@ async def login_oidc(tenant: str, request: Request) -> Response:
     )
     response = RedirectResponse(f"{endpoint}?{query}", status_code=303)
     response.set_cookie(
-        LOGIN_COOKIE, pending, httponly=True, samesite="lax", secure=secure(request),
-        path="/ui/callback", max_age=600,
-    )  # fmt: skip
+        LOGIN_COOKIE,
+        pending,
+        httponly=True,
+        samesite="lax",
+        secure=secure(request),
+        path="/ui/callback",
+        max_age=600,
+    )
     return response
 
 
@@ -216,12 +249,19 @@ async def login_callback(request: Request) -> Response:
     public = str(settings.public_url)
     try:
         answer = await outbound.fetch_json(
-            "POST", token_endpoint, seconds=10, allow_private=settings.oauth_allow_private_issuers,
-            form={"grant_type": "authorization_code", "code": query.get("code", ""),
-                  "redirect_uri": f"{public.rstrip('/')}/ui/callback",
-                  "client_id": settings.console_client_id, "code_verifier": code_verifier,
-                  "resource": oauth.resources(public, tenant)[1]},
-        )  # fmt: skip
+            "POST",
+            token_endpoint,
+            seconds=10,
+            allow_private=settings.oauth_allow_private_issuers,
+            form={
+                "grant_type": "authorization_code",
+                "code": query.get("code", ""),
+                "redirect_uri": f"{public.rstrip('/')}/ui/callback",
+                "client_id": settings.console_client_id,
+                "code_verifier": code_verifier,
+                "resource": oauth.resources(public, tenant)[1],
+            },
+        )
     except outbound.Refused as refused:
         return render(request, "error.html", 401, message=f"the token request failed: {refused}")
     token = answer.get("access_token") if isinstance(answer, dict) else None

@@ -56,9 +56,20 @@ async def skill_page(tenant: str, name: str, request: Request) -> Response:
         ledger = await console_usage.panel(scope, tokens, shown, console_usage.days_of(request))
         live = await console_rollouts.shown(scope, "skill", name, sorted(skill.labels))
     message = request.query_params.get("message")
-    return render(request, "skill.html", scope=scope, skill=skill, versions=versions, people=people,
-                  message=message, usage=ledger, rollouts=live, kind="skill", plural="skills",
-                  artifact=name)  # fmt: skip
+    return render(
+        request,
+        "skill.html",
+        scope=scope,
+        skill=skill,
+        versions=versions,
+        people=people,
+        message=message,
+        usage=ledger,
+        rollouts=live,
+        kind="skill",
+        plural="skills",
+        artifact=name,
+    )
 
 
 @router.get("/{tenant}/skills/{name}/versions/{version}", response_class=HTMLResponse)
@@ -69,8 +80,18 @@ async def skill_version_page(tenant: str, name: str, version: int, request: Requ
         mime, data = await skills.file_of_version(scope.session, scope.tenant, name, version, path)
     text = data.decode("utf-8") if is_text(mime, data) and len(data) <= SHOWN_MAX else None
     tree = sorted(f.path for f in shown.files)
-    return render(request, "skill_version.html", scope=scope, name=name, version=shown,
-                  tree=tree, path=path, text=text, size=len(data), mime=mime)  # fmt: skip
+    return render(
+        request,
+        "skill_version.html",
+        scope=scope,
+        name=name,
+        version=shown,
+        tree=tree,
+        path=path,
+        text=text,
+        size=len(data),
+        mime=mime,
+    )
 
 
 @router.get("/{tenant}/skills/{name}/diff", response_class=HTMLResponse)
@@ -98,9 +119,14 @@ async def skill_label(tenant: str, name: str, request: Request) -> Response:
         if gated is not None:  # the label moves through a change request: propose one here
             return gated
         await skills.set_label(
-            console.session, console.tenant, console.principal, name, label, version,
+            console.session,
+            console.tenant,
+            console.principal,
+            name,
+            label,
+            version,
             Terms(reason=fields.reason.strip() or None),
-        )  # fmt: skip
+        )
     note = f"{label} now serves version {version}"
     return RedirectResponse(
         f"/ui/{quote(tenant)}/skills/{quote(name)}?" + urlencode({"message": note}), status_code=303

@@ -184,8 +184,11 @@ class Audio(_Binary):
             return super().wire(revision, block, tenant_slug)
         # Before audio existed: an embedded resource with the same bytes.
         sha = hashlib.sha256(base64.b64decode(block["data"])).hexdigest()
-        resource = {"uri": f"registry://{tenant_slug}/blobs/{sha}", "mimeType": block["mimeType"],
-                    "blob": block["data"]}  # fmt: skip
+        resource = {
+            "uri": f"registry://{tenant_slug}/blobs/{sha}",
+            "mimeType": block["mimeType"],
+            "blob": block["data"],
+        }
         return self._common(revision, block, {"type": "resource", "resource": resource})
 
 

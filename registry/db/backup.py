@@ -59,11 +59,22 @@ def backup(server: EmbeddedPostgres, target: Path) -> dict[str, Any]:
         chown_tree(work, system_user())
         base = work / "base"
         server.run(
-            binary("pg_basebackup"), "-h", str(server.socket_dir), "-p", str(PORT), "-U", SUPERUSER,
-            "-D", str(base), "--format=tar", "--gzip", "--wal-method=stream",
-            "--checkpoint=fast", "--label=registry backup",
+            binary("pg_basebackup"),
+            "-h",
+            str(server.socket_dir),
+            "-p",
+            str(PORT),
+            "-U",
+            SUPERUSER,
+            "-D",
+            str(base),
+            "--format=tar",
+            "--gzip",
+            "--wal-method=stream",
+            "--checkpoint=fast",
+            "--label=registry backup",
             timeout=24 * 3600,
-        )  # fmt: skip
+        )
         # Every file against the manifest (the WAL is checked again, unpacked, at restore).
         server.run(binary("pg_verifybackup"), "--no-parse-wal", str(base), timeout=24 * 3600)
         info = {

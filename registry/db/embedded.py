@@ -208,9 +208,16 @@ class EmbeddedPostgres:
         if (self.pgdata / "PG_VERSION").exists():
             return
         self.run(
-            binary("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust",
-            "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions",
-        )  # fmt: skip
+            binary("initdb"),
+            "-D",
+            str(self.pgdata),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-instructions",
+        )
 
     def _start(self) -> None:
         sock = self.socket_dir
@@ -227,13 +234,29 @@ class EmbeddedPostgres:
         }
         opts = " ".join(f"-c {shlex.quote(f'{k}={v}')}" for k, v in options.items())
         log = self.pgdata / "server.log"
-        self.run(binary("pg_ctl"), "-D", str(self.pgdata), "-l", str(log), "-w", "-t", "60",
-                 "-o", opts, "start")  # fmt: skip
+        self.run(
+            binary("pg_ctl"),
+            "-D",
+            str(self.pgdata),
+            "-l",
+            str(log),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            opts,
+            "start",
+        )
 
     def _ensure_database(self) -> None:
         psql = [binary("psql"), "-h", str(self.socket_dir), "-p", str(PORT), "-U", SUPERUSER]
-        found = self.run(*psql, "-d", "postgres", "-tAc",
-                         f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'")  # fmt: skip
+        found = self.run(
+            *psql,
+            "-d",
+            "postgres",
+            "-tAc",
+            f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'",
+        )
         if found.stdout.strip() != "1":
             self.run(*psql, "-d", "postgres", "-c", f'CREATE DATABASE "{DATABASE}"')
 

@@ -129,8 +129,15 @@ class Request:
     again from the request's bytes needs (registry.mcp.replay)."""
 
     __slots__ = (
-        "_headers", "body", "digest", "method", "path_params", "receive", "scope", "served",
-    )  # fmt: skip
+        "_headers",
+        "body",
+        "digest",
+        "method",
+        "path_params",
+        "receive",
+        "scope",
+        "served",
+    )
 
     def __init__(self, scope: Any, receive: Receive) -> None:
         self.scope = scope

@@ -207,9 +207,13 @@ class McpCaches:
 
     def tenant_scoped(self) -> list[TenantScoped[Any] | Grouped[Any]]:
         return [
-            self.resolved, self.counts, self.listings, self.answers, self.replays,
+            self.resolved,
+            self.counts,
+            self.listings,
+            self.answers,
+            self.replays,
             self.directory.tenants,
-        ]  # fmt: skip
+        ]
 
     def invalidate(self, tenant_id: uuid.UUID) -> None:
         for cache in self.tenant_scoped():
@@ -379,9 +383,12 @@ async def render(
         ).items():
             blobs[sha] = caches.blobs.keep(tenant.id, sha, data) if enabled else data
     return rendering.render_compiled(
-        compiled, arguments, blobs, max_value_length=max_value_length,
+        compiled,
+        arguments,
+        blobs,
+        max_value_length=max_value_length,
         max_rendered_chars=max_rendered_chars,
-    )  # fmt: skip
+    )
 
 
 async def tool_target(

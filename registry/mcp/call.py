@@ -63,9 +63,13 @@ class Call:
         """Where the page of ``kind`` that a client's ``cursor`` points to starts (InvalidParams
         when it does not open); the answer is valid only while it opens."""
         opened = cursors.decode(
-            self.tokens, cursor, self.tenant.id, self.label,
-            max_age_seconds=self.settings.session_idle_seconds, kind=kind,
-        )  # fmt: skip
+            self.tokens,
+            cursor,
+            self.tenant.id,
+            self.label,
+            max_age_seconds=self.settings.session_idle_seconds,
+            kind=kind,
+        )
         self.valid_until = min(self.valid_until, opened.expires)
         return opened
 

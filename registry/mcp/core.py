@@ -193,9 +193,13 @@ class Core:
         answer = await handlers.dispatch(call, message, started)
         if modern and answer is not None and "result" in answer:
             answer["result"] = stateless.complete(
-                answer["result"], spoken, tenant, label, self.settings.public_url,
+                answer["result"],
+                spoken,
+                tenant,
+                label,
+                self.settings.public_url,
                 discover=message.method == "server/discover",
-            )  # fmt: skip
+            )
         counted = None
         if answer is not None and isinstance(answer.get("result"), dict):
             call.seal(answer["result"])  # the finished result, as it is sent
@@ -207,9 +211,15 @@ class Core:
             self.ledger.failed(self.key(tenant, principal, message, routed, session))
         if key is not None and answer is not None:
             caching.remember_answer(
-                self.caches, tenant.id, key, answer, generation, served=call.served,
-                largest=caching.largest_kept(message.method), until=call.valid_until,
-            )  # fmt: skip
+                self.caches,
+                tenant.id,
+                key,
+                answer,
+                generation,
+                served=call.served,
+                largest=caching.largest_kept(message.method),
+                until=call.valid_until,
+            )
         return answer, key, counted
 
 

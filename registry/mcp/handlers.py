@@ -106,10 +106,12 @@ def initialize_result(
 
 async def server_discover(call: Call, params: Params) -> dict[str, Any]:
     await reading.check_label(await call.tx.session(), call.tenant, call.label)
-    result: dict[str, Any] = call.cacheable({
-        "supportedVersions": list(ALL_REVISIONS),
-        "capabilities": shaping.capabilities(call.revision, call.tenant),
-    })  # fmt: skip
+    result: dict[str, Any] = call.cacheable(
+        {
+            "supportedVersions": list(ALL_REVISIONS),
+            "capabilities": shaping.capabilities(call.revision, call.tenant),
+        }
+    )
     if call.tenant.instructions:
         result["instructions"] = call.tenant.instructions
     return result

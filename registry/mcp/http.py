@@ -304,9 +304,14 @@ class McpEndpoint:
                         responses.append(core.answer_error(message.request_id, message))
                         continue
                     answer, _, _ = await self.core.call(
-                        tx, scope.tenant, scope.principal, served, session.protocol_version,
-                        message, session=session,
-                    )  # fmt: skip
+                        tx,
+                        scope.tenant,
+                        scope.principal,
+                        served,
+                        session.protocol_version,
+                        message,
+                        session=session,
+                    )
                     if answer is not None:
                         responses.append(answer)
         if not responses:

@@ -134,9 +134,15 @@ async def _page(
         )
 
     return await paging.kept_list(
-        call, kind, cursor, size=PAGE, fetch=fetch, entries=lambda page, _: entries(page),
-        position=lambda skill: skill.name, options=options,
-    )  # fmt: skip
+        call,
+        kind,
+        cursor,
+        size=PAGE,
+        fetch=fetch,
+        entries=lambda page, _: entries(page),
+        position=lambda skill: skill.name,
+        options=options,
+    )
 
 
 async def skills_list(call: Call, params: ListParams) -> dict[str, Any]:
@@ -237,10 +243,15 @@ async def directory_read(call: Call, params: DirectoryParams) -> dict[str, Any]:
         rest = f.path[len(prefix) :]
         head, slash, _ = rest.partition("/")
         if slash:
-            children.setdefault(head, {"uri": skill_uri(name, prefix + head), "name": head,
-                                       "mimeType": DIRECTORY})  # fmt: skip
+            children.setdefault(
+                head, {"uri": skill_uri(name, prefix + head), "name": head, "mimeType": DIRECTORY}
+            )
         else:
-            children[head] = {"uri": skill_uri(name, f.path), "name": head, "mimeType": f.mime_type,
-                              "size": f.size}  # fmt: skip
+            children[head] = {
+                "uri": skill_uri(name, f.path),
+                "name": head,
+                "mimeType": f.mime_type,
+                "size": f.size,
+            }
     call.served = Served("skill", skill.name, skill.version, call.label)
     return call.cacheable({"resources": [children[k] for k in sorted(children)]})

@@ -116,9 +116,14 @@ IDENTITY = {"name": "prompt-registry", "version": registry.__version__}
 
 
 def complete(
-    result: dict[str, Any], revision: Revision, tenant: Tenant, label: str, website_url: str | None,
-    *, discover: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+    result: dict[str, Any],
+    revision: Revision,
+    tenant: Tenant,
+    label: str,
+    website_url: str | None,
+    *,
+    discover: bool = False,
+) -> dict[str, Any]:
     """A result as this revision wants it: resultType, and who answered. Every answer names the
     server by the two fields the revision requires of it (name, version); the whole serverInfo
     (title, description, icons, website) is server/discover's, where a client looks for it, not

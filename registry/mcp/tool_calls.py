@@ -36,28 +36,36 @@ from registry.usage.schemas import Served
 PAGE = 100  # marked tools per tools/list page
 FOUND_MAX = 50  # prompts one find_prompts call answers
 ANNOTATIONS = {
-    "readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False,
-}  # fmt: skip
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
 FIND_SCHEMA = {
     "type": "object",
     "properties": {
-        "query": {"type": "string", "maxLength": 200, "description": "text in name, title or description"},
+        "query": {
+            "type": "string",
+            "maxLength": 200,
+            "description": "text in name, title or description",
+        },
         "tag": {"type": "string", "maxLength": 100, "description": "only prompts with this tag"},
         "prefix": {"type": "string", "maxLength": 128, "description": "only names starting so"},
         "cursor": {"type": "string", "description": "nextCursor of the previous answer"},
     },
-}  # fmt: skip
+}
 RENDER_SCHEMA = {
     "type": "object",
     "properties": {
         "name": {"type": "string", "maxLength": 300, "description": "the prompt's name"},
         "arguments": {
-            "type": "object", "additionalProperties": {"type": "string"},
+            "type": "object",
+            "additionalProperties": {"type": "string"},
             "description": "the prompt's arguments by name (find_prompts lists them)",
         },
     },
     "required": ["name"],
-}  # fmt: skip
+}
 
 
 class ListParams(Params):
@@ -74,8 +82,9 @@ def offered(tenant: Tenant) -> bool:
     return tenant.mcp_tools
 
 
-def _entry(call: Call, name: str, description: str | None, schema: dict[str, Any],
-           title: str | None = None) -> dict[str, Any]:  # fmt: skip
+def _entry(
+    call: Call, name: str, description: str | None, schema: dict[str, Any], title: str | None = None
+) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "inputSchema": schema}
     if description:
         entry["description"] = description
@@ -88,12 +97,23 @@ def _entry(call: Call, name: str, description: str | None, schema: dict[str, Any
 
 def _general(call: Call) -> list[dict[str, Any]]:
     return [
-        _entry(call, FIND, "Find the team's prompts by name prefix, tag or text; each comes with "
-               "its description and arguments. Render one with render_prompt.", FIND_SCHEMA,
-               "Find prompts"),
-        _entry(call, RENDER, "Render one of the team's prompts by name with its arguments: the "
-               "messages it produces, ready to use.", RENDER_SCHEMA, "Render a prompt"),
-    ]  # fmt: skip
+        _entry(
+            call,
+            FIND,
+            "Find the team's prompts by name prefix, tag or text; each comes with "
+            "its description and arguments. Render one with render_prompt.",
+            FIND_SCHEMA,
+            "Find prompts",
+        ),
+        _entry(
+            call,
+            RENDER,
+            "Render one of the team's prompts by name with its arguments: the "
+            "messages it produces, ready to use.",
+            RENDER_SCHEMA,
+            "Render a prompt",
+        ),
+    ]
 
 
 async def tools_list(call: Call, params: ListParams) -> dict[str, Any]:
@@ -108,10 +128,15 @@ async def tools_list(call: Call, params: ListParams) -> dict[str, Any]:
 
     # An entry carries, besides the tenant's prompts, the fields of the revision.
     return await paging.kept_list(
-        call, "tools", params.cursor, size=PAGE, fetch=fetch, entries=entries,
+        call,
+        "tools",
+        params.cursor,
+        size=PAGE,
+        fetch=fetch,
+        entries=entries,
         position=lambda tool: tool.prompt,
         options=(call.revision.titles, call.revision.tool_annotations),
-    )  # fmt: skip
+    )
 
 
 async def tools_call(call: Call, params: CallParams) -> dict[str, Any]:
@@ -155,10 +180,17 @@ async def _render(
         version = routed.version
     try:
         rendered = await caching.render(
-            call.caches, call.db, call.tx, call.tenant, name, arguments, version=version,
-            label=call.label, max_value_length=call.settings.max_argument_length,
+            call.caches,
+            call.db,
+            call.tx,
+            call.tenant,
+            name,
+            arguments,
+            version=version,
+            label=call.label,
+            max_value_length=call.settings.max_argument_length,
             max_rendered_chars=call.settings.max_rendered_chars,
-        )  # fmt: skip
+        )
     except InvalidArgument as error:  # the model reads it and can correct the call
         return _tool_error(error.message)
     except NotFound as error:
@@ -170,8 +202,10 @@ async def _render(
     result: dict[str, Any] = {"content": _content(messages)}
     if call.revision.links:  # structuredContent from 2025-06-18
         structured: dict[str, Any] = {
-            "prompt": name, "version": served_version, "messages": messages,
-        }  # fmt: skip
+            "prompt": name,
+            "version": served_version,
+            "messages": messages,
+        }
         if rendered.config:
             structured["config"] = rendered.config
         result["structuredContent"] = structured
@@ -207,9 +241,15 @@ async def _find(call: Call, given: dict[str, Any]) -> dict[str, Any]:
     page = PageRequest(limit=FOUND_MAX, cursor=given.get("cursor"), tokens=call.tokens)
     try:
         found = await reading.list_prompts(
-            session, call.tenant, page, prefix=given.get("prefix"), tag=given.get("tag"),
-            label=call.label, text=given.get("query"), archived=False,
-        )  # fmt: skip
+            session,
+            call.tenant,
+            page,
+            prefix=given.get("prefix"),
+            tag=given.get("tag"),
+            label=call.label,
+            text=given.get("query"),
+            archived=False,
+        )
     except RegistryError as error:  # a bad cursor is the model's to fix
         return _tool_error(error.message)
     declared_by_name = await prompt_tools.declared_arguments(
@@ -218,11 +258,17 @@ async def _find(call: Call, given: dict[str, Any]) -> dict[str, Any]:
     prompts = []
     for item in found.items:
         declared = declared_by_name.get(item.name, [])
-        prompts.append({
-            "name": item.name, "title": item.title, "description": item.description,
-            "arguments": [{"name": a.name, "required": a.required, "description": a.description}
-                          for a in declared],
-        })  # fmt: skip
+        prompts.append(
+            {
+                "name": item.name,
+                "title": item.title,
+                "description": item.description,
+                "arguments": [
+                    {"name": a.name, "required": a.required, "description": a.description}
+                    for a in declared
+                ],
+            }
+        )
     text = (
         "\n".join(
             f"- {p['name']}: {p['description'] or p['title'] or ''}".rstrip(": ") for p in prompts

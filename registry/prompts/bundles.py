@@ -194,9 +194,17 @@ async def import_bundle(
                 version = queues[index].pop(0)
                 spend()
                 mappings[item.name][version.version] = await _import_version(
-                    session, tenant, caller, prompts[index], index, item.name, version, mappings,
-                    result, max_blob_bytes=max_blob_bytes,
-                )  # fmt: skip
+                    session,
+                    tenant,
+                    caller,
+                    prompts[index],
+                    index,
+                    item.name,
+                    version,
+                    mappings,
+                    result,
+                    max_blob_bytes=max_blob_bytes,
+                )
                 progressed = True
         if not progressed:
             index = next(i for i, queue in enumerate(queues) if queue)
@@ -209,8 +217,17 @@ async def import_bundle(
                 field="prompts",
             )
     for index, item in enumerate(bundle.prompts):
-        await _import_labels(session, tenant, caller, prompts[index], index, item,
-                             mappings[item.name], result, force=force)  # fmt: skip
+        await _import_labels(
+            session,
+            tenant,
+            caller,
+            prompts[index],
+            index,
+            item,
+            mappings[item.name],
+            result,
+            force=force,
+        )
     if result.prompts_created or result.versions_created or result.labels_moved:
         await record_audit(
             session,
@@ -244,9 +261,14 @@ async def _import_labels(
                 field="labels",
             )
         moved = await move_label(
-            session, tenant, prompt, label, mapping[source_version], caller,
+            session,
+            tenant,
+            prompt,
+            label,
+            mapping[source_version],
+            caller,
             force=force,
-        )  # fmt: skip
+        )
         result.labels_moved += moved is not None
     if item.as_tool != prompt.as_tool:
         await patch_prompt(session, tenant, caller, item.name, as_tool=item.as_tool)

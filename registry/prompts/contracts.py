@@ -59,9 +59,13 @@ def _argument_changes(name: str, a: DeclaredArgument, b: DeclaredArgument) -> li
     changes = []
     if a.required != b.required:
         changes.append(
-            _change(name, "required", b.required,
-                    f"argument {name!r} is now {'required' if b.required else 'optional'}")
-        )  # fmt: skip
+            _change(
+                name,
+                "required",
+                b.required,
+                f"argument {name!r} is now {'required' if b.required else 'optional'}",
+            )
+        )
     if a.enum != b.enum:
         old, new = set(a.enum or ()), set(b.enum or ())
         if b.enum is None:
@@ -72,9 +76,10 @@ def _argument_changes(name: str, a: DeclaredArgument, b: DeclaredArgument) -> li
             )
         elif old - new:
             changes.append(
-                _change(name, "enum", True,
-                        f"argument {name!r} no longer accepts {_shown(old - new)}")
-            )  # fmt: skip
+                _change(
+                    name, "enum", True, f"argument {name!r} no longer accepts {_shown(old - new)}"
+                )
+            )
         elif new - old:
             changes.append(
                 _change(name, "enum", False, f"argument {name!r} also accepts {_shown(new - old)}")
@@ -84,10 +89,14 @@ def _argument_changes(name: str, a: DeclaredArgument, b: DeclaredArgument) -> li
             changes.append(_change(name, "pattern", False, f"argument {name!r} has no pattern now"))
         else:
             changes.append(
-                _change(name, "pattern", True,
-                        f"argument {name!r} must match {b.pattern!r} now"
-                        + (f" (was {a.pattern!r})" if a.pattern is not None else ""))
-            )  # fmt: skip
+                _change(
+                    name,
+                    "pattern",
+                    True,
+                    f"argument {name!r} must match {b.pattern!r} now"
+                    + (f" (was {a.pattern!r})" if a.pattern is not None else ""),
+                )
+            )
     if a.max_length != b.max_length:
         tighter = b.max_length is not None and (a.max_length is None or b.max_length < a.max_length)
         limit = "no limit" if b.max_length is None else f"at most {b.max_length} characters"
@@ -99,9 +108,8 @@ def _argument_changes(name: str, a: DeclaredArgument, b: DeclaredArgument) -> li
             )
         else:
             changes.append(
-                _change(name, "default", False,
-                        f"argument {name!r} defaults to {b.default!r} now")
-            )  # fmt: skip
+                _change(name, "default", False, f"argument {name!r} defaults to {b.default!r} now")
+            )
     return changes
 
 

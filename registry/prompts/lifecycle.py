@@ -82,9 +82,14 @@ async def patch_prompt(
         if after["as_tool"] != before["as_tool"]:  # the tools a label serves changed
             record_change(session, tenant_id=tenant.id, kind="prompt.tool", prompt_id=prompt.id)
         await record_audit(
-            session, tenant_id=tenant.id, actor=caller.actor, action="prompt.update",
-            target=f"prompt:{name}", before=_audited(before), after=_audited(after),
-        )  # fmt: skip
+            session,
+            tenant_id=tenant.id,
+            actor=caller.actor,
+            action="prompt.update",
+            target=f"prompt:{name}",
+            before=_audited(before),
+            after=_audited(after),
+        )
     return await prompt_out(session, prompt)
 
 

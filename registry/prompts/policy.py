@@ -92,11 +92,15 @@ def rule(
     if broken and not force and terms.release is None:
         # Door-neutral words: each door says how its callers move it anyway (REST: force=true;
         # the CLI: --force; the console: its check box), told by overridable_by.
-        return Ruling("refused", broken, error=Conflict(
-            f"moving {label!r} of {prompt_name!r} from version {before} to {after} breaks the "
-            "arguments its callers send: " + "; ".join(c.detail for c in broken),
-            field="label",
-            breaking=[c.model_dump() for c in broken],
-            overridable_by="force",
-        ))  # fmt: skip
+        return Ruling(
+            "refused",
+            broken,
+            error=Conflict(
+                f"moving {label!r} of {prompt_name!r} from version {before} to {after} breaks the "
+                "arguments its callers send: " + "; ".join(c.detail for c in broken),
+                field="label",
+                breaking=[c.model_dump() for c in broken],
+                overridable_by="force",
+            ),
+        )
     return Ruling("move", broken, break_glass=terms.break_glass(tenant, label))

@@ -49,10 +49,14 @@ class PreparedVersion:
 
     def lock_rows(self) -> list[dict[str, Any]]:
         return [
-            {"ref": lock.ref, "child_name": lock.child_name,
-             "child_prompt_id": lock.child_prompt_id, "child_version": lock.child_version}
+            {
+                "ref": lock.ref,
+                "child_name": lock.child_name,
+                "child_prompt_id": lock.child_prompt_id,
+                "child_version": lock.child_version,
+            }
             for lock in self.locks
-        ]  # fmt: skip
+        ]
 
 
 def canonical_hash(

@@ -31,9 +31,10 @@ async def plan(
         try:
             async with session.begin_nested():
                 outcomes.append(
-                    await _one(session, tenant, caller, body, max_blob_bytes=max_blob_bytes,
-                               force=force)
-                )  # fmt: skip
+                    await _one(
+                        session, tenant, caller, body, max_blob_bytes=max_blob_bytes, force=force
+                    )
+                )
         except RegistryError as error:
             outcomes.append(
                 PushOutcome(
@@ -61,19 +62,31 @@ async def _one(
         body.model_dump(exclude={"name", "tags", "as_tool", "tests"}, exclude_unset=True)
     )
     written = await writing.create_version(
-        session, tenant, caller, body.name, version, if_match=None,
-        max_blob_bytes=max_blob_bytes, dry_run=True, force=force,
-    )  # fmt: skip
+        session,
+        tenant,
+        caller,
+        body.name,
+        version,
+        if_match=None,
+        max_blob_bytes=max_blob_bytes,
+        dry_run=True,
+        force=force,
+    )
     given = body.model_fields_set
     if given & {"tags", "as_tool", "tests"}:
         await lifecycle.patch_prompt(
-            session, tenant, caller, body.name,
+            session,
+            tenant,
+            caller,
+            body.name,
             tags=body.tags if "tags" in given else None,
             as_tool=body.as_tool if "as_tool" in given else None,
             tests=body.tests if "tests" in given else None,
-        )  # fmt: skip
+        )
     moved = "labels" if written.labels_moved else "unchanged"
     return PushOutcome(
-        name=body.name, action="version" if written.created else moved, version=written.version,
+        name=body.name,
+        action="version" if written.created else moved,
+        version=written.version,
         labels_moved=written.labels_moved,
-    )  # fmt: skip
+    )

@@ -91,10 +91,12 @@ def _partials(found: dict[str, Any]) -> dict[str, Template]:
     for lock in found["locks"]:
         locks.setdefault((lock["prompt"], lock["version"]), []).append(
             partials.Lock(
-                lock["ref"], lock["ref"].partition("@")[0], uuid.UUID(lock["child_prompt"]),
+                lock["ref"],
+                lock["ref"].partition("@")[0],
+                uuid.UUID(lock["child_prompt"]),
                 lock["child_version"],
             )
-        )  # fmt: skip
+        )
     nodes = {
         (uuid.UUID(prompt), version): partials.Node(
             "", text, None, tuple(locks.get((prompt, version), ()))
@@ -141,9 +143,14 @@ def compile_found(found: dict[str, Any]) -> tuple[uuid.UUID, int, CompiledVersio
         )
         for a in found["arguments"]
     )
-    locked = tuple(sorted({
-        f"{lock['ref'].partition('@')[0]}@{lock['child_version']}" for lock in found.get("locks") or []
-    }))  # fmt: skip
+    locked = tuple(
+        sorted(
+            {
+                f"{lock['ref'].partition('@')[0]}@{lock['child_version']}"
+                for lock in found.get("locks") or []
+            }
+        )
+    )
     compiled = CompiledVersion(
         found["description"], found.get("config"), specs, messages, blobs, found["version"], locked
     )
@@ -176,9 +183,12 @@ def render_compiled(
             content = m.kind.with_uri(content, _rendered_uri(m.uri, values, position))
         messages.append({"role": m.role, "content": content})
     return RenderedPrompt(
-        description=compiled.description, config=compiled.config, messages=messages,
-        version=compiled.version, partials=compiled.partials,
-    )  # fmt: skip
+        description=compiled.description,
+        config=compiled.config,
+        messages=messages,
+        version=compiled.version,
+        partials=compiled.partials,
+    )
 
 
 def _check_output(compiled: CompiledVersion, values: dict[str, str], limit: int) -> None:
@@ -233,6 +243,9 @@ async def render(
     _, _, compiled = await served_version(session, tenant, name, version=version, label=label)
     blobs = await load_blobs(session, tenant.id, compiled.blobs)
     return render_compiled(
-        compiled, arguments, blobs, max_value_length=max_value_length,
+        compiled,
+        arguments,
+        blobs,
+        max_value_length=max_value_length,
         max_rendered_chars=max_rendered_chars,
-    )  # fmt: skip
+    )

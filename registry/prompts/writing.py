@@ -98,9 +98,16 @@ async def move_label(
         if checked and before is not None and policy.needs_contract_check(tenant, label, before):
             changes = await contract_changes(session, prompt, before, version, declared)
         ruling = policy.rule(
-            tenant, caller, prompt.name, label, before=before, after=version, breaking=changes,
-            force=force, terms=terms,
-        ).enforce()  # fmt: skip
+            tenant,
+            caller,
+            prompt.name,
+            label,
+            before=before,
+            after=version,
+            breaking=changes,
+            force=force,
+            terms=terms,
+        ).enforce()
         if ruling.outcome == "unchanged":
             return None
     # Its rows go with the move's statement, after those the transaction queued (``latest`` leaves
@@ -431,9 +438,16 @@ async def refresh_partials(
     body.partials = None  # resolve every tag again
     body.commit_message = "refresh partials"
     return await create_version(
-        session, tenant, caller, name, body, if_match=if_match, max_blob_bytes=max_blob_bytes,
-        dry_run=dry_run, force=force,
-    )  # fmt: skip
+        session,
+        tenant,
+        caller,
+        name,
+        body,
+        if_match=if_match,
+        max_blob_bytes=max_blob_bytes,
+        dry_run=dry_run,
+        force=force,
+    )
 
 
 async def restore_version(

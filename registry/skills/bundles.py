@@ -58,9 +58,11 @@ async def exported(
             )
         if versions:
             yield BundleSkill(
-                name=skill.name, archived=skill.archived_at is not None, versions=versions,
+                name=skill.name,
+                archived=skill.archived_at is not None,
+                versions=versions,
                 labels={k: v for k, v in labels[skill.id].items() if k != LATEST},
-            )  # fmt: skip
+            )
 
 
 async def export_section(

@@ -38,9 +38,15 @@ _FRONT_MATTER = re.compile(r"^---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL
 _SEGMENT = re.compile(r"^[^\x00-\x1f\x7f/\\]{1,255}$")
 # Types served as text (when their bytes are UTF-8); anything else goes out as base64.
 _TEXT_TYPES = {
-    "application/json", "application/xml", "application/yaml", "application/x-yaml",
-    "application/javascript", "application/x-sh", "application/toml", "application/sql",
-}  # fmt: skip
+    "application/json",
+    "application/xml",
+    "application/yaml",
+    "application/x-yaml",
+    "application/javascript",
+    "application/x-sh",
+    "application/toml",
+    "application/sql",
+}
 
 
 @dataclass(frozen=True)

@@ -235,7 +235,10 @@ async def served(
     named ``name``), with the version the label points at."""
     query = (
         select(Skill, SkillVersion)
-        .join(SkillLabel, (SkillLabel.tenant_id == Skill.tenant_id) & (SkillLabel.skill_id == Skill.id))
+        .join(
+            SkillLabel,
+            (SkillLabel.tenant_id == Skill.tenant_id) & (SkillLabel.skill_id == Skill.id),
+        )
         .join(
             SkillVersion,
             (SkillVersion.tenant_id == SkillLabel.tenant_id)
@@ -249,7 +252,7 @@ async def served(
         )
         .order_by(SkillLabel.skill_name)
         .limit(limit)
-    )  # fmt: skip
+    )
     if after is not None:
         query = query.where(SkillLabel.skill_name > after)
     if name is not None:

@@ -49,10 +49,14 @@ async def set_tests(
     before = [case.get("name") for case in skill.tests or []]
     await repo.set_tests(session, skill, stored(tests))
     await record_audit(
-        session, tenant_id=skill.tenant_id, actor=caller.actor, action="skill.update",
-        target=f"skill:{skill.name}", before={"tests": before},
+        session,
+        tenant_id=skill.tenant_id,
+        actor=caller.actor,
+        action="skill.update",
+        target=f"skill:{skill.name}",
+        before={"tests": before},
         after={"tests": [case.name for case in tests]},
-    )  # fmt: skip
+    )
 
 
 async def version_asked(session: AsyncSession, skill: Skill, request: TestRequest) -> int:

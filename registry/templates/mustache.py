@@ -209,9 +209,14 @@ def _expanded(nodes: list[Node], children: Mapping[str, Template]) -> list[Node]
             out.extend(children[node.ref].nodes)
         elif isinstance(node, Section):
             out.append(
-                Section(node.name, node.inverted, node.line, node.column,
-                        _expanded(node.children, children))
-            )  # fmt: skip
+                Section(
+                    node.name,
+                    node.inverted,
+                    node.line,
+                    node.column,
+                    _expanded(node.children, children),
+                )
+            )
         else:
             out.append(node)
     return out

@@ -236,9 +236,13 @@ class TokenVerifier:
             )
         try:
             claims: dict[str, Any] = jwt.decode(
-                token, key.key, algorithms=[algorithm], issuer=issuer, leeway=self.skew,
+                token,
+                key.key,
+                algorithms=[algorithm],
+                issuer=issuer,
+                leeway=self.skew,
                 options={"require": ["exp", "iss", "aud"], "verify_aud": False},
-            )  # fmt: skip
+            )
         except jwt.ExpiredSignatureError:
             raise InvalidToken("the token has expired") from None
         except jwt.ImmatureSignatureError:
@@ -357,10 +361,13 @@ class TokenVerifier:
                 entry.introspection_secret, safe=""
             )
             answer = await outbound.fetch_json(
-                "POST", endpoint, seconds=FETCH_SECONDS, allow_private=self.allow_private,
+                "POST",
+                endpoint,
+                seconds=FETCH_SECONDS,
+                allow_private=self.allow_private,
                 form={"token": token, "token_type_hint": "access_token"},
                 headers={"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()},
-            )  # fmt: skip
+            )
         except (outbound.Refused, RegistryError) as refused:
             raise InvalidToken(str(refused)) from None
         if not isinstance(answer, dict) or answer.get("active") is not True:

@@ -42,10 +42,11 @@ class TenantOut(BaseModel):
 Owner = Annotated[
     str,
     Field(
-        min_length=1, max_length=200,
+        min_length=1,
+        max_length=200,
         description="the person who holds the key (a name or an email): approvals count owners",
     ),
-]  # fmt: skip
+]
 
 
 class KeyCreate(StrictInput):
@@ -160,9 +161,11 @@ class IssuerIn(StrictInput):
     )
     rules: list[ClaimRule] = Field(min_length=1, max_length=50)
     introspection_client_id: str | None = Field(
-        default=None, min_length=1, max_length=200,
+        default=None,
+        min_length=1,
+        max_length=200,
         description="for issuers of opaque tokens: the client the registry introspects them as",
-    )  # fmt: skip
+    )
     introspection_secret: str | None = Field(
         default=None, min_length=1, max_length=500, description="that client's secret (write-only)"
     )

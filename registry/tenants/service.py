@@ -194,9 +194,13 @@ async def set_key_owner(
     if key is None:
         raise NotFound(f"key {key_id} not found", field="key_id")
     await record_audit(
-        session, tenant_id=tenant_id, actor=actor, action="key.update", target=f"key:{key.id}",
+        session,
+        tenant_id=tenant_id,
+        actor=actor,
+        action="key.update",
+        target=f"key:{key.id}",
         after=repo.key_snapshot(key),
-    )  # fmt: skip
+    )
     return key
 
 
@@ -448,18 +452,29 @@ async def set_issuers(
         raise InvalidInput("an issuer is listed twice", field="issuers")
     before = [i.issuer for i in await repo.issuers_of(session, tenant.id)]
     await repo.replace_issuers(
-        session, tenant.id,
-        [{"issuer": i.issuer, "rules": [r.model_dump(exclude_none=True) for r in i.rules],
-          "introspection_client_id": i.introspection_client_id,
-          "introspection_secret": i.introspection_secret}
-         for i in body.issuers],
+        session,
+        tenant.id,
+        [
+            {
+                "issuer": i.issuer,
+                "rules": [r.model_dump(exclude_none=True) for r in i.rules],
+                "introspection_client_id": i.introspection_client_id,
+                "introspection_secret": i.introspection_secret,
+            }
+            for i in body.issuers
+        ],
         actor,
-    )  # fmt: skip
+    )
     record_change(session, tenant_id=tenant.id, kind="tenant.update")  # who may read changed
     await record_audit(
-        session, tenant_id=tenant.id, actor=actor, action="tenant.issuers",
-        target=f"tenant:{tenant.slug}", before={"issuers": before}, after={"issuers": names},
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        actor=actor,
+        action="tenant.issuers",
+        target=f"tenant:{tenant.slug}",
+        before={"issuers": before},
+        after={"issuers": names},
+    )
     return await list_issuers(session, tenant)
 
 

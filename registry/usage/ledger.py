@@ -98,7 +98,7 @@ class Ledger:
         if not self.enabled:
             return
         now = time.time()
-        if not self.starts <= now < self.ends:
+        if not (self.starts <= now < self.ends):  # a new minute (as in ``count``)
             self._next_minute(now)
         counter = self.current.get(key)
         if counter is not None:

@@ -107,9 +107,11 @@ class Dispatcher:
             return 0
         async with self.db.operator_tx() as session:
             rows = await repo.claim_due(
-                session, free, per_tenant=PER_TENANT,
+                session,
+                free,
+                per_tenant=PER_TENANT,
                 lease_seconds=self.lease_seconds,
-            )  # fmt: skip
+            )
         for row in rows:
             task = asyncio.create_task(self._deliver(row))
             self._sending.add(task)
@@ -135,9 +137,13 @@ class Dispatcher:
         body = payload if isinstance(payload, str) else orjson.dumps(payload).decode()
         headers = signature_headers(row, body, datetime.now(UTC))
         return await outbound.post(
-            row["url"], body.encode(), headers, seconds=self.timeout,
-            allow_private=self.allow_private, allowed_by=ALLOWED_BY,
-        )  # fmt: skip
+            row["url"],
+            body.encode(),
+            headers,
+            seconds=self.timeout,
+            allow_private=self.allow_private,
+            allowed_by=ALLOWED_BY,
+        )
 
     async def _settle(
         self, session: Any, row: dict[str, Any], outcome: outbound.Outcome, now: datetime
@@ -152,9 +158,15 @@ class Dispatcher:
             delay = self.retry * RETRY_FACTORS[attempt - 1] * random.uniform(0.8, 1.2)  # noqa: S311
             status, next_at = "pending", now + timedelta(seconds=delay)
         settled = await repo.settle_delivery(
-            session, tenant_id, row["id"], lease=row["leased_until"], attempts=attempt,
-            status=status, next_attempt_at=next_at, delivered_at=now if outcome.ok else None,
-        )  # fmt: skip
+            session,
+            tenant_id,
+            row["id"],
+            lease=row["leased_until"],
+            attempts=attempt,
+            status=status,
+            next_attempt_at=next_at,
+            delivered_at=now if outcome.ok else None,
+        )
         if not settled:
             return  # the lease ran out and another worker took the delivery over
         WEBHOOK_ATTEMPTS.labels(
@@ -163,17 +175,28 @@ class Dispatcher:
         if not outcome.ok:
             logger.warning(
                 "webhook_attempt_failed",
-                extra={"fields": {
-                    "tenant_id": str(tenant_id), "endpoint_id": str(endpoint_id),
-                    "delivery_id": str(row["id"]), "attempt": attempt, "status": status,
-                    "status_code": outcome.status_code, "error": outcome.error,
-                }},
-            )  # fmt: skip
+                extra={
+                    "fields": {
+                        "tenant_id": str(tenant_id),
+                        "endpoint_id": str(endpoint_id),
+                        "delivery_id": str(row["id"]),
+                        "attempt": attempt,
+                        "status": status,
+                        "status_code": outcome.status_code,
+                        "error": outcome.error,
+                    }
+                },
+            )
         await repo.record_attempt(
-            session, tenant_id=tenant_id, delivery_id=row["id"], attempt=attempt,
-            status_code=outcome.status_code, error=outcome.error, latency_ms=outcome.latency_ms,
+            session,
+            tenant_id=tenant_id,
+            delivery_id=row["id"],
+            attempt=attempt,
+            status_code=outcome.status_code,
+            error=outcome.error,
+            latency_ms=outcome.latency_ms,
             response_body=outcome.body,
-        )  # fmt: skip
+        )
         if outcome.ok:
             if row["failing_since"] is not None:
                 await repo.mark_endpoint(session, tenant_id, endpoint_id, failing_since=None)
@@ -190,6 +213,10 @@ class Dispatcher:
                 session, tenant_id, endpoint_id, disabled_at=now, disabled_reason=reason
             )
             await record_audit(
-                session, tenant_id=tenant_id, actor="registry", action="webhook.disabled",
-                target=f"webhook:{endpoint_id}", after={"reason": reason},
-            )  # fmt: skip
+                session,
+                tenant_id=tenant_id,
+                actor="registry",
+                action="webhook.disabled",
+                target=f"webhook:{endpoint_id}",
+                after={"reason": reason},
+            )

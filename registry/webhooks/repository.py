@@ -217,8 +217,11 @@ async def settle_delivery(
     """The delivery's outcome, if the caller's lease is still the delivery's (else another worker
     took it over once the lease ran out, and this outcome is not recorded); whether it was."""
     values: dict[str, Any] = {
-        "attempts": attempts, "status": status, "delivered_at": delivered_at, "leased_until": None,
-    }  # fmt: skip
+        "attempts": attempts,
+        "status": status,
+        "delivered_at": delivered_at,
+        "leased_until": None,
+    }
     if next_attempt_at is not None:
         values["next_attempt_at"] = next_attempt_at
     result = await session.execute(

@@ -12,12 +12,26 @@ from registry.inputs import StrictInput
 
 # The change kinds an endpoint may ask for (an empty list: all of them).
 EventType = Literal[
-    "label.move", "label.delete", "prompt.archive", "prompt.unarchive", "prompt.delete",
-    "tenant.update", "prompt.tool", "skill.label.move", "skill.label.delete", "skill.archive",
-    "skill.delete", "label.break_glass", "skill.label.break_glass", "change_request.opened",
-    "change_request.approved", "change_request.applied", "change_request.rejected",
-    "change_request.withdrawn", "change_request.stale",
-]  # fmt: skip
+    "label.move",
+    "label.delete",
+    "prompt.archive",
+    "prompt.unarchive",
+    "prompt.delete",
+    "tenant.update",
+    "prompt.tool",
+    "skill.label.move",
+    "skill.label.delete",
+    "skill.archive",
+    "skill.delete",
+    "label.break_glass",
+    "skill.label.break_glass",
+    "change_request.opened",
+    "change_request.approved",
+    "change_request.applied",
+    "change_request.rejected",
+    "change_request.withdrawn",
+    "change_request.stale",
+]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
 

@@ -76,9 +76,13 @@ async def create(
         created_by=caller.actor,
     )
     await record_audit(
-        session, tenant_id=tenant.id, actor=caller.actor, action="webhook.create",
-        target=f"webhook:{row.id}", after={"url": row.url, "events": row.events},
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="webhook.create",
+        target=f"webhook:{row.id}",
+        after={"url": row.url, "events": row.events},
+    )
     return EndpointCreated(**EndpointOut.model_validate(row).model_dump(), secret=secret)
 
 
@@ -96,9 +100,12 @@ async def _find(
 
 
 async def change(
-    session: AsyncSession, tenant: Tenant, caller: Principal, endpoint_id: uuid.UUID,
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    endpoint_id: uuid.UUID,
     body: EndpointPatch,
-) -> EndpointOut:  # fmt: skip
+) -> EndpointOut:
     row = await _find(session, tenant, endpoint_id, lock=True)
     values: dict[str, object] = {}
     if body.events is not None:
@@ -113,9 +120,13 @@ async def change(
         return EndpointOut.model_validate(row)
     updated = await repo.update_endpoint(session, tenant.id, endpoint_id, **values)
     await record_audit(
-        session, tenant_id=tenant.id, actor=caller.actor, action="webhook.update",
-        target=f"webhook:{endpoint_id}", after={k: str(v) for k, v in values.items()},
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="webhook.update",
+        target=f"webhook:{endpoint_id}",
+        after={k: str(v) for k, v in values.items()},
+    )
     return EndpointOut.model_validate(updated)
 
 
@@ -125,13 +136,21 @@ async def rotate(
     row = await _find(session, tenant, endpoint_id, lock=True)
     secret, until = new_secret(), datetime.now(UTC) + ROTATION_OVERLAP
     await repo.update_endpoint(
-        session, tenant.id, endpoint_id, secret=secret, previous_secret=row.secret,
+        session,
+        tenant.id,
+        endpoint_id,
+        secret=secret,
+        previous_secret=row.secret,
         previous_until=until,
-    )  # fmt: skip
+    )
     await record_audit(
-        session, tenant_id=tenant.id, actor=caller.actor, action="webhook.rotate",
-        target=f"webhook:{endpoint_id}", after={"previous_until": until.isoformat()},
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="webhook.rotate",
+        target=f"webhook:{endpoint_id}",
+        after={"previous_until": until.isoformat()},
+    )
     return SecretRotated(secret=secret, previous_until=until)
 
 
@@ -141,9 +160,13 @@ async def remove(
     row = await _find(session, tenant, endpoint_id, lock=True)
     await repo.delete_endpoint(session, tenant.id, endpoint_id)
     await record_audit(
-        session, tenant_id=tenant.id, actor=caller.actor, action="webhook.delete",
-        target=f"webhook:{endpoint_id}", before={"url": row.url},
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="webhook.delete",
+        target=f"webhook:{endpoint_id}",
+        before={"url": row.url},
+    )
 
 
 async def delivery_log(
@@ -169,20 +192,31 @@ async def delivery_log(
 
 
 async def redeliver(
-    session: AsyncSession, tenant: Tenant, caller: Principal, endpoint_id: uuid.UUID,
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    endpoint_id: uuid.UUID,
     delivery_id: int,
-) -> DeliveryOut:  # fmt: skip
+) -> DeliveryOut:
     """The same message (same webhook-id, so receivers can tell it again) queued once more."""
     await _find(session, tenant, endpoint_id)
     original = await repo.delivery(session, tenant.id, endpoint_id, delivery_id)
     if original is None:
         raise NotFound(f"endpoint {endpoint_id} has no delivery {delivery_id}", field="delivery")
     copy = await repo.insert_delivery(
-        session, tenant_id=tenant.id, endpoint_id=endpoint_id, message_id=original.message_id,
-        event_type=original.event_type, payload=original.payload,
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        endpoint_id=endpoint_id,
+        message_id=original.message_id,
+        event_type=original.event_type,
+        payload=original.payload,
+    )
     await record_audit(
-        session, tenant_id=tenant.id, actor=caller.actor, action="webhook.redeliver",
-        target=f"webhook:{endpoint_id}", after={"delivery": copy.id, "of": delivery_id},
-    )  # fmt: skip
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action="webhook.redeliver",
+        target=f"webhook:{endpoint_id}",
+        after={"delivery": copy.id, "of": delivery_id},
+    )
     return DeliveryOut.model_validate(copy)

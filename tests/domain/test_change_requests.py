@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from registry.change_requests import reading
 from registry.change_requests import service as requests
 from registry.change_requests.schemas import ApproveIn, ChangeRequestIn
 from registry.db.models import Tenant
@@ -109,7 +110,7 @@ async def test_a_label_moved_meanwhile_makes_it_stale_for_either_kind(
             await skills.set_label(session, acme, admin, "review", "production", 1,
                                    Terms(reason="hotfix"))  # fmt: skip
     async with domain.tx(acme) as session:
-        shown = await requests.show(session, acme, opened.id)
+        shown = await reading.show(session, acme, opened.id)
     assert shown.state == "stale" and moved in (shown.stale_reason or ""), shown.stale_reason
     async with domain.tx(acme) as session:
         with pytest.raises(Conflict, match="stale"):
