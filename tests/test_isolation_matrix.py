@@ -147,6 +147,14 @@ REST: dict[tuple[str, str], Entry] = {
     ("GET", S + "/labels/{label}/rollout"): Entry("tenant"),
     ("POST", S + "/labels/{label}/rollout/{action}"): Entry("tenant"),
     ("POST", T + "/feedback"): Entry("tenant", {"receipt": {}, "outcome": "good"}),
+    # libraries: bravo offers to alpha and subscribes to charlie's library; only bravo's admin acts
+    ("POST", T + "/subscribers"): Entry("tenant", {"tenant": "alpha", "label": "production"}),
+    ("GET", T + "/subscribers"): Entry("tenant"),
+    ("DELETE", T + "/subscribers/{subscriber}"): Entry("tenant"),
+    ("POST", T + "/libraries"): Entry("tenant", {"library": "charlie", "label": "production"}),
+    ("GET", T + "/libraries"): Entry("tenant"),
+    ("PATCH", T + "/libraries/{library}"): Entry("tenant", {"follow": True}),
+    ("DELETE", T + "/libraries/{library}"): Entry("tenant"),
     ("GET", T + "/usage"): Entry("tenant"),
     ("GET", T + "/usage/idle"): Entry("tenant"),
     ("GET", T + "/usage/reach"): Entry(
@@ -313,6 +321,14 @@ async def _world(api: Api, superuser: asyncpg.Connection) -> World:
         "/api/v1/tenants/bravo/change-requests", json=request, headers=auth(bravo["editor"])
     )
     assert made.status_code == 201, made.text
+    charlie = await api.tenant("charlie")  # a library bravo subscribes to; bravo offers to alpha
+    for path, body, key in (
+        ("charlie/subscribers", {"tenant": "bravo", "label": "production"}, charlie["admin"]),
+        ("bravo/libraries", {"library": "charlie", "label": "production"}, bravo["admin"]),
+        ("bravo/subscribers", {"tenant": "alpha", "label": "production"}, bravo["admin"]),
+    ):
+        made = await api.client.post(f"/api/v1/tenants/{path}", json=body, headers=auth(key))
+        assert made.status_code == 201, made.text
     keys = (await api.client.get("/api/v1/tenants/bravo/keys", headers=auth(bravo["admin"]))).json()
     # alpha's revoked and expired keys, and its console session
     for name in ("revoked", "expired"):
@@ -345,6 +361,7 @@ async def _world(api: Api, superuser: asyncpg.Connection) -> World:
         "key_id": keys[0]["id"], "sha256": blob.json()["sha256"],
         "endpoint_id": hook.json()["id"], "delivery_id": "1", "rest:path": "x",
         "name:path": "console.css", "path:path": "SKILL.md", "request_id": "1", "action": "pause",
+        "subscriber": "alpha", "library": "charlie",
     }  # fmt: skip
     return World(api, alpha, bravo, params, cookie)
 
@@ -514,7 +531,10 @@ async def test_no_caller_of_another_tenant_reaches_bravo(
     assert await superuser.fetchval("SELECT title FROM tenants WHERE slug = 'bravo'") == SECRET
 
 
-ADMIN_READS = {"/audit", "/keys", "/issuers", "/webhooks", "/webhooks/{endpoint_id}/deliveries"}
+ADMIN_READS = {
+    "/audit", "/keys", "/issuers", "/webhooks", "/webhooks/{endpoint_id}/deliveries",
+    "/subscribers", "/libraries",
+}  # fmt: skip
 RANK = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}
 
 

@@ -51,6 +51,7 @@ COMMANDS = {
     "release": "releases",
     "usage": "usage",
     "rollout": "rollouts",
+    "library": "libraries",
 }
 
 

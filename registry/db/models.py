@@ -34,6 +34,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from registry.db.base import Base, now
+from registry.db.library_models import LIBRARY_TABLES
 from registry.db.release_models import RELEASE_TABLES
 from registry.db.rollout_models import ROLLOUT_TABLES
 from registry.db.skill_models import SKILL_TABLES
@@ -62,6 +63,7 @@ TENANT_OWNED_TABLES = (
     *RELEASE_TABLES,
     *USAGE_TABLES,
     *ROLLOUT_TABLES,
+    *LIBRARY_TABLES,
 )
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from registry.db.connect import APP_ROLE
 from registry.db.engine import Database
+from registry.db.library_models import LIBRARY_TABLES
 from registry.db.models import TENANT_OWNED_TABLES
 
 
@@ -121,8 +122,13 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
 
 # Rows that outlive their transaction, which the seed can therefore show to other transactions: a
 # change_pending row is moved to the change log as its transaction commits (its isolation is
-# checked by the insert tests below).
-SEEDED_TABLES = [table for table in TENANT_OWNED_TABLES if table != "change_pending"]
+# checked by the insert tests below). A library's offers and a subscriber's acceptances are each
+# seen by the other side too, by design: tests/db/test_library_rls.py checks them.
+SEEDED_TABLES = [
+    table
+    for table in TENANT_OWNED_TABLES
+    if table != "change_pending" and table not in LIBRARY_TABLES
+]
 
 
 async def test_seed_covers_every_tenant_owned_table(

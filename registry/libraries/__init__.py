@@ -1,0 +1,1 @@
+"""Shared libraries: a tenant offers what one of its labels serves; another accepts (issue 71)."""

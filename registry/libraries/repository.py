@@ -1,0 +1,150 @@
+"""The SQL of libraries. Each side writes only its own consent (row-level security); each reads of
+the other's only what was addressed to it (the SELECT policies of schema 0033)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.library_models import LibraryOffer, LibrarySubscription
+from registry.db.models import Tenant
+
+
+async def tenant_named(session: AsyncSession, slug: str) -> Tenant | None:
+    result = await session.execute(select(Tenant).where(Tenant.slug == slug))
+    return result.scalar_one_or_none()
+
+
+async def slugs(session: AsyncSession, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+    if not ids:
+        return {}
+    result = await session.execute(select(Tenant.id, Tenant.slug).where(Tenant.id.in_(ids)))
+    return {row.id: row.slug for row in result}
+
+
+async def put_offer(
+    session: AsyncSession, library_id: uuid.UUID, subscriber_id: uuid.UUID | None, label: str
+) -> LibraryOffer:
+    """The library's offer to ``subscriber_id`` (None: every tenant), made or its label changed."""
+    target = text("coalesce(subscriber_id, '00000000-0000-0000-0000-000000000000'::uuid)")
+    statement = (
+        pg_insert(LibraryOffer)
+        .values(tenant_id=library_id, subscriber_id=subscriber_id, label=label)
+        .on_conflict_do_update(
+            index_elements=[LibraryOffer.tenant_id, target],
+            set_={"label": label, "created_at": func.now()},
+        )
+        .returning(LibraryOffer)
+    )
+    return (await session.execute(statement)).scalar_one()
+
+
+async def offers_of(session: AsyncSession, library_id: uuid.UUID) -> Sequence[LibraryOffer]:
+    result = await session.execute(
+        select(LibraryOffer)
+        .where(LibraryOffer.tenant_id == library_id)
+        .order_by(LibraryOffer.subscriber_id.nulls_first())
+    )
+    return result.scalars().all()
+
+
+async def delete_offer(
+    session: AsyncSession, library_id: uuid.UUID, subscriber_id: uuid.UUID | None
+) -> bool:
+    match = (
+        LibraryOffer.subscriber_id.is_(None)
+        if subscriber_id is None
+        else LibraryOffer.subscriber_id == subscriber_id
+    )
+    result = await session.execute(
+        delete(LibraryOffer).where(LibraryOffer.tenant_id == library_id, match)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def offer_to(
+    session: AsyncSession, library_id: uuid.UUID, subscriber_id: uuid.UUID
+) -> LibraryOffer | None:
+    """The library's offer that reaches ``subscriber_id``: made to it by name, else to every tenant
+    (visible to the subscriber through the offered_to_v1 policy)."""
+    result = await session.execute(
+        select(LibraryOffer)
+        .where(
+            LibraryOffer.tenant_id == library_id,
+            (LibraryOffer.subscriber_id == subscriber_id) | LibraryOffer.subscriber_id.is_(None),
+        )
+        .order_by(LibraryOffer.subscriber_id.nulls_last())
+        .limit(1)
+    )
+    return result.scalar_one_or_none()
+
+
+async def subscribers_of(
+    session: AsyncSession, library_id: uuid.UUID
+) -> Sequence[LibrarySubscription]:
+    """The subscriptions made to the library (visible to it through the subscribed_to_v1 policy)."""
+    result = await session.execute(
+        select(LibrarySubscription).where(LibrarySubscription.library_id == library_id)
+    )
+    return result.scalars().all()
+
+
+async def subscription(
+    session: AsyncSession, tenant_id: uuid.UUID, library_id: uuid.UUID, *, lock: bool = False
+) -> LibrarySubscription | None:
+    query = select(LibrarySubscription).where(
+        LibrarySubscription.tenant_id == tenant_id, LibrarySubscription.library_id == library_id
+    )
+    result = await session.execute(query.with_for_update() if lock else query)
+    return result.scalar_one_or_none()
+
+
+async def subscriptions_of(
+    session: AsyncSession, tenant_id: uuid.UUID
+) -> Sequence[LibrarySubscription]:
+    result = await session.execute(
+        select(LibrarySubscription).where(LibrarySubscription.tenant_id == tenant_id)
+    )
+    return result.scalars().all()
+
+
+async def insert_subscription(session: AsyncSession, **values: Any) -> LibrarySubscription:
+    statement = pg_insert(LibrarySubscription).values(**values).returning(LibrarySubscription)
+    return (await session.execute(statement)).scalar_one()
+
+
+async def update_subscription(
+    session: AsyncSession, row: LibrarySubscription, values: dict[str, Any]
+) -> LibrarySubscription:
+    await session.execute(
+        update(LibrarySubscription)
+        .where(
+            LibrarySubscription.tenant_id == row.tenant_id,
+            LibrarySubscription.library_id == row.library_id,
+        )
+        .values(updated_at=func.now(), **values)
+    )
+    await session.refresh(row)
+    return row
+
+
+async def delete_subscription(session: AsyncSession, row: LibrarySubscription) -> None:
+    await session.execute(
+        delete(LibrarySubscription).where(
+            LibrarySubscription.tenant_id == row.tenant_id,
+            LibrarySubscription.library_id == row.library_id,
+        )
+    )
+
+
+async def granted(session: AsyncSession, library_id: uuid.UUID) -> str | None:
+    """The label of the library the transaction's tenant may read (both consents), or None."""
+    label = await session.scalar(
+        text("SELECT registry_library_grant_v1(:library)"), {"library": library_id}
+    )
+    return None if label is None else str(label)

@@ -1,0 +1,250 @@
+"""Libraries: a library's admin offers what one of its labels serves to a named tenant (or to every
+tenant), and withdraws it; the subscriber's admin accepts an offer made to it (following the label,
+or pinning versions), changes and ends its subscription. A subscriber may read a library only while
+both consents hold (``registry_library_grant_v1``, in the database); each side sees of the other
+only the consent addressed to it. Every change is audited in the acting tenant's log.
+
+Callers own the transaction (scoped to the acting tenant); these functions flush only."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from registry.db.audit import record_audit
+from registry.db.library_models import LibrarySubscription
+from registry.db.models import Tenant
+from registry.errors import Conflict, InvalidInput, NotFound
+from registry.libraries import repository as repo
+from registry.libraries.schemas import (
+    EVERY,
+    AcceptedOut,
+    OfferIn,
+    SubscriberOut,
+    SubscriptionIn,
+    SubscriptionOut,
+    SubscriptionPatch,
+)
+from registry.principal import Principal
+
+
+async def _other(session: AsyncSession, tenant: Tenant, slug: str, field: str) -> Tenant:
+    other = await repo.tenant_named(session, slug)
+    if other is None:
+        raise NotFound(f"no tenant {slug!r}", field=field)
+    if other.id == tenant.id:
+        raise InvalidInput(f"{slug!r} is this tenant: a library is another tenant", field=field)
+    return other
+
+
+# --- the library's side -------------------------------------------------------------------------
+
+
+async def offer(
+    session: AsyncSession, library: Tenant, caller: Principal, body: OfferIn
+) -> SubscriberOut:
+    """What ``body.label`` serves, offered to ``body.tenant`` (or every tenant); an offer made
+    before to the same tenant now names this label."""
+    subscriber = (
+        None if body.tenant == EVERY else await _other(session, library, body.tenant, "tenant")
+    )
+    made = await repo.put_offer(
+        session, library.id, subscriber.id if subscriber else None, body.label
+    )
+    await record_audit(
+        session,
+        tenant_id=library.id,
+        actor=caller.actor,
+        action="library.offer",
+        target=f"library:{body.tenant}",
+        after={"tenant": body.tenant, "label": body.label},
+    )
+    shown = await subscribers(session, library)
+    return next(s for s in shown if s.tenant == body.tenant and s.offered_at == made.created_at)
+
+
+async def subscribers(session: AsyncSession, library: Tenant) -> list[SubscriberOut]:
+    """The library's offers, each with the tenants that accepted it (a subscription made to the
+    library whose label is the one the offer that reaches its tenant names)."""
+    offers = await repo.offers_of(session, library.id)
+    taken = await repo.subscribers_of(session, library.id)
+    names = await repo.slugs(
+        session, {o.subscriber_id for o in offers if o.subscriber_id} | {s.tenant_id for s in taken}
+    )
+    named = {o.subscriber_id for o in offers if o.subscriber_id is not None}
+    shown = []
+    for made in offers:
+        reached = [
+            s
+            for s in taken
+            if (
+                s.tenant_id == made.subscriber_id
+                or (made.subscriber_id is None and s.tenant_id not in named)
+            )
+            and s.label == made.label
+        ]
+        shown.append(
+            SubscriberOut(
+                tenant=EVERY if made.subscriber_id is None else names[made.subscriber_id],
+                label=made.label,
+                offered_at=made.created_at,
+                accepted=[
+                    AcceptedOut(
+                        tenant=names[s.tenant_id],
+                        label=s.label,
+                        follow=s.follow,
+                        pins=s.pins,
+                        accepted_at=s.created_at,
+                    )
+                    for s in sorted(reached, key=lambda s: names[s.tenant_id])
+                ],
+            )
+        )
+    return shown
+
+
+async def withdraw(session: AsyncSession, library: Tenant, caller: Principal, slug: str) -> None:
+    """The offer to ``slug`` (or ``*``) withdrawn: its subscribers read nothing of the library
+    from now on (their subscriptions stay, shown as not offered, until they end them)."""
+    subscriber = None if slug == EVERY else await _other(session, library, slug, "tenant")
+    if not await repo.delete_offer(session, library.id, subscriber.id if subscriber else None):
+        raise NotFound(f"this library makes no offer to {slug!r}", field="tenant")
+    await record_audit(
+        session,
+        tenant_id=library.id,
+        actor=caller.actor,
+        action="library.withdraw",
+        target=f"library:{slug}",
+        after={"tenant": slug},
+    )
+
+
+# --- the subscriber's side ----------------------------------------------------------------------
+
+
+async def subscribe(
+    session: AsyncSession, tenant: Tenant, caller: Principal, body: SubscriptionIn
+) -> SubscriptionOut:
+    """An offer made to this tenant, accepted: the library must offer ``body.label`` to it."""
+    library = await _other(session, tenant, body.library, "library")
+    await _offered(session, tenant, library, body.label)
+    if await repo.subscription(session, tenant.id, library.id) is not None:
+        raise Conflict(
+            f"this tenant subscribes to {library.slug!r} already: change it (PATCH) or end it "
+            "(DELETE) first",
+            field="library",
+        )
+    row = await repo.insert_subscription(
+        session,
+        tenant_id=tenant.id,
+        library_id=library.id,
+        label=body.label,
+        follow=body.following,
+        pins=body.pins or {},
+        prefix=body.prefix,
+        accepted_by=caller.actor,
+    )
+    await _audit(session, tenant, caller, "library.subscribe", library, row)
+    return await _out(session, library.slug, row)
+
+
+async def _offered(session: AsyncSession, tenant: Tenant, library: Tenant, label: str) -> None:
+    made = await repo.offer_to(session, library.id, tenant.id)
+    if made is None:
+        raise Conflict(
+            f"{library.slug!r} offers nothing to this tenant: its admin offers a label first "
+            f"(POST /api/v1/tenants/{library.slug}/subscribers)",
+            field="library",
+        )
+    if made.label != label:
+        raise Conflict(
+            f"{library.slug!r} offers its label {made.label!r} to this tenant, not {label!r}",
+            field="label",
+        )
+
+
+async def subscriptions(session: AsyncSession, tenant: Tenant) -> list[SubscriptionOut]:
+    rows = await repo.subscriptions_of(session, tenant.id)
+    names = await repo.slugs(session, {r.library_id for r in rows})
+    shown = [await _out(session, names[r.library_id], r) for r in rows]
+    return sorted(shown, key=lambda s: s.library)
+
+
+async def change(
+    session: AsyncSession, tenant: Tenant, caller: Principal, slug: str, body: SubscriptionPatch
+) -> SubscriptionOut:
+    """A subscription's label, pins (moving a pin), following or prefix changed."""
+    library = await _other(session, tenant, slug, "library")
+    row = await _subscription(session, tenant, library)
+    values: dict[str, Any] = {}
+    if body.label is not None and body.label != row.label:
+        await _offered(session, tenant, library, body.label)
+        values["label"] = body.label
+    if body.pins is not None:
+        values |= {"pins": body.pins, "follow": not body.pins}
+    if body.follow is not None:
+        values |= {"follow": body.follow} | ({"pins": {}} if body.follow else {})
+    if "prefix" in body.model_fields_set:
+        values["prefix"] = body.prefix
+    if not values.get("follow", row.follow) and not values.get("pins", row.pins):
+        raise InvalidInput("not following: pin at least one version (pins)", field="pins")
+    if values:
+        row = await repo.update_subscription(session, row, values)
+        await _audit(session, tenant, caller, "library.change", library, row)
+    return await _out(session, library.slug, row)
+
+
+async def unsubscribe(session: AsyncSession, tenant: Tenant, caller: Principal, slug: str) -> None:
+    library = await _other(session, tenant, slug, "library")
+    row = await _subscription(session, tenant, library)
+    await repo.delete_subscription(session, row)
+    await _audit(session, tenant, caller, "library.unsubscribe", library, row)
+
+
+async def _subscription(
+    session: AsyncSession, tenant: Tenant, library: Tenant
+) -> LibrarySubscription:
+    row = await repo.subscription(session, tenant.id, library.id, lock=True)
+    if row is None:
+        raise NotFound(f"this tenant does not subscribe to {library.slug!r}", field="library")
+    return row
+
+
+async def granted(session: AsyncSession, library_id: uuid.UUID) -> str | None:
+    """The label of the library this transaction's tenant may read (both consents), or None."""
+    return await repo.granted(session, library_id)
+
+
+async def _out(session: AsyncSession, slug: str, row: LibrarySubscription) -> SubscriptionOut:
+    label = await repo.granted(session, row.library_id)
+    return SubscriptionOut(
+        library=slug,
+        label=row.label,
+        follow=row.follow,
+        pins=row.pins,
+        prefix=row.prefix,
+        state="active" if label == row.label else "not offered",
+        accepted_by=row.accepted_by,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+async def _audit(
+    session: AsyncSession,
+    tenant: Tenant,
+    caller: Principal,
+    action: str,
+    library: Tenant,
+    row: LibrarySubscription,
+) -> None:
+    await record_audit(
+        session,
+        tenant_id=tenant.id,
+        actor=caller.actor,
+        action=action,
+        target=f"library:{library.slug}",
+        after={"library": library.slug, "label": row.label, "follow": row.follow, "pins": row.pins},
+    )
