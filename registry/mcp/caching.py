@@ -487,7 +487,7 @@ async def served_count(caches: McpCaches, db: Database, tenant: Tenant, label: s
     return int(found)
 
 
-async def live_rollouts(caches: McpCaches, tx: LazyTx, tenant: Tenant) -> tuple[Live, ...]:
+async def live_rollouts(caches: McpCaches, db: Database, tenant: Tenant) -> tuple[Live, ...]:
     """The tenant's live rollouts (read only when its row says it has some), from memory until
     the tenant changes (a rollout's every step is a change of the tenant)."""
     if not tenant.rollouts_live:
@@ -498,7 +498,7 @@ async def live_rollouts(caches: McpCaches, tx: LazyTx, tenant: Tenant) -> tuple[
         if found is not MISSING:
             return found  # type: ignore[no-any-return]
         generation = caches.resolved.generation(tenant.id)
-    lives = await rollouts.live(await tx.session(), tenant)
+    lives = await rollouts.live(await db.read_pool(tenant.id), tenant)
     if enabled:
         caches.resolved.put(tenant.id, key, lives, generation)
     return lives

@@ -158,7 +158,7 @@ class Core:
         lives: tuple[Live, ...] = ()
         identity, sides = "", b""
         if tenant.rollouts_live and message.kind == "request":  # who gets which side
-            lives = await caching.live_rollouts(self.caches, tx, tenant)
+            lives = await caching.live_rollouts(self.caches, self.db, tenant)
             client = _client(message, session)
             identity = assign.identity_of(caller_of(principal), principal.anonymous, client)
             # Kept per caller while rollouts live: a receipt names its rollout's side and caller.

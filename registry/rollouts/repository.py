@@ -4,26 +4,29 @@ transaction but ``due``, the scheduler's look across tenants (the owner role).""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import asyncpg
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import Tenant
+from registry.db.repository import driver
 from registry.db.rollout_models import LIVE, Rollout, RolloutFeedback
 from registry.db.usage_models import UsageMinute
 
+LIVE_ROLLOUTS = (
+    "SELECT id, kind, name, label, from_version, to_version, step, share, salt "
+    "FROM registry_live_rollouts_v1($1)"
+)
 
-async def live(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[Rollout]:
-    result = await session.execute(
-        select(Rollout)
-        .where(Rollout.tenant_id == tenant_id, Rollout.state.in_(LIVE))
-        .order_by(Rollout.id)
-    )
-    return result.scalars().all()
+
+async def live_rows(reads: asyncpg.Pool | AsyncSession, tenant_id: uuid.UUID) -> list[Any]:
+    """The tenant's live rollouts as serving needs them, one statement (the hot path's pool, or
+    inside a tenant transaction): rows of ``LIVE_ROLLOUTS``'s columns."""
+    return list(await (await driver(reads)).fetch(LIVE_ROLLOUTS, tenant_id))
 
 
 async def latest(

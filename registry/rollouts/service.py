@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.artifacts.kinds import ARTIFACT_KINDS
@@ -28,25 +29,12 @@ from registry.rollouts.assign import Live
 from registry.rollouts.schemas import RolloutIn, RolloutOut, RolloutPlan, Side
 
 
-def live_of(rollout: Rollout) -> Live:
-    return Live(
-        rollout.id,
-        rollout.kind,
-        rollout.name,
-        rollout.label,
-        rollout.from_version,
-        rollout.to_version,
-        rollout.step,
-        rollout.steps[rollout.step],
-        rollout.salt,
-    )
-
-
-async def live(session: AsyncSession, tenant: Tenant) -> tuple[Live, ...]:
-    """The tenant's live rollouts as serving needs them (none read unless it has some)."""
+async def live(reads: asyncpg.Pool | AsyncSession, tenant: Tenant) -> tuple[Live, ...]:
+    """The tenant's live rollouts as serving needs them (none read unless it has some), in one
+    statement on the hot path's pool or in the caller's transaction."""
     if not tenant.rollouts_live:
         return ()
-    return tuple(live_of(r) for r in await repo.live(session, tenant.id))
+    return tuple(Live(*row) for row in await repo.live_rows(reads, tenant.id))
 
 
 def _allowed(tenant: Tenant, caller: Principal, label: str, reason: str | None) -> None:
