@@ -106,15 +106,35 @@ def restore(server: EmbeddedPostgres, source: Path, *, force: bool = False) -> d
             f"{source} was taken from PostgreSQL {info['postgresql_major']}; the embedded server is "
             f"PostgreSQL {major}: restore it with a registry whose embedded server matches"
         )
-    if server.exists() or (server.pgdata.exists() and any(server.pgdata.iterdir())):
-        if not force:
-            raise BackupError(
-                f"{server.data_dir} (REGISTRY_DATA_DIR) already holds a database; restore into an "
-                "empty data directory, or pass --force to replace it"
-            )
-        shutil.rmtree(server.pgdata)
-    pgdata = server.pgdata
-    pgdata.mkdir(parents=True, exist_ok=True)
+    held = server.exists() or (server.pgdata.exists() and any(server.pgdata.iterdir()))
+    if held and not force:
+        raise BackupError(
+            f"{server.data_dir} (REGISTRY_DATA_DIR) already holds a database; restore into an "
+            "empty data directory, or pass --force to replace it"
+        )
+    # Unpacked and verified beside the data directory, and put in its place only then: a refused
+    # restore leaves nothing behind, and a forced one that is refused leaves the database it found.
+    target = server.pgdata
+    staging = target.with_name(target.name + ".restoring")
+    shutil.rmtree(staging, ignore_errors=True)  # from a restore killed on its way
+    staging.mkdir(parents=True)
+    try:
+        _unpack(source, staging)
+        chown_tree(staging, system_user())
+        server.run(binary("pg_verifybackup"), str(staging), timeout=24 * 3600)
+        (staging / "backup_manifest").unlink()
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    chown_tree(server.data_dir, system_user())
+    return info
+
+
+def _unpack(source: Path, pgdata: Path) -> None:
+    """The backup's base and WAL unpacked into ``pgdata`` (owner-only), with its manifest."""
     pgdata.chmod(0o700)
     with tempfile.TemporaryDirectory(prefix="registry-restore-") as tmp:
         work = Path(tmp)
@@ -128,10 +148,6 @@ def restore(server: EmbeddedPostgres, source: Path, *, force: bool = False) -> d
             wal.extractall(pgdata / "pg_wal", filter="data")
         shutil.copyfile(work / "backup_manifest", pgdata / "backup_manifest")
     pgdata.chmod(0o700)
-    chown_tree(server.data_dir, system_user())
-    server.run(binary("pg_verifybackup"), str(pgdata), timeout=24 * 3600)
-    (pgdata / "backup_manifest").unlink()
-    return info
 
 
 def _read_info(source: Path) -> dict[str, Any]:

@@ -4,7 +4,9 @@ export of every tenant compared), and a restore never overwrites a database unle
 
 from __future__ import annotations
 
+import io
 import stat
+import tarfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,20 @@ def test_backup_while_serving_restores_the_same_data(tmp_path: Path) -> None:
     listing = registry_command("tenant", "list", env=env).stdout.split()
     assert "acme" in listing and "after" not in listing
 
+    # A backup that does not verify (its manifest changed) is refused after it was unpacked: a
+    # forced restore leaves the database it found, and one into an empty directory leaves nothing,
+    # so the next restore needs no --force.
+    tampered = _tampered(backup_file, tmp_path / "tampered.backup")
+    refused = registry_command("restore", "--force", str(tampered), env=env)
+    assert refused.returncode == 1 and "pg_verifybackup failed" in refused.stderr, refused.stderr
+    assert "acme" in registry_command("tenant", "list", env=env).stdout.split()
+    empty = tmp_path / "empty"
+    refused = registry_command("restore", str(tampered), env={"REGISTRY_DATA_DIR": str(empty)})
+    assert refused.returncode == 1 and "pg_verifybackup failed" in refused.stderr, refused.stderr
+    assert not any(p.is_dir() and any(p.iterdir()) for p in empty.glob("*")), list(empty.rglob("*"))
+    again = registry_command("restore", str(backup_file), env={"REGISTRY_DATA_DIR": str(empty)})
+    assert again.returncode == 0, again.stderr
+
 
 def test_restore_and_backup_refuse_what_they_cannot_do(tmp_path: Path) -> None:
     junk = tmp_path / "junk.backup"
@@ -127,3 +143,16 @@ def test_restore_and_backup_refuse_what_they_cannot_do(tmp_path: Path) -> None:
         "backup", str(tmp_path / "y"), env={"REGISTRY_DATABASE_URL": "postgresql://u@h/db"}
     )
     assert external.returncode == 1 and "pg_dump" in external.stderr
+
+
+def _tampered(source: Path, target: Path) -> Path:
+    """``source`` with one character of its manifest's own checksum changed."""
+    with tarfile.open(source, "r") as archive, tarfile.open(target, "w") as out:
+        for member in archive.getmembers():
+            data = archive.extractfile(member).read() if member.isfile() else b""  # type: ignore[union-attr]
+            if member.name == "backup_manifest":
+                at = data.rindex(b'"Manifest-Checksum": "') + len(b'"Manifest-Checksum": "')
+                data = data[:at] + (b"0" if data[at : at + 1] != b"0" else b"1") + data[at + 1 :]
+                member.size = len(data)
+            out.addfile(member, io.BytesIO(data))
+    return target
