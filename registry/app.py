@@ -262,6 +262,7 @@ def _database(settings: Settings) -> Database:
         pooled=settings.through_pooler,
         read_pool_size=sizes.reads,
         replicas=replicas,
+        commit_wait_seconds=settings.commit_wait_seconds,
     )
 
 

@@ -129,6 +129,11 @@ class Settings(BaseSettings):
     # How often each worker looks for rollouts whose step is due (registry.rollouts.scheduler).
     rollout_poll_seconds: float = Field(default=5, gt=0, le=3600)
 
+    # The longest a commit may wait for the database to acknowledge it (a synchronous standby that
+    # is gone makes every commit wait): past it the request is answered 503 with Retry-After, and
+    # /readyz says not ready until a write is acknowledged again.
+    commit_wait_seconds: float = Field(default=10, gt=0, le=600)
+
     # Webhooks: deliveries to private, loopback or link-local addresses are refused unless allowed;
     # each delivery must be answered within the timeout; a failed one is tried again after
     # retry_seconds times 1, 6, 24, 120, ... (about 40 hours in all); an endpoint failing for

@@ -124,5 +124,13 @@ class Unavailable(RegistryError):
     retry_after_seconds: ClassVar[int | None] = 5
 
 
+class WriteNotAcknowledged(Unavailable):
+    """A commit the database did not acknowledge in REGISTRY_COMMIT_WAIT_SECONDS (its primary
+    waits for a synchronous standby that is gone, say). It may have been applied: a retry of the
+    same write is safe (an identical version is not written twice; a label move is idempotent)."""
+
+    code = "write_not_acknowledged"
+
+
 class SchemaNotAtHead(Unavailable):
     code = "schema_not_at_head"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncpg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import SQLAlchemyError
@@ -13,6 +14,7 @@ from registry.metrics import exposition
 from registry.tenants.access import is_operator, parse_bearer
 
 router = APIRouter(tags=["health"])
+READY_WRITE_SECONDS = 2.0  # the longest /readyz waits for its probe's commit to be acknowledged
 
 
 @router.get("/healthz", summary="The process is up")
@@ -20,7 +22,10 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The database is reachable and its schema is at head")
+@router.get(
+    "/readyz",
+    summary="The database is reachable, acknowledges writes, and its schema is at head",
+)
 async def readyz(request: Request) -> JSONResponse:
     db: Database = request.app.state.db
     try:
@@ -31,6 +36,22 @@ async def readyz(request: Request) -> JSONResponse:
     except (SQLAlchemyError, OSError) as error:
         reason = f"database unreachable: {type(error).__name__}"
         return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+    probe = min(db.commit_wait_seconds, READY_WRITE_SECONDS)
+    try:
+        acknowledged = await db.writes_acknowledged(probe)
+    except (asyncpg.PostgresError, OSError) as error:  # a standby now, say: it takes no writes
+        reason = f"writes are refused: {type(error).__name__}"
+        return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+    if not acknowledged:
+        reason = (
+            f"writes are not acknowledged: a commit waited more than {probe:g} s (a synchronous "
+            "standby that is gone?)"
+        )
+        return JSONResponse(
+            {"status": "unavailable", "reason": reason},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
     if not request.app.state.feed.connected.is_set():
         reason = "the change listener (LISTEN connection) is not connected yet"
         return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)

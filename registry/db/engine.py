@@ -22,6 +22,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
+    AsyncSessionTransaction,
     async_sessionmaker,
 )
 from sqlalchemy.pool import QueuePool
@@ -37,11 +38,14 @@ from registry.db.connect import (
 )
 from registry.db.errors import OUTAGES, translate_db_error
 from registry.db.replicas import Replicas
-from registry.errors import Unavailable
+from registry.errors import Unavailable, WriteNotAcknowledged
 from registry.naming import SLUG_RE
 from registry.tokens import TokenCodec
 
 logger = logging.getLogger("registry.db")
+# A transaction that writes WAL, so that its commit waits as a write's does (for a synchronous
+# standby, where one is named); a read-only or merely xid-holding one waits for nothing.
+PROBE = "SELECT pg_logical_emit_message(true, 'registry', 'ready')"
 
 if TYPE_CHECKING:
     from registry.db.models import Tenant
@@ -141,9 +145,11 @@ class Database:
         pooled: bool = False,
         read_pool_size: int | None = None,
         replicas: Replicas | None = None,
+        commit_wait_seconds: float = 10.0,
     ) -> None:
         """``pooled``: the URL goes through a transaction pooler (see pooler_safe_arguments);
-        ``replicas``: read replicas (REGISTRY_READ_DATABASE_URLS), else the primary reads too."""
+        ``replicas``: read replicas (REGISTRY_READ_DATABASE_URLS), else the primary reads too;
+        ``commit_wait_seconds``: the longest a commit (or a one-call write) may wait."""
         self.url = url
         self.pooled = pooled
         self.engine: AsyncEngine = make_engine(url, pool_size, max_overflow, pooled)
@@ -158,6 +164,10 @@ class Database:
         # through LISTEN, so that what a worker wrote is what it serves next).
         self.committed: list[Callable[[uuid.UUID], None]] = []
         self._turns: dict[uuid.UUID, _Turns] = {}  # one_call's, by tenant, while any is taken
+        self.commit_wait_seconds = commit_wait_seconds
+        # When a commit last went unacknowledged past the bound (monotonic), until one is again:
+        # /readyz says not ready meanwhile.
+        self.unacknowledged_since: float | None = None
 
     async def reads(self) -> asyncpg.Pool:
         """The primary's plain asyncpg pool for the hot read path (MCP serving) and the writes
@@ -243,17 +253,64 @@ class Database:
     async def _transaction(self) -> AsyncIterator[AsyncSession]:
         async with self.sessions() as session:
             try:
-                async with session.begin():
+                transaction = await session.begin()
+                try:
                     waited = time.perf_counter()
                     await session.connection()  # from the pool; BEGIN goes with the first statement
                     metrics.POOL_WAITS.observe(time.perf_counter() - waited)
                     yield session
                     changed = await append_pending(session)  # last: see record_change
+                except BaseException:
+                    await transaction.rollback()
+                    raise
+                await self._commit(session, transaction)
                 await self.after_commit(changed)
             except (DBAPIError, asyncpg.PostgresError) as error:  # the latter: driver statements
                 raise translate_db_error(error) from error
             except OUTAGES as error:  # the database is not there: 503, retry later
                 raise Unavailable("the database is unavailable") from error
+
+    async def _commit(self, session: AsyncSession, transaction: AsyncSessionTransaction) -> None:
+        """The commit, bounded: one the database does not acknowledge in time (a synchronous
+        standby gone) is given up, its connection thrown away, and answered 503."""
+        bound = asyncio.timeout(self.commit_wait_seconds)
+        try:
+            async with bound:
+                await transaction.commit()
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            await session.invalidate()
+            raise self._not_acknowledged() from None
+        self.unacknowledged_since = None
+
+    def _not_acknowledged(self) -> WriteNotAcknowledged:
+        if self.unacknowledged_since is None:
+            self.unacknowledged_since = time.monotonic()
+        logger.warning(
+            "commit_not_acknowledged", extra={"fields": {"seconds": self.commit_wait_seconds}}
+        )
+        return WriteNotAcknowledged(
+            f"the database did not acknowledge the write within {self.commit_wait_seconds:g} s "
+            "(REGISTRY_COMMIT_WAIT_SECONDS): it may have been applied; try it again later"
+        )
+
+    async def writes_acknowledged(self, seconds: float) -> bool:
+        """Whether a commit that writes is acknowledged within ``seconds`` (what /readyz asks; a
+        read-only commit waits for no standby, so it would say nothing)."""
+        pool = await self.reads()
+        bound = asyncio.timeout(seconds)
+        try:
+            async with bound, pool.acquire() as connection:
+                await connection.fetchval(PROBE)
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            if self.unacknowledged_since is None:
+                self.unacknowledged_since = time.monotonic()
+            return False
+        self.unacknowledged_since = None
+        return True
 
     @asynccontextmanager
     async def one_call(self, tenant_id: uuid.UUID) -> AsyncIterator[asyncpg.Connection]:
@@ -276,7 +333,16 @@ class Database:
                 waited = time.perf_counter()
                 async with pool.acquire() as connection:
                     metrics.POOL_WAITS.observe(time.perf_counter() - waited)
-                    yield connection
+                    # the write is one statement, committed as it ends: bounded as a commit is
+                    bound = asyncio.timeout(self.commit_wait_seconds)
+                    try:
+                        async with bound:
+                            yield connection
+                    except TimeoutError:
+                        if bound.expired():
+                            raise self._not_acknowledged() from None
+                        raise
+            self.unacknowledged_since = None
         except asyncpg.PostgresError as error:
             raise translate_db_error(error) from error
         except OUTAGES as error:
