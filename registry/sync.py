@@ -43,8 +43,12 @@ class FileError(Exception):
 @dataclass
 class Outcome:
     path: str
-    action: str  # create | version | labels | unchanged | error | wrote
+    action: str  # create | version | labels | unchanged | error | wrote | label (push --check)
     detail: str
+    # What a plan found (a dry run): the prompt or skill and the version that holds the file.
+    kind: str = "prompt"
+    name: str = ""
+    version: int | None = None
 
     def line(self) -> str:
         return f"{self.path}: {self.action}: {self.detail}"
@@ -506,7 +510,7 @@ def _planned(shown: str, name: str, answer: dict[str, Any], noun: str = "prompt"
         labels = ", ".join(answer.get("labels_moved") or [])
         return Outcome(shown, "labels", f"would move {labels} of {name} to version {version}")
     if action == "unchanged":
-        return Outcome(shown, "unchanged", f"{name} is at version {version}")
+        return Outcome(shown, "unchanged", f"{name} is at version {version}", noun, name, version)
     status = f"{answer['status']} " if answer.get("status") else ""
     return Outcome(shown, "error", f"{status}{answer.get('detail')}")
 

@@ -146,3 +146,41 @@ def test_push_release_moves_skills_too_and_proposes_nothing_twice(
         live_server, keys["admin"], "pull", str(pulled), "--tenant", "acme", "--label", "production"
     )
     assert {p: p.read_bytes() for p in pulled.rglob("*") if p.is_file()} == before
+
+
+def test_push_check_finds_drift_and_writes_nothing(live_server: LiveServer, tmp_path: Path) -> None:
+    keys = live_server.tenant("drift", roles=("publisher",))
+    folder = tmp_path / "prompts"
+    skill = folder / "skills" / "review"
+    skill.mkdir(parents=True)
+    _file(folder, "Hello", "Hello")
+    (skill / "SKILL.md").write_text("---\nname: review\ndescription: d\n---\n# One\n")
+    (skill / ".registry.yaml").write_text("labels: [production]\n")
+    pushed = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "drift")
+    assert pushed.returncode == 0, pushed.stderr
+    held = cli(live_server, keys["publisher"], "push", "--check", str(folder), "--tenant", "drift")
+    assert held.returncode == 0, held.stderr
+    assert "the registry holds all 2 file(s) as they are" in held.stderr and held.stdout == ""
+    served = cli(live_server, keys["publisher"], "push", "--check", str(folder), "--tenant", "drift",
+                 "--label", "production")  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    _file(folder, "Goodbye", "Goodbye")  # the folder moves ahead of the registry
+    (skill / "SKILL.md").write_text("---\nname: review\ndescription: d\n---\n# Two\n")
+    drift = cli(live_server, keys["publisher"], "push", "--check", str(folder), "--tenant", "drift")
+    assert drift.returncode == 1, drift.stderr
+    assert "greet.yaml: version: would write greet version 2" in drift.stdout
+    assert "skills/review/: version: would write review version 2" in drift.stdout
+    assert "2 of 2 file(s) differ" in drift.stderr
+    shown = httpx.get(f"{live_server.url}/api/v1/tenants/drift/prompts/greet", headers=OPERATOR)
+    assert shown.json()["latest_version"] == 1  # nothing written
+    pushed = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "drift")
+    assert pushed.returncode == 0, pushed.stderr
+    unlabelled = cli(live_server, keys["publisher"], "push", "--check", str(folder), "--tenant",
+                     "drift", "--label", "staging")  # fmt: skip
+    assert unlabelled.returncode == 1, unlabelled.stderr
+    assert "greet.yaml: label: staging serves nothing of greet; the folder is version 2" in (
+        unlabelled.stdout
+    )
+    alone = cli(live_server, keys["publisher"], "push", str(folder), "--tenant", "drift",
+                "--label", "staging")  # fmt: skip
+    assert alone.returncode == 1 and "--label goes with --check" in alone.stderr

@@ -60,6 +60,17 @@ def credential(url: str, slug: str, key: str | None) -> str:
     help="Write the versions, but open one change request (described so) for the labels that "
     "need approvals instead of moving them.",
 )
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 listing each file the registry does not hold as it is (for CI).",
+)
+@click.option(
+    "--label",
+    "check_label",
+    default=None,
+    help="With --check: also each file's version must be what this label serves.",
+)
 def push(
     folder: Path,
     slug: str,
@@ -68,13 +79,21 @@ def push(
     dry_run: bool,
     force: bool,
     release_description: str | None,
+    check: bool,
+    check_label: str | None,
 ) -> None:
     """Push every prompt file in FOLDER (NAME.yaml, NAME.md) and every skill folder
     (FOLDER/skills/NAME/) to the tenant.
 
-    Unchanged files write nothing; a bad file is reported and the others still go."""
-    if release_description is not None and dry_run:
-        raise CommandError("--release and --dry-run do not go together: a dry run opens nothing")
+    Unchanged files write nothing; a bad file is reported and the others still go. With --check,
+    nothing is written and the exit status says whether the registry holds the folder."""
+    if release_description is not None and (dry_run or check):
+        raise CommandError(
+            "--release goes with neither --dry-run nor --check: they write nothing, so open nothing"
+        )
+    if check_label is not None and not check:
+        raise CommandError("--label goes with --check (a push moves the labels its files name)")
+    dry_run = dry_run or check
     files = sync.prompt_files(folder)
     skills = skill_sync.skill_folders(folder)
     if not files and not skills:
@@ -133,7 +152,53 @@ def push(
                         f"registry release show {opened['id']} --tenant {slug}",
                         err=True,
                     )
+        if check:
+            outcomes = _checked(client, outcomes, check_label)
+    if check:
+        _drift(outcomes, check_label)
+        return
     report(outcomes, dry_run=dry_run)
+
+
+def _checked(
+    client: sync.Client, outcomes: list[sync.Outcome], label: str | None
+) -> list[sync.Outcome]:
+    """The plan's outcomes, and with ``label`` each file the registry holds at a version that
+    label does not serve turned into a difference."""
+    if label is None:
+        return outcomes
+    checked = []
+    for outcome in outcomes:
+        if outcome.action == "unchanged" and outcome.version is not None:
+            plural = "skills" if outcome.kind == "skill" else "prompts"
+            shown = client.request("GET", f"/{plural}/{outcome.name}").json()
+            served = (shown.get("labels") or {}).get(label)
+            if served != outcome.version:
+                where = f"version {served}" if served is not None else "nothing"
+                outcome = sync.Outcome(
+                    outcome.path,
+                    "label",
+                    f"{label} serves {where} of {outcome.name}; the folder is version "
+                    f"{outcome.version}",
+                )
+        checked.append(outcome)
+    return checked
+
+
+def _drift(outcomes: list[sync.Outcome], label: str | None) -> None:
+    """What push --check says: each difference on stdout, a summary, exit 1 when any."""
+    differ = [o for o in outcomes if o.action != "unchanged"]
+    for outcome in differ:
+        click.echo(outcome.line())
+    held = f" and {label} serves it" if label else ""
+    if differ:
+        click.echo(
+            f"{len(differ)} of {len(outcomes)} file(s) differ from the registry (push writes "
+            "them; nothing was written)",
+            err=True,
+        )
+        sys.exit(1)
+    click.echo(f"the registry holds all {len(outcomes)} file(s) as they are{held}", err=True)
 
 
 @main.command()
