@@ -54,6 +54,8 @@ CLIENT_REQUESTS: frozenset[tuple[str, str]] = frozenset(
 # core protocol's surface map; served where a revision carries capabilities.extensions. Revisions
 # before that read skills through the core resources methods alone.
 EXTENSION_METHODS = frozenset({"skills/list", "skills/get", "resources/directory/read"})
+# The Events extension's methods (SEP-3415, a draft): defined for 2026-07-28 and later only.
+EVENTS_METHODS = frozenset({"events/list", "events/poll"})
 
 
 def at_least(name: str, minimum: str) -> bool:
@@ -93,6 +95,8 @@ class Revision:
         methods, and the methods of the extensions served (where a revision declares extensions)."""
         if method in EXTENSION_METHODS:
             return self.extensions
+        if method in EVENTS_METHODS:
+            return self.stateless
         return (method, self.name) in CLIENT_REQUESTS
 
     def __str__(self) -> str:

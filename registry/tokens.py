@@ -1,5 +1,5 @@
 """The one codec for the opaque tokens the registry hands out and takes back: MCP list cursors,
-2026-07-28 ``requestState``, and REST page cursors.
+2026-07-28 ``requestState``, REST page cursors, and the Events extension's poll cursors.
 
 A token is ``<payload>.<tag>`` (both base64url): the payload is JSON ``[format, issued_at, ...]``,
 the tag an HMAC-SHA256 (the standard library's, truncated to 128 bits) keyed with a key derived from
@@ -24,12 +24,13 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-Purpose = Literal["mcp-cursor", "request-state", "rest-cursor", "console-login"]
+Purpose = Literal["mcp-cursor", "request-state", "rest-cursor", "console-login", "events-cursor"]
 FORMATS: dict[Purpose, int] = {
     "mcp-cursor": 1,
     "request-state": 1,
     "rest-cursor": 1,
     "console-login": 1,  # the console's sign-in in flight: tenant, issuer, state, PKCE verifier
+    "events-cursor": 1,  # an events/poll position: tenant, event type, arguments; the change seq
 }
 MAX_TOKEN_LENGTH = 4096
 CLOCK_SKEW_SECONDS = 60  # a token "issued" further in the future than this is not one of ours

@@ -237,6 +237,8 @@ MCP: dict[str, dict[str, Any]] = {
     "resources/templates/list": {},
     "resources/read": {"uri": "skill://bravo-prompt/SKILL.md"},
     "resources/directory/read": {"uri": "skill://bravo-prompt"},
+    "events/list": {},
+    "events/poll": {"name": "prompt.changed", "arguments": {}, "cursor": None},
 }
 
 CALLERS = ["reader", "editor", "publisher", "admin", "revoked", "expired", "made-up", "anonymous"]

@@ -106,6 +106,24 @@ class Forbidden(McpError):
     status = 403
 
 
+# The Events extension's codes (SEP-3415's draft; provisional until it is accepted).
+EVENT_NOT_FOUND = -32023
+EVENT_FORBIDDEN = -32024
+
+
+class EventNotFound(McpError):
+    """An event type this server does not offer (``data.kind``: ``"event"``)."""
+
+    code = EVENT_NOT_FOUND
+
+
+class EventForbidden(McpError):
+    """The caller may not receive these events."""
+
+    code = EVENT_FORBIDDEN
+    status = 403
+
+
 def unavailable(error: BaseException) -> Unavailable | None:
     """Whether ``error`` is the database being out of reach: the whole request is then refused (503,
     Retry-After) rather than answered, so clients retry instead of reporting a bad prompt."""

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from registry.config import Settings
 from registry.db.models import Tenant
-from registry.mcp import caching, errors, request_state, shaping, skills, tool_calls
+from registry.mcp import caching, errors, events, request_state, shaping, skills, tool_calls
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams, MethodNotFound
 from registry.mcp.protocol import Message, error_message, result_message
@@ -333,6 +333,8 @@ METHODS: dict[str, Method] = {
         Method("resources/templates/list", skills.ListParams, skills.resources_templates_list),
         Method("resources/read", skills.UriParams, skills.resources_read),
         Method("resources/directory/read", skills.DirectoryParams, skills.directory_read),
+        Method("events/list", events.ListParams, events.events_list),
+        Method("events/poll", events.PollParams, events.events_poll),
     )
 }
 # Methods a transport answers itself (the session handshake, a stream of notifications).

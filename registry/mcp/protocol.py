@@ -16,6 +16,7 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT = "io.modelcontextprotocol/clientInfo"
 META_SERVER = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"  # not among mcp-types' constants
+EVENTS_EXTENSION = "io.modelcontextprotocol/events"  # SEP-3415's identifier (a draft)
 SKILLS_EXTENSION = (
     "io.modelcontextprotocol/skills"  # SEP-2640's identifier in capabilities.extensions
 )

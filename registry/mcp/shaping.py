@@ -11,7 +11,7 @@ import registry
 from registry.content.kinds import kind_of
 from registry.db.models import Tenant
 from registry.mcp.notifications import served_kinds
-from registry.mcp.protocol import SKILLS_EXTENSION
+from registry.mcp.protocol import EVENTS_EXTENSION, SKILLS_EXTENSION
 from registry.prompts import listing
 from registry.prompts.listing import ServedPrompt
 from registry.revisions import Revision
@@ -31,6 +31,8 @@ def capabilities(revision: Revision, tenant: Tenant) -> dict[str, Any]:
     caps: dict[str, Any] = {kind: {"listChanged": True} for kind in served_kinds(tenant)}
     if revision.extensions:
         caps["extensions"] = {SKILLS_EXTENSION: {"directoryRead": True}}
+        if revision.stateless:  # the Events extension (a draft) is defined from 2026-07-28
+            caps["extensions"][EVENTS_EXTENSION] = {}
     if revision.logging:
         caps["logging"] = {}
     if revision.completions:

@@ -84,7 +84,10 @@ async def test_every_method(client: Stateless) -> None:
     assert discovered["capabilities"] == {
         "prompts": {"listChanged": True},
         "resources": {"listChanged": True},  # the files of skills (SEP-2640)
-        "extensions": {"io.modelcontextprotocol/skills": {"directoryRead": True}},
+        "extensions": {
+            "io.modelcontextprotocol/skills": {"directoryRead": True},
+            "io.modelcontextprotocol/events": {},  # the Events extension's draft: poll delivery
+        },
         "completions": {},
     }
     assert discovered["instructions"] == "Use these."
