@@ -120,7 +120,7 @@ def restore(server: EmbeddedPostgres, source: Path, *, force: bool = False) -> d
     staging.mkdir(parents=True)
     try:
         _unpack(source, staging)
-        chown_tree(staging, system_user())
+        chown_tree(server.data_dir, system_user())  # the server's user walks down to it too
         server.run(binary("pg_verifybackup"), str(staging), timeout=24 * 3600)
         (staging / "backup_manifest").unlink()
     except BaseException:
