@@ -23,6 +23,8 @@ from registry.db import repository as repo
 from registry.events.changes import Change
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import EventForbidden, EventNotFound, InvalidParams
+from registry.skills.provenance import document, manifest_digest
+from registry.skills.service import served_skills
 
 NEXT_POLL_MS = 5_000  # what a poll tells the client to wait when it has nothing more
 DEFAULT_EVENTS = 100  # a poll's batch when the client names no maxEvents
@@ -49,6 +51,11 @@ _PAYLOAD = {
         "skill": {"type": ["string", "null"]},
         "label": {"type": ["string", "null"], "description": "null: every label"},
         "at": {"type": "string", "format": "date-time"},
+        "served": {
+            "type": ["object", "null"],
+            "description": "skill.changed: what the label serves of the skill now (version, "
+            "manifest digest); null when it serves nothing",
+        },
     },
     "required": ["seq", "kind", "at"],
 }
@@ -199,7 +206,36 @@ async def events_poll(call: Call, parsed: PollParams) -> dict[str, Any]:
         if len(rows) < PAGE or read >= SCAN_ROWS or len(found) >= wanted:
             more = after < call.tenant.change_seq
             break
+    if parsed.name == "skill.changed" and found:
+        await _with_manifests(call, found, label)
     return _result(call, parsed, found, after, truncated=truncated, more=more)
+
+
+async def _with_manifests(call: Call, found: list[dict[str, Any]], label: str | None) -> None:
+    """Each skill event with what its label (the subscription's, else the event's) serves of the
+    skill now: version and manifest digest (None: nothing, archived or deleted), so a host that
+    loaded the skill from that label refreshes exactly when the digest it holds differs."""
+    session = await call.tx.session()
+    known: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for event in found:
+        data = event["data"]
+        name, served_label = data.get("skill"), label or data.get("label")
+        if not name or not served_label:
+            continue
+        key = (name, served_label)
+        if key not in known:
+            skills = await served_skills(session, call.tenant, served_label, name=name, limit=1)
+            known[key] = None
+            if skills:
+                skill = skills[0]
+                files = ((f.path, f.sha256, f.size) for f in skill.files)
+                signed = document(call.tenant.slug, skill.name, skill.version, files)
+                known[key] = {
+                    "label": served_label,
+                    "version": skill.version,
+                    "digest": manifest_digest(signed),
+                }
+        data["served"] = known[key]
 
 
 def _concerns(change: Change, name: str | None, label: str | None) -> bool:

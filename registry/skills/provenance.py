@@ -65,6 +65,13 @@ def document(
     return {"tenant": tenant, "skill": skill, "version": version, "files": manifest(files)}
 
 
+def manifest_digest(document: dict[str, Any]) -> str:
+    """The digest of a served version's signed document (``document``): ``sha256:`` and the hex
+    SHA-256 of its canonical JSON. What a skill's event names, so that a host compares it with the
+    entry it holds (``entry_document``) and refreshes only what changed."""
+    return "sha256:" + hashlib.sha256(canonical(document)).hexdigest()
+
+
 def entry_document(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the signed document, the provenance) of a skill entry as skills/list or skills/get
     answer it; SignatureRefused when the entry does not carry what is needed."""

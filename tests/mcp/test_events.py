@@ -6,21 +6,31 @@ tenant, type and arguments, a gap said as ``truncated``, and the draft's errors 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
+from registry import signing
+from registry.skills.provenance import entry_document, manifest_digest
 from tests.conftest import SIMPLE, Api, auth
 from tests.mcp.conftest import RawMcp
 from tests.mcp.events_client import EventsClient, EventsError, Subscription
-from tests.mcp.test_stateless import Stateless
+from tests.mcp.test_stateless import Stateless, meta
 
 T = "/api/v1/tenants/acme"
 TYPES = {"prompt.changed", "skill.changed", "rollout.changed", "change_request.changed",
          "tenant.changed"}  # fmt: skip
 SKILL = {"name": "review", "labels": ["production"],
          "files": [{"path": "SKILL.md", "text": "---\nname: review\ndescription: d\n---\nOne\n"}]}  # fmt: skip
+
+
+@pytest.fixture
+def settings_overrides(tmp_path: Path) -> dict[str, object]:
+    key = tmp_path / "signing-key.pem"  # skills/get signs the manifests a host holds
+    signing.make_key_file(key)
+    return {"snapshot_key_file": key}
 
 
 @pytest.fixture
@@ -148,3 +158,34 @@ async def test_refusals_carry_the_drafts_codes(api: Api, acme: dict[str, str]) -
     session = RawMcp(api.client, "/mcp/acme", headers=auth(acme["publisher"]))
     await session.initialize("2025-11-25")  # the draft is defined from 2026-07-28 only
     assert (await session.error("events/list"))["code"] == -32601
+
+
+async def test_a_skill_event_names_the_manifest_its_label_serves_now(
+    api: Api, acme: dict[str, str]
+) -> None:
+    """A host that loaded skill review from production holds its manifest's digest; a version moved
+    to staging is no event of its subscription, and moving production is one whose digest is what
+    skills/get serves now (so the host refreshes exactly then)."""
+    await write(api, acme["publisher"], "/skills", SKILL)
+    mcp = Stateless(api.client, "/mcp/acme", auth(acme["publisher"]))
+
+    async def held() -> str:
+        answer = await mcp.post("skills/get", {"_meta": meta(), "uri": "skill://review/SKILL.md"})
+        signed, _ = entry_document(answer.json()["result"]["skill"])
+        return manifest_digest(signed)
+
+    loaded = await held()
+    events = client(api, acme["publisher"])
+    watched = Subscription("skill.changed", {"name": "review", "label": "production"})
+    await events.poll(watched)
+    two = {"files": [{"path": "SKILL.md", "text": SKILL["files"][0]["text"] + "Two\n"}],
+           "labels": ["staging"]}  # fmt: skip
+    await write(api, acme["publisher"], "/skills/review/versions", two)
+    assert await events.poll(watched) == []  # a version and a staging move: not production's
+    moved = await api.client.put(f"{T}/skills/review/labels/production", json={"version": 2},
+                                 headers=auth(acme["publisher"]))  # fmt: skip
+    assert moved.status_code == 200, moved.text
+    (event,) = await events.poll(watched)
+    served = event["data"]["served"]
+    assert served["version"] == 2 and served["digest"] != loaded
+    assert served["digest"] == await held()  # what skills/get serves now, exactly
