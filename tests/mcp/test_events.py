@@ -22,8 +22,10 @@ from tests.mcp.test_stateless import Stateless, meta
 T = "/api/v1/tenants/acme"
 TYPES = {"prompt.changed", "skill.changed", "rollout.changed", "change_request.changed",
          "tenant.changed"}  # fmt: skip
-SKILL = {"name": "review", "labels": ["production"],
-         "files": [{"path": "SKILL.md", "text": "---\nname: review\ndescription: d\n---\nOne\n"}]}  # fmt: skip
+SKILL_MD = "---\nname: review\ndescription: d\n---\nOne\n"
+SKILL: dict[str, Any] = {
+    "name": "review", "labels": ["production"], "files": [{"path": "SKILL.md", "text": SKILL_MD}],
+}  # fmt: skip
 
 
 @pytest.fixture
@@ -178,7 +180,7 @@ async def test_a_skill_event_names_the_manifest_its_label_serves_now(
     events = client(api, acme["publisher"])
     watched = Subscription("skill.changed", {"name": "review", "label": "production"})
     await events.poll(watched)
-    two = {"files": [{"path": "SKILL.md", "text": SKILL["files"][0]["text"] + "Two\n"}],
+    two = {"files": [{"path": "SKILL.md", "text": SKILL_MD + "Two\n"}],
            "labels": ["staging"]}  # fmt: skip
     await write(api, acme["publisher"], "/skills/review/versions", two)
     assert await events.poll(watched) == []  # a version and a staging move: not production's
