@@ -239,6 +239,7 @@ MCP: dict[str, dict[str, Any]] = {
     "resources/directory/read": {"uri": "skill://bravo-prompt"},
     "events/list": {},
     "events/poll": {"name": "prompt.changed", "arguments": {}, "cursor": None},
+    "events/stream": {"name": "prompt.changed", "arguments": {}, "cursor": None},
 }
 
 CALLERS = ["reader", "editor", "publisher", "admin", "revoked", "expired", "made-up", "anonymous"]

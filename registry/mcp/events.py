@@ -1,7 +1,8 @@
 """The Events extension (``io.modelcontextprotocol/events``, SEP-3415, a draft of October 2026) on
-revision 2026-07-28: ``events/list`` names the event types, and ``events/poll`` delivers a tenant's
-change log to a caller who polls with a cursor. Push (``events/stream``) and webhook
-(``events/subscribe``) delivery are not offered yet: each type advertises ``"poll"`` alone.
+revision 2026-07-28: ``events/list`` names the event types, ``events/poll`` delivers a tenant's
+change log to a caller who polls with a cursor, and ``events/stream`` pushes it on an SSE stream
+(``pushed``, which the HTTP transport answers with). Webhook delivery (``events/subscribe``) is not
+offered yet: each type advertises ``"poll"`` and ``"push"``.
 
 Every event is one row of the tenant's change log, so a poll resumes exactly where its cursor says,
 across workers, instances and restarts (no event lost or repeated), and ``truncated`` says when the
@@ -11,18 +12,28 @@ else. What this server chose where the draft leaves room is in docs/events.md.""
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from pydantic import Field
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry import tokens
 from registry.artifacts.kinds import of_event
 from registry.db import repository as repo
+from registry.db.engine import Database
+from registry.db.models import Tenant
+from registry.events import streams
 from registry.events.changes import Change
+from registry.events.hub import Subscription
+from registry.events.streams import frame
 from registry.mcp.call import Call, Params
-from registry.mcp.errors import EventForbidden, EventNotFound, InvalidParams
+from registry.mcp.errors import EVENT_FORBIDDEN, EventForbidden, EventNotFound, InvalidParams
+from registry.mcp.protocol import META_SUBSCRIPTION
+from registry.principal import Principal
 from registry.skills.provenance import document, manifest_digest
 from registry.skills.service import served_skills
 
@@ -89,7 +100,7 @@ def descriptors() -> list[dict[str, Any]]:
         {
             "name": name,
             "description": text,
-            "delivery": ["poll"],
+            "delivery": ["poll", "push"],
             "inputSchema": _FILTER,
             "payloadSchema": _PAYLOAD,
         }
@@ -111,12 +122,12 @@ class PollParams(Params):
 
 async def events_list(call: Call, parsed: ListParams) -> dict[str, Any]:
     del parsed  # one page holds every type
-    _check_caller(call)
+    check_caller(call.principal)
     return {"events": descriptors()}
 
 
-def _check_caller(call: Call) -> None:
-    if call.principal.anonymous:  # drafts and reviews would show: a tenant's key or token only
+def check_caller(principal: Principal) -> None:
+    if principal.anonymous:  # drafts and reviews would show: a tenant's key or token only
         raise EventForbidden(
             "events need a key or a token of the tenant (an anonymous caller reads the published "
             "label only)",
@@ -124,7 +135,25 @@ def _check_caller(call: Call) -> None:
         )
 
 
-def _filters(parsed: PollParams) -> tuple[str | None, str | None]:
+@dataclass(frozen=True)
+class Position:
+    """One subscription, checked: its type, its filters (name, label), where its cursor is (None:
+    start from now), the ``maxAgeMs`` floor, and what its cursors are bound to."""
+
+    name: str
+    filters: tuple[str | None, str | None]
+    after: int | None
+    floor: datetime | None
+    context: tuple[str, str, str]
+
+
+def checked(
+    codec: tokens.TokenCodec, tenant: Tenant, principal: Principal, parsed: PollParams
+) -> Position:
+    """The subscription a poll or a stream asks for, or the draft's error naming what is wrong."""
+    check_caller(principal)
+    if parsed.name not in TYPES:
+        raise EventNotFound(f"no event type {parsed.name!r}", data={"kind": "event"})
     arguments = parsed.arguments or {}
     unknown = sorted(set(arguments) - {"name", "label"})
     if unknown:
@@ -132,60 +161,62 @@ def _filters(parsed: PollParams) -> tuple[str | None, str | None]:
     for key, value in arguments.items():
         if not isinstance(value, str) or not value:
             raise InvalidParams(f"invalid params: arguments.{key}: a non-empty string")
-    return arguments.get("name"), arguments.get("label")
-
-
-def _context(call: Call, parsed: PollParams) -> list[Any]:
-    filters = orjson.dumps(parsed.arguments or {}, option=orjson.OPT_SORT_KEYS).decode()
-    return [str(call.tenant.id), parsed.name, filters]
-
-
-def _position(call: Call, parsed: PollParams) -> int | None:
-    """The change sequence the client's cursor holds (None: start from now)."""
-    if parsed.cursor is None:
-        return None
-    try:
-        (seq,) = call.tokens.open(
-            "events-cursor", _context(call, parsed), parsed.cursor, max_age=CURSOR_AGE_SECONDS
-        )
-    except (tokens.InvalidToken, ValueError):
-        raise InvalidParams(
-            "invalid params: cursor: not one this server gave for this event type and arguments"
-        ) from None
-    if not isinstance(seq, int) or seq < 0:
-        raise InvalidParams("invalid params: cursor: not one this server gave")
-    return seq
-
-
-def _cursor(call: Call, parsed: PollParams, seq: int) -> str:
-    return call.tokens.issue("events-cursor", _context(call, parsed), [seq])
-
-
-async def events_poll(call: Call, parsed: PollParams) -> dict[str, Any]:
-    """The events of one subscription after its cursor, oldest first (at most ``maxEvents``, from at
-    most SCAN_ROWS rows of the log), and the cursor after the last row read."""
-    _check_caller(call)
-    if parsed.name not in TYPES:
-        raise EventNotFound(f"no event type {parsed.name!r}", data={"kind": "event"})
-    name, label = _filters(parsed)
-    after = _position(call, parsed)
-    session = await call.tx.session()
-    if after is None:  # start from now: no events, a cursor at the log's end
-        return _result(call, parsed, [], call.tenant.change_seq, truncated=False, more=False)
-    truncated = False
-    oldest = await repo.oldest_change(session, call.tenant.id)
-    if after > call.tenant.change_seq:  # ahead of the log (a restored database)
-        return _result(call, parsed, [], call.tenant.change_seq, truncated=True, more=False)
-    if oldest is not None and oldest > after + 1:  # the log no longer holds what came after it
-        after, truncated = oldest - 1, True
+    filters = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+    context = (str(tenant.id), parsed.name, filters)
+    after = None
+    if parsed.cursor is not None:
+        try:
+            (after,) = codec.open(
+                "events-cursor", context, parsed.cursor, max_age=CURSOR_AGE_SECONDS
+            )
+        except (tokens.InvalidToken, ValueError):
+            raise InvalidParams(
+                "invalid params: cursor: not one this server gave for this event type and arguments"
+            ) from None
+        if not isinstance(after, int) or after < 0:
+            raise InvalidParams("invalid params: cursor: not one this server gave")
     floor = None
-    if parsed.maxAgeMs is not None:
+    if parsed.maxAgeMs is not None and after is not None:  # ignored with a null cursor
         floor = datetime.now(UTC) - timedelta(milliseconds=parsed.maxAgeMs)
-    wanted = parsed.maxEvents or DEFAULT_EVENTS
+    return Position(
+        parsed.name, (arguments.get("name"), arguments.get("label")), after, floor, context
+    )
+
+
+def cursor(codec: tokens.TokenCodec, position: Position, seq: int) -> str:
+    return codec.issue("events-cursor", position.context, [seq])
+
+
+@dataclass
+class Batch:
+    events: list[dict[str, Any]]
+    after: int  # the last row read
+    truncated: bool
+    more: bool  # rows may follow the last one read
+
+
+async def start(session: AsyncSession, tenant: Tenant, after: int) -> tuple[int, bool]:
+    """Where reading starts after ``after``, and whether that skips what the log no longer holds
+    (or a position ahead of it: a restored database)."""
+    if after > tenant.change_seq:
+        return tenant.change_seq, True
+    oldest = await repo.oldest_change(session, tenant.id)
+    if oldest is not None and oldest > after + 1:
+        return oldest - 1, True
+    return after, False
+
+
+async def read(
+    session: AsyncSession, tenant: Tenant, position: Position, after: int, wanted: int
+) -> Batch:
+    """The subscription's events after ``after``, oldest first: at most ``wanted``, from at most
+    SCAN_ROWS rows of the log; a skill's events with what their label serves now."""
+    name, label = position.filters
     found: list[dict[str, Any]] = []
-    read, more = 0, False
-    while len(found) < wanted:
-        rows = await repo.changes_after(session, call.tenant.id, after, PAGE)
+    truncated, scanned, more = False, 0, True
+    while more and len(found) < wanted and scanned < SCAN_ROWS:
+        rows = await repo.changes_after(session, tenant.id, after, PAGE)
+        taken = 0
         for row in rows:
             change = Change(
                 row["seq"],
@@ -196,26 +227,38 @@ async def events_poll(call: Call, parsed: PollParams) -> dict[str, Any]:
                 row["skill"],
                 row["detail"],
             )
-            after, read = change.seq, read + 1
-            if floor is not None and change.at < floor:
+            after, scanned, taken = change.seq, scanned + 1, taken + 1
+            if position.floor is not None and change.at < position.floor:
                 truncated = True  # older than the client wants: skipped, and said so
-            elif event_type(change) == parsed.name and _concerns(change, name, label):
-                found.append(_occurrence(change, parsed.name))
-            if len(found) >= wanted or read >= SCAN_ROWS:
+            elif event_type(change) == position.name and _concerns(change, name, label):
+                found.append(_occurrence(change, position.name))
+            if len(found) >= wanted or scanned >= SCAN_ROWS:
                 break
-        if len(rows) < PAGE or read >= SCAN_ROWS or len(found) >= wanted:
-            more = after < call.tenant.change_seq
-            break
-    if parsed.name == "skill.changed" and found:
-        await _with_manifests(call, found, label)
-    return _result(call, parsed, found, after, truncated=truncated, more=more)
+        more = len(rows) == PAGE or taken < len(rows)
+    if position.name == "skill.changed" and found:
+        await _with_manifests(session, tenant, found, label)
+    return Batch(found, after, truncated, more)
 
 
-async def _with_manifests(call: Call, found: list[dict[str, Any]], label: str | None) -> None:
+async def events_poll(call: Call, parsed: PollParams) -> dict[str, Any]:
+    """The events of one subscription after its cursor (``maxEvents`` at most), and the cursor
+    after the last row read."""
+    position = checked(call.tokens, call.tenant, call.principal, parsed)
+    if position.after is None:  # start from now: no events, a cursor at the log's end
+        return _result(call.tokens, position, Batch([], call.tenant.change_seq, False, False))
+    session = await call.tx.session()
+    after, truncated = await start(session, call.tenant, position.after)
+    batch = await read(session, call.tenant, position, after, parsed.maxEvents or DEFAULT_EVENTS)
+    batch.truncated = batch.truncated or truncated
+    return _result(call.tokens, position, batch)
+
+
+async def _with_manifests(
+    session: AsyncSession, tenant: Tenant, found: list[dict[str, Any]], label: str | None
+) -> None:
     """Each skill event with what its label (the subscription's, else the event's) serves of the
     skill now: version and manifest digest (None: nothing, archived or deleted), so a host that
     loaded the skill from that label refreshes exactly when the digest it holds differs."""
-    session = await call.tx.session()
     known: dict[tuple[str, str], dict[str, Any] | None] = {}
     for event in found:
         data = event["data"]
@@ -224,12 +267,12 @@ async def _with_manifests(call: Call, found: list[dict[str, Any]], label: str | 
             continue
         key = (name, served_label)
         if key not in known:
-            skills = await served_skills(session, call.tenant, served_label, name=name, limit=1)
+            skills = await served_skills(session, tenant, served_label, name=name, limit=1)
             known[key] = None
             if skills:
                 skill = skills[0]
                 files = ((f.path, f.sha256, f.size) for f in skill.files)
-                signed = document(call.tenant.slug, skill.name, skill.version, files)
+                signed = document(tenant.slug, skill.name, skill.version, files)
                 known[key] = {
                     "label": served_label,
                     "version": skill.version,
@@ -254,21 +297,72 @@ def _occurrence(change: Change, name: str) -> dict[str, Any]:
     }
 
 
-def _result(
-    call: Call,
-    parsed: PollParams,
-    found: list[dict[str, Any]],
-    seq: int,
-    *,
-    truncated: bool,
-    more: bool,
-) -> dict[str, Any]:
-    delivered: Literal["complete"] = "complete"
+def _result(codec: tokens.TokenCodec, position: Position, batch: Batch) -> dict[str, Any]:
     return {
-        "resultType": delivered,
-        "events": found,
-        "cursor": _cursor(call, parsed, seq),
-        "truncated": truncated,
-        "hasMore": more,
+        "resultType": "complete",
+        "events": batch.events,
+        "cursor": cursor(codec, position, batch.after),
+        "truncated": batch.truncated,
+        "hasMore": batch.more,
         "nextPollMs": NEXT_POLL_MS,  # ignored by the client while hasMore
     }
+
+
+# --- push: events/stream ------------------------------------------------------------------------
+
+
+def _notice(method: str, params: dict[str, Any], request_id: str | int | None) -> bytes:
+    params["_meta"] = {META_SUBSCRIPTION: request_id}
+    return frame({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+async def pushed(
+    db: Database,
+    codec: tokens.TokenCodec,
+    tenant: Tenant,
+    position: Position,
+    subscription: Subscription,
+    request_id: str | int | None,
+    keepalive: float,
+) -> AsyncGenerator[bytes]:
+    """An ``events/stream``'s frames: ``notifications/events/active`` with the cursor it starts
+    from, the events after it as the tenant's changes are heard (each with the cursor after it), a
+    heartbeat with the cursor at each keep-alive interval, and the final result (or
+    ``notifications/events/terminated`` when the caller may no longer read)."""
+    with subscription:
+        after, truncated = tenant.change_seq, False
+        if position.after is not None:
+            async with db.tenant_tx(tenant.id) as session:
+                after, truncated = await start(session, tenant, position.after)
+        active = {"cursor": cursor(codec, position, after), "truncated": truncated}
+        yield _notice("notifications/events/active", active, request_id)
+        caught_up = position.after is None  # a cursor given: its backlog first
+        while True:
+            if not caught_up:
+                more = True
+                while more:
+                    async with db.tenant_tx(tenant.id) as session:
+                        batch = await read(session, tenant, position, after, DEFAULT_EVENTS)
+                    for event in batch.events:
+                        event["cursor"] = cursor(codec, position, event["data"]["seq"])
+                        yield _notice("notifications/events/event", event, request_id)
+                    after, more = batch.after, batch.more
+                caught_up = True
+            seq = await subscription.next(streams.wait_seconds(subscription, keepalive))
+            if subscription.closed:
+                break
+            if seq is None:  # nothing heard in the interval: the client's cursor moves on anyway
+                beat = {"cursor": cursor(codec, position, after)}
+                yield _notice("notifications/events/heartbeat", beat, request_id)
+            else:
+                caught_up = False
+        if subscription.reason is not None:
+            error = {
+                "code": EVENT_FORBIDDEN,
+                "message": "Forbidden",
+                "data": {"reason": subscription.reason},
+            }
+            yield _notice("notifications/events/terminated", {"error": error}, request_id)
+        else:
+            final = {"resultType": "complete", "_meta": {META_SUBSCRIPTION: request_id}}
+            yield frame({"jsonrpc": "2.0", "id": request_id, "result": final})

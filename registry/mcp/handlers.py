@@ -338,7 +338,7 @@ METHODS: dict[str, Method] = {
     )
 }
 # Methods a transport answers itself (the session handshake, a stream of notifications).
-TRANSPORT_METHODS = frozenset({"initialize", "subscriptions/listen"})
+TRANSPORT_METHODS = frozenset({"initialize", "subscriptions/listen", "events/stream"})
 
 
 def offered(tenant: Tenant, method: str | None) -> bool:

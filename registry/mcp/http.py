@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager, suppress
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from starlette.responses import Response
 
 from registry.bodies import BodyReader
@@ -29,7 +30,7 @@ from registry.errors import NotFound, RegistryError, Unauthenticated
 from registry.events import streams
 from registry.events.hub import Hub, Subscription
 from registry.events.streams import KEEP_ALIVE, EventStream, StreamSlots, caller_of, frame
-from registry.mcp import core, errors, handlers, notifications, stateless
+from registry.mcp import core, errors, events, handlers, notifications, stateless
 from registry.mcp.asgi import (
     Request,
     cors,
@@ -364,6 +365,8 @@ class McpEndpoint:
         if message.method == "subscriptions/listen":
             release = self.slots.take(tenant.id, caller_of(principal, request.client_host))
             return self._listen(message, tenant, principal, served, release)
+        if message.method == "events/stream":
+            return await self._events(request, message, tenant, principal)
         async with LazyTx(self.db, tenant.id, reads_on_replica=True) as tx:
             answer, key, counted = await self.core.call(
                 tx, tenant, principal, served, revision, message
@@ -374,6 +377,31 @@ class McpEndpoint:
             credential = access.parse_bearer(request.headers.get("authorization"))
             request.served = Served(tenant, principal, credential, key, message.method, counted)
         return json_answer(answer)
+
+    async def _events(
+        self, request: Request, message: Message, tenant: Tenant, principal: Principal
+    ) -> Response:
+        """An ``events/stream`` (the Events extension's push delivery): refused at once with the
+        draft's error, else a stream of the subscription's events until the client goes away."""
+        codec = await self.db.tokens()
+        try:
+            parsed = events.PollParams.model_validate(message.params)
+            position = events.checked(codec, tenant, principal, parsed)
+        except (ValidationError, McpError) as error:  # the draft: an error, and no stream opened
+            answer = errors.in_result(error, message.method)
+            return json_answer(error_message(message.id, answer.code, answer.message, answer.data))
+        release = self.slots.take(tenant.id, caller_of(principal, request.client_host))
+        subscription = self.hub.subscribe(tenant.id, None, seen=tenant.change_seq, owner=principal)
+        frames = events.pushed(
+            self.db,
+            codec,
+            tenant,
+            position,
+            subscription,
+            message.id,
+            self.settings.sse_keepalive_seconds,
+        )
+        return EventStream(frames, subscription, release=release)
 
     def _listen(
         self,

@@ -259,3 +259,62 @@ async def test_listen_streams_end_with_their_key_or_public_access(
                 assert ended["method"] == "notifications/prompts/list_changed", ended
                 ended = await asyncio.wait_for(anext(stream), 15)
             assert "no longer serves anonymous readers" in ended["error"]["message"], ended
+
+
+async def stream_events(
+    client: httpx.AsyncClient, path: str, params: dict[str, Any]
+) -> AsyncGenerator[dict[str, Any]]:
+    """The Events extension's events/stream (its draft, SEP-3415): the frames of one subscription."""
+    headers = {
+        "MCP-Protocol-Version": REVISION,
+        "Mcp-Method": "events/stream",
+        "Accept": "application/json, text/event-stream",
+    }
+    body = {"jsonrpc": "2.0", "id": 11, "method": "events/stream",
+            "params": {"_meta": META, **params}}  # fmt: skip
+    async with client.stream("POST", path, json=body, headers=headers) as response:
+        assert response.status_code == 200
+        if not response.headers["content-type"].startswith("text/event-stream"):
+            yield json.loads(await response.aread())  # refused: one JSON-RPC error, no stream
+            return
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                yield json.loads(line[5:])
+
+
+async def test_events_stream_pushes_what_another_instance_writes(
+    servers: tuple[LiveServer, LiveServer],
+) -> None:
+    first, second = servers
+    acme = fresh_slug("acme")
+    key = first.tenant(acme, prompts=CONFORMANCE_PROMPTS)["publisher"]
+    path = f"/mcp/{acme}"
+    async with httpx.AsyncClient(
+        base_url=first.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    ) as client:
+        refused = stream_events(client, path, {"name": "nope", "arguments": {}})
+        error = await asyncio.wait_for(anext(refused), 10)
+        assert error["error"]["code"] == -32023 and error["id"] == 11
+        await refused.aclose()
+        frames = stream_events(
+            client, path, {"name": "prompt.changed", "arguments": {"name": "fresh"}}
+        )
+        active = await asyncio.wait_for(anext(frames), 10)
+        assert active["method"] == "notifications/events/active", active
+        assert active["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 11
+        start = active["params"]["cursor"]
+        await asyncio.to_thread(write, second, acme, key, "other")  # filtered out
+        await asyncio.to_thread(write, second, acme, key, "fresh")  # through another instance
+        event = await asyncio.wait_for(anext(frames), 10)
+        assert event["method"] == "notifications/events/event", event
+        params = event["params"]
+        assert params["name"] == "prompt.changed" and params["data"]["prompt"] == "fresh"
+        assert params["cursor"] and params["eventId"].startswith("seq-")
+        await frames.aclose()
+        # Reconnecting with the cursor it started from replays what came after it, once.
+        again = stream_events(client, path, {"name": "prompt.changed",
+                                             "arguments": {"name": "fresh"}, "cursor": start})  # fmt: skip
+        assert (await asyncio.wait_for(anext(again), 10))["method"] == "notifications/events/active"
+        replayed = await asyncio.wait_for(anext(again), 10)
+        assert replayed["params"]["eventId"] == params["eventId"]
+        await again.aclose()
