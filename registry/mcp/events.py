@@ -26,6 +26,7 @@ from registry.artifacts.kinds import of_event
 from registry.db import repository as repo
 from registry.db.engine import Database
 from registry.db.models import Tenant
+from registry.errors import RegistryError
 from registry.events import streams
 from registry.events.changes import Change
 from registry.events.hub import Subscription
@@ -36,6 +37,7 @@ from registry.mcp.protocol import META_SUBSCRIPTION
 from registry.principal import Principal
 from registry.skills.provenance import document, manifest_digest
 from registry.skills.service import served_skills
+from registry.tenants import access
 
 NEXT_POLL_MS = 5_000  # what a poll tells the client to wait when it has nothing more
 DEFAULT_EVENTS = 100  # a poll's batch when the client names no maxEvents
@@ -120,19 +122,33 @@ class PollParams(Params):
     maxEvents: int | None = Field(default=None, ge=1, le=MAX_EVENTS)
 
 
+PUBLIC_TYPES = ("prompt.changed", "skill.changed")  # what an anonymous caller may follow
+
+
 async def events_list(call: Call, parsed: ListParams) -> dict[str, Any]:
     del parsed  # one page holds every type
-    check_caller(call.principal)
-    return {"events": descriptors()}
+    listed = descriptors()
+    if call.principal.anonymous:
+        listed = [d for d in listed if d["name"] in PUBLIC_TYPES]
+    return {"events": listed}
 
 
-def check_caller(principal: Principal) -> None:
-    if principal.anonymous:  # drafts and reviews would show: a tenant's key or token only
+def check_caller(tenant: Tenant, principal: Principal, name: str, label: str | None) -> None:
+    """An anonymous caller of a public tenant follows prompts and skills on a label it may read,
+    given as ``arguments.label`` (never change requests, rollouts or the tenant's settings, whose
+    events show drafts and reviews); a caller with a key or token follows anything."""
+    if not principal.anonymous:
+        return
+    if name not in PUBLIC_TYPES or label is None:
         raise EventForbidden(
-            "events need a key or a token of the tenant (an anonymous caller reads the published "
-            "label only)",
+            "an anonymous caller follows prompt.changed or skill.changed on a published label "
+            "(arguments.label); send a key or token of the tenant for the rest",
             data={"reason": "anonymous"},
         )
+    try:
+        access.check_anonymous(tenant, principal, label)
+    except RegistryError as refused:
+        raise EventForbidden(refused.message, data={"reason": "anonymous"}) from None
 
 
 @dataclass(frozen=True)
@@ -151,7 +167,6 @@ def checked(
     codec: tokens.TokenCodec, tenant: Tenant, principal: Principal, parsed: PollParams
 ) -> Position:
     """The subscription a poll or a stream asks for, or the draft's error naming what is wrong."""
-    check_caller(principal)
     if parsed.name not in TYPES:
         raise EventNotFound(f"no event type {parsed.name!r}", data={"kind": "event"})
     arguments = parsed.arguments or {}
@@ -161,6 +176,7 @@ def checked(
     for key, value in arguments.items():
         if not isinstance(value, str) or not value:
             raise InvalidParams(f"invalid params: arguments.{key}: a non-empty string")
+    check_caller(tenant, principal, parsed.name, arguments.get("label"))
     filters = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
     context = (str(tenant.id), parsed.name, filters)
     after = None

@@ -154,9 +154,21 @@ async def test_refusals_carry_the_drafts_codes(api: Api, acme: dict[str, str]) -
                             "cursor": mine.cursor},
         )  # fmt: skip
     assert elsewhere.value.code == -32602
-    with pytest.raises(EventsError) as anonymous:  # a public tenant: its drafts stay unseen
-        await client(api, None).call("events/list", {})
-    assert anonymous.value.code == -32024
+    # An anonymous caller of a public tenant follows prompts and skills on a published label only.
+    stranger = client(api, None)
+    assert set(await stranger.types()) == {"prompt.changed", "skill.changed"}
+    for name, arguments in (("prompt.changed", {}), ("prompt.changed", {"label": "staging"}),
+                            ("change_request.changed", {"label": "production"})):  # fmt: skip
+        with pytest.raises(EventsError) as anonymous:
+            await stranger.call("events/poll", {"name": name, "arguments": arguments})
+        assert anonymous.value.code == -32024, (name, arguments)
+    published = Subscription("prompt.changed", {"label": "production"})
+    await stranger.poll(published)
+    await write(api, acme["publisher"], "/prompts", {**SIMPLE, "labels": ["production"]})
+    await write(api, acme["publisher"], "/prompts", {**SIMPLE, "name": "draft", "labels": []})
+    seen = await stranger.poll(published)
+    assert {e["data"]["prompt"] for e in seen} == {"greet"}, seen
+    assert all(e["data"]["label"] in ("production", None) for e in seen)
     session = RawMcp(api.client, "/mcp/acme", headers=auth(acme["publisher"]))
     await session.initialize("2025-11-25")  # the draft is defined from 2026-07-28 only
     assert (await session.error("events/list"))["code"] == -32601
