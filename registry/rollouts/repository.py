@@ -48,13 +48,13 @@ async def latest(
     return (await session.execute(query)).scalar_one_or_none()
 
 
-async def by_id(session: AsyncSession, tenant_id: uuid.UUID, rollout_id: int) -> Rollout | None:
-    """The rollout, locked: one worker at a time advances it."""
-    query = (
-        select(Rollout)
-        .where(Rollout.tenant_id == tenant_id, Rollout.id == rollout_id)
-        .with_for_update()
-    )
+async def by_id(
+    session: AsyncSession, tenant_id: uuid.UUID, rollout_id: int, *, lock: bool = True
+) -> Rollout | None:
+    """The rollout, locked (one worker at a time advances it) and read afresh, or only read."""
+    query = select(Rollout).where(Rollout.tenant_id == tenant_id, Rollout.id == rollout_id)
+    if lock:
+        query = query.with_for_update().execution_options(populate_existing=True)
     return (await session.execute(query)).scalar_one_or_none()
 
 

@@ -329,10 +329,15 @@ async def _promote(
 async def advance(session: AsyncSession, tenant: Tenant, rollout_id: int) -> str | None:
     """A running rollout whose step has lasted its least time: the next step when the new side
     served its least answers in this step, promoted after the last; what was done (None: not yet)."""
+    # Locks in the order every rollout action takes them (the artifact, then its rollout), so an
+    # advance and a pause at the same moment queue instead of deadlocking.
+    seen = await repo.by_id(session, tenant.id, rollout_id, lock=False)
+    if seen is None or seen.state != "running":
+        return None
+    artifact = await ops_of(seen.kind).find(session, tenant, seen.name, lock=True)
     rollout = await repo.by_id(session, tenant.id, rollout_id)  # locked, then read afresh
     if rollout is None or rollout.state != "running":
         return None
-    artifact = await ops_of(rollout.kind).find(session, tenant, rollout.name, lock=True)
     elapsed = (datetime.now(UTC) - rollout.step_started_at).total_seconds()
     if elapsed < rollout.min_seconds:
         return None
