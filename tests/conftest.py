@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -465,6 +466,19 @@ def live_server(pg_server: PgServer, db_name: str) -> Iterator[LiveServer]:
 class Api:
     client: httpx.AsyncClient
     app: Any = None  # the application under test, for what only its insides show
+
+    async def console_sign_in(self, secret: str, tenant: str = "acme") -> str:
+        """Signed in to ``tenant``'s console with a key's secret (its cookies cleared first); the
+        session's CSRF token, as a page carries it."""
+        self.client.cookies.clear()
+        signed = await self.client.post(
+            f"/ui/{tenant}/login", data={"key": secret}, headers={"Origin": "http://test"}
+        )
+        assert signed.status_code == 303, signed.text
+        page = await self.client.get(f"/ui/{tenant}/prompts")
+        found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert found, page.text[:500]
+        return found.group(1)
 
     def as_key(self, secret: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret}"} if secret else {}

@@ -5,8 +5,6 @@ reason (break-glass). For prompts and skills alike."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from tests.api.conftest import SIMPLE, Api, auth
@@ -14,17 +12,6 @@ from tests.api.conftest import SIMPLE, Api, auth
 T = "/api/v1/tenants/acme"
 SKILL_MD = "---\nname: review\ndescription: How we review\n---\n# Review {n}\n"
 ORIGIN = {"Origin": "http://test"}
-
-
-async def _sign_in(api: Api, secret: str) -> str:
-    """Signed in with the key's secret; the session's CSRF token."""
-    api.client.cookies.clear()
-    signed = await api.client.post("/ui/acme/login", data={"key": secret}, headers=ORIGIN)
-    assert signed.status_code == 303, signed.text
-    page = await api.client.get("/ui/acme/prompts")
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found, page.text[:500]
-    return found.group(1)
 
 
 @pytest.mark.parametrize("kind", ["prompt", "skill"])
@@ -50,7 +37,7 @@ async def test_a_gated_move_opens_a_change_request_from_the_page(api: Api, kind:
     gated = await api.client.patch(T, json={"approvals": {"production": 1}}, headers=admin)
     assert gated.status_code == 200, gated.text
 
-    csrf = await _sign_in(api, keys["editor"].removeprefix("Bearer "))
+    csrf = await api.console_sign_in(keys["editor"].removeprefix("Bearer "))
     form = {"csrf": csrf, "label": "production", "version": "2", "confirm": "yes"}
     proposed = await api.client.post(move, data=form, headers=ORIGIN)
     assert proposed.status_code == 409, proposed.text[:2000]
@@ -77,7 +64,7 @@ async def test_a_gated_move_opens_a_change_request_from_the_page(api: Api, kind:
         "apply_at": "next tuesday"})  # fmt: skip
     assert bad_time.status_code == 422 and "apply at" in bad_time.text
 
-    csrf = await _sign_in(api, keys["admin"].removeprefix("Bearer "))
+    csrf = await api.console_sign_in(keys["admin"].removeprefix("Bearer "))
     proposed = await api.client.post(move, data={**form, "csrf": csrf}, headers=ORIGIN)
     assert proposed.status_code == 409 and "Break glass" in proposed.text
     broken = await api.client.post(

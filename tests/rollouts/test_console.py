@@ -3,22 +3,10 @@ resumed and promoted by the page's forms; an editor may not start one on a prote
 
 from __future__ import annotations
 
-import re
-
 from tests.conftest import SIMPLE, Api, auth
 
 T = "/api/v1/tenants/acme"
 ORIGIN = {"Origin": "http://test"}
-
-
-async def _sign_in(api: Api, secret: str) -> str:
-    api.client.cookies.clear()
-    signed = await api.client.post("/ui/acme/login", data={"key": secret}, headers=ORIGIN)
-    assert signed.status_code == 303, signed.text
-    page = await api.client.get("/ui/acme/prompts")
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found, page.text[:500]
-    return found.group(1)
 
 
 async def test_a_rollout_from_the_prompt_page(api: Api) -> None:
@@ -36,7 +24,7 @@ async def test_a_rollout_from_the_prompt_page(api: Api) -> None:
         await api.client.post(f"{T}/prompts/greet/versions", json=second, headers=admin)
     ).status_code == 201
     page = await api.client.get("/ui/acme/prompts/greet")
-    csrf = await _sign_in(api, keys["editor"].removeprefix("Bearer "))
+    csrf = await api.console_sign_in(keys["editor"].removeprefix("Bearer "))
     form = {
         "csrf": csrf,
         "label": "production",
@@ -46,7 +34,7 @@ async def test_a_rollout_from_the_prompt_page(api: Api) -> None:
     }
     refused = await api.client.post("/ui/acme/prompts/greet/rollout", data=form, headers=ORIGIN)
     assert refused.status_code == 403 and "publisher" in refused.text
-    csrf = await _sign_in(api, keys["publisher"].removeprefix("Bearer "))
+    csrf = await api.console_sign_in(keys["publisher"].removeprefix("Bearer "))
     started = await api.client.post("/ui/acme/prompts/greet/rollout", data={**form, "csrf": csrf},
                                     headers=ORIGIN)  # fmt: skip
     assert started.status_code == 303, started.text
@@ -84,7 +72,7 @@ async def test_under_approvals_the_skill_page_opens_a_change_request(api: Api) -
     assert added.status_code == 201, added.text
     gated = await api.client.patch(T, json={"approvals": {"production": 1}}, headers=admin)
     assert gated.status_code == 200, gated.text
-    csrf = await _sign_in(api, keys["publisher"].removeprefix("Bearer "))
+    csrf = await api.console_sign_in(keys["publisher"].removeprefix("Bearer "))
     form = {"csrf": csrf, "label": "production", "version": "2", "steps": "25,100",
             "min_seconds": "0"}  # fmt: skip
     opened = await api.client.post("/ui/acme/skills/review/rollout", data=form, headers=ORIGIN)

@@ -4,7 +4,6 @@ followed its move, the tenant's retention, and old data dropped a partition at a
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -39,22 +38,13 @@ def _meta() -> dict[str, object]:
     return meta()
 
 
-async def _sign_in(api: Api, secret: str) -> str:
-    signed = await api.client.post("/ui/acme/login", data={"key": secret}, headers=ORIGIN)
-    assert signed.status_code == 303, signed.text
-    page = await api.client.get("/ui/acme/prompts")
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found, page.text[:500]
-    return found.group(1)
-
-
 async def test_a_move_says_who_it_reaches_and_archiving_who_loses_it(api: Api) -> None:
     keys = await _acme(api)
     added = await api.client.post(f"{T}/prompts/greet/versions", json={
         "messages": [{"role": "user", "content": {"type": "text", "text": "Hi {{who}}"}}],
         "arguments": SIMPLE["arguments"]}, headers=auth(keys["admin"]))  # fmt: skip
     assert added.status_code == 201, added.text
-    csrf = await _sign_in(api, keys["admin"].removeprefix("Bearer "))
+    csrf = await api.console_sign_in(keys["admin"].removeprefix("Bearer "))
     move = {"csrf": csrf, "label": "production", "version": "2"}
     review = await api.client.post("/ui/acme/prompts/greet/label", data=move, headers=ORIGIN)
     assert review.status_code == 200, review.text[:2000]
