@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from registry.artifacts.kinds import of_event
 from registry.db import repository as repo
 from registry.db.engine import Database
@@ -72,9 +74,12 @@ def sse(event: str, seq: int, data: dict[str, Any]) -> bytes:
     return frame(data, event_id=seq, event=event)
 
 
-async def _read(db: Database, tenant_id: uuid.UUID, after: int) -> list[Change]:
-    async with db.tenant_tx(tenant_id) as session:
-        rows = await repo.changes_after(session, tenant_id, after, PAGE)
+async def changes_after(
+    session: AsyncSession, tenant_id: uuid.UUID, after: int, limit: int = PAGE
+) -> list[Change]:
+    """The tenant's changes past ``after``, oldest first (at most ``limit``): what the change
+    stream and the MCP Events extension read."""
+    rows = await repo.changes_after(session, tenant_id, after, limit)
     return [
         Change(
             r["seq"], r["kind"], r["prompt"], r["label"], r["created_at"], r["skill"], r["detail"]
@@ -83,16 +88,28 @@ async def _read(db: Database, tenant_id: uuid.UUID, after: int) -> list[Change]:
     ]
 
 
-async def _start(db: Database, tenant_id: uuid.UUID, after: int, current: int) -> tuple[int, bool]:
-    """Where replay starts, and whether the client's position is one the log cannot replay from."""
-    if after > current:  # ahead of the log (a restored database): nothing to replay from
+async def replay_from(
+    session: AsyncSession, tenant_id: uuid.UUID, after: int, current: int
+) -> tuple[int, bool]:
+    """Where replay after ``after`` starts, and whether that skips what the log cannot replay
+    (a position ahead of the log, ``current``: a restored database; or rows no longer held)."""
+    if after > current:
         return current, True
     if after < current:
-        async with db.tenant_tx(tenant_id) as session:
-            oldest = await repo.oldest_change(session, tenant_id)
+        oldest = await repo.oldest_change(session, tenant_id)
         if oldest is not None and oldest > after + 1:
             return oldest - 1, True
     return after, False
+
+
+async def _read(db: Database, tenant_id: uuid.UUID, after: int) -> list[Change]:
+    async with db.tenant_tx(tenant_id) as session:
+        return await changes_after(session, tenant_id, after)
+
+
+async def _start(db: Database, tenant_id: uuid.UUID, after: int, current: int) -> tuple[int, bool]:
+    async with db.tenant_tx(tenant_id) as session:
+        return await replay_from(session, tenant_id, after, current)
 
 
 async def stream(

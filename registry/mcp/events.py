@@ -23,12 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry import tokens
 from registry.artifacts.kinds import of_event
-from registry.db import repository as repo
 from registry.db.engine import Database
 from registry.db.models import Tenant
 from registry.errors import RegistryError
 from registry.events import streams
-from registry.events.changes import Change
+from registry.events.changes import PAGE, Change, changes_after, replay_from
 from registry.events.hub import Subscription
 from registry.events.streams import frame
 from registry.mcp.call import Call, Params
@@ -43,7 +42,6 @@ NEXT_POLL_MS = 5_000  # what a poll tells the client to wait when it has nothing
 DEFAULT_EVENTS = 100  # a poll's batch when the client names no maxEvents
 MAX_EVENTS = 1_000
 SCAN_ROWS = 2_000  # the most change-log rows one poll reads (a rare type's poll moves on, bounded)
-PAGE = 500
 CURSOR_AGE_SECONDS = 10 * 366 * 86_400  # a cursor a client persisted stays good; the log decides
 
 _FILTER = {
@@ -211,17 +209,6 @@ class Batch:
     more: bool  # rows may follow the last one read
 
 
-async def start(session: AsyncSession, tenant: Tenant, after: int) -> tuple[int, bool]:
-    """Where reading starts after ``after``, and whether that skips what the log no longer holds
-    (or a position ahead of it: a restored database)."""
-    if after > tenant.change_seq:
-        return tenant.change_seq, True
-    oldest = await repo.oldest_change(session, tenant.id)
-    if oldest is not None and oldest > after + 1:
-        return oldest - 1, True
-    return after, False
-
-
 async def read(
     session: AsyncSession, tenant: Tenant, position: Position, after: int, wanted: int
 ) -> Batch:
@@ -231,18 +218,9 @@ async def read(
     found: list[dict[str, Any]] = []
     truncated, scanned, more = False, 0, True
     while more and len(found) < wanted and scanned < SCAN_ROWS:
-        rows = await repo.changes_after(session, tenant.id, after, PAGE)
+        rows = await changes_after(session, tenant.id, after)
         taken = 0
-        for row in rows:
-            change = Change(
-                row["seq"],
-                row["kind"],
-                row["prompt"],
-                row["label"],
-                row["created_at"],
-                row["skill"],
-                row["detail"],
-            )
+        for change in rows:
             after, scanned, taken = change.seq, scanned + 1, taken + 1
             if position.floor is not None and change.at < position.floor:
                 truncated = True  # older than the client wants: skipped, and said so
@@ -263,7 +241,9 @@ async def events_poll(call: Call, parsed: PollParams) -> dict[str, Any]:
     if position.after is None:  # start from now: no events, a cursor at the log's end
         return _result(call.tokens, position, Batch([], call.tenant.change_seq, False, False))
     session = await call.tx.session()
-    after, truncated = await start(session, call.tenant, position.after)
+    after, truncated = await replay_from(
+        session, call.tenant.id, position.after, call.tenant.change_seq
+    )
     batch = await read(session, call.tenant, position, after, parsed.maxEvents or DEFAULT_EVENTS)
     batch.truncated = batch.truncated or truncated
     return _result(call.tokens, position, batch)
@@ -349,7 +329,9 @@ async def pushed(
         after, truncated = tenant.change_seq, False
         if position.after is not None:
             async with db.tenant_tx(tenant.id) as session:
-                after, truncated = await start(session, tenant, position.after)
+                after, truncated = await replay_from(
+                    session, tenant.id, position.after, tenant.change_seq
+                )
         active = {"cursor": cursor(codec, position, after), "truncated": truncated}
         yield _notice("notifications/events/active", active, request_id)
         caught_up = position.after is None  # a cursor given: its backlog first
