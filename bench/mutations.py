@@ -521,6 +521,22 @@ MUTATIONS = (
         "            return PROMPT\n",
         ("tests/api/test_kind_matrix.py::test_webhooks_and_the_change_stream_name_the_kind",),
     ),
+    Mutation(
+        "install-without-verifying",
+        "registry install writes a skill only when its signature and every file verify",
+        "registry/installing.py",
+        '        if problems:\n            return f"not verified, not installed:',
+        '        if False:\n            return f"not verified, not installed:',
+        ("tests/test_install.py",),
+    ),
+    Mutation(
+        "install-overwrites-hand-edits",
+        "registry install never replaces a skill a person edited without --force",
+        "registry/installing.py",
+        "        if edited and not options.force:",
+        "        if edited and options.force:",
+        ("tests/test_install.py",),
+    ),
 )
 
 

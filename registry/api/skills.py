@@ -22,12 +22,14 @@ from registry.errors import InvalidInput
 from registry.labels import Terms
 from registry.naming import LABEL_PATTERN, MAX_VERSION, ascii_number
 from registry.prompts import partials
+from registry.skills import provenance
 from registry.skills import service as skills
 from registry.skills import skill_tests as skill_tests
 from registry.skills.folder import MAX_BYTES, MAX_FILES, SKILL_MD
 from registry.skills.schemas import (
     SKILL_NAME_PATTERN,
     ArchiveIn,
+    ManifestSignature,
     SkillCreate,
     SkillDiff,
     SkillLabelIn,
@@ -243,7 +245,13 @@ async def get_version(
     tenant: str, name: Name, version: Version, request: Request
 ) -> SkillVersionOut:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
-        return await skills.get_version(scope.session, scope.tenant, name, version)
+        found = await skills.get_version(scope.session, scope.tenant, name, version)
+        slug = scope.tenant.slug
+    files = ((f.path, f.sha256, f.size) for f in found.files)
+    signed = provenance.signed(
+        request.app.state.settings.snapshot_key_file, slug, name, version, files
+    )
+    return found.model_copy(update={"signature": ManifestSignature(**signed) if signed else None})
 
 
 @router.get(

@@ -13,15 +13,12 @@ URIs are ``skill://<name>/<path>``. Revisions without the extension read the sam
 from __future__ import annotations
 
 import base64
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry import signing
 from registry.mcp import paging
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
@@ -97,22 +94,13 @@ def provenance(call: Call, skill: ServedSkill) -> dict[str, Any]:
         "version": skill.version,
         "label": call.label,
     }
-    key_file = call.settings.snapshot_key_file
-    if key_file is not None:
-        signer = signer_of(*signing.key_file(key_file).current())
-        files = ((f.path, f.sha256, f.size) for f in skill.files)
-        signed = provenance_rules.document(call.tenant.slug, skill.name, skill.version, files)
-        found.update(
-            {"alg": "Ed25519", "keyId": signer.key_id, "signature": signer.signature(signed)}
+    files = ((f.path, f.sha256, f.size) for f in skill.files)
+    found.update(
+        provenance_rules.signed(
+            call.settings.snapshot_key_file, call.tenant.slug, skill.name, skill.version, files
         )
+    )
     return found
-
-
-@functools.lru_cache(maxsize=4)
-def signer_of(key: Ed25519PrivateKey, key_id: str) -> provenance_rules.Signer:
-    """The worker's signer of one key (a rotated key gets a signer of its own)."""
-    del key_id  # part of the cache's key only
-    return provenance_rules.Signer(key)
 
 
 # --- the methods ------------------------------------------------------------------------------

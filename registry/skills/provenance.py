@@ -7,6 +7,7 @@ one this registry served. ``verify_folder`` checks a downloaded folder against a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -19,6 +20,7 @@ from registry.signing import (
     Keys,
     SignatureRefused,
     canonical,
+    key_file,
     key_id,
     pick,
     private_key,
@@ -55,6 +57,29 @@ class Signer:
             if len(self._signed) > _CACHE_SIZE:
                 self._signed.popitem(last=False)
         return found
+
+
+@functools.lru_cache(maxsize=4)
+def signer_of(key: Ed25519PrivateKey, key_id: str) -> Signer:
+    """The worker's signer of one key (a rotated key gets a signer of its own)."""
+    del key_id  # part of the cache's key only
+    return Signer(key)
+
+
+def signed(
+    key_path: Path | None,
+    tenant: str,
+    skill: str,
+    version: int,
+    files: Iterable[tuple[str, str, int]],
+) -> dict[str, str]:
+    """``{alg, keyId, signature}`` over a version's document with the key signing now, what a
+    skill entry's provenance and a version read over REST carry; empty without a key."""
+    if key_path is None:
+        return {}
+    signer = signer_of(*key_file(key_path).current())
+    found = signer.signature(document(tenant, skill, version, files))
+    return {"alg": "Ed25519", "keyId": signer.key_id, "signature": found}
 
 
 def document(
@@ -105,6 +130,12 @@ def verify_folder(
     verify({"document": signed, "signature": meta["signature"]}, pick(keys, meta.get("keyId")))
     if tenant is not None and signed["tenant"] != tenant:
         raise SignatureRefused(f"the skill is tenant {signed['tenant']!r}'s, not {tenant!r}'s")
+    return differences(folder, signed)
+
+
+def differences(folder: Path, signed: dict[str, Any]) -> list[str]:
+    """How ``folder`` differs from a version's signed document (``document``): each file missing,
+    extra, or not the manifest's (none: the folder is that version, byte for byte)."""
     expected = {f["path"]: f for f in signed["files"]}
     problems = []
     present = _files(folder)

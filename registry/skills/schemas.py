@@ -79,6 +79,15 @@ class PartialLockOut(BaseModel):
     version: int
 
 
+class ManifestSignature(BaseModel):
+    """The registry's signature over ``{tenant, skill, version, files}`` (each file's path,
+    sha256 and size), as a skill entry's provenance carries it over MCP."""
+
+    alg: str = "Ed25519"
+    keyId: str  # the name a skill entry gives it
+    signature: str
+
+
 class SkillVersionOut(BaseModel):
     version: int
     description: str
@@ -88,6 +97,11 @@ class SkillVersionOut(BaseModel):
         default_factory=list, description="the prompt version each partial tag of SKILL.md is"
     )
     manifest_sha256: str
+    signature: ManifestSignature | None = Field(
+        default=None,
+        description="GET …/versions/N: the registry's signature over the version's files, when "
+        "it has a signing key (what `registry install` verifies a pinned version by)",
+    )
     author: str
     commit_message: str | None = None
     created_at: datetime
