@@ -47,6 +47,7 @@ COMMANDS = {
     "pull": "files",
     "refresh": "files",
     "login": "files",
+    "import": "files",
     "install": "installing",
     "test": "releases",
     "release": "releases",

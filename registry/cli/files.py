@@ -284,3 +284,46 @@ def login_command(slug: str, url: str, client_id: str) -> None:
     )
     where = login.save(credential)
     click.echo(f"logged in to {slug} through {credential.issuer}; token kept in {where}", err=True)
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(["langfuse"]),
+    required=True,
+    help="The format of FILE: langfuse (prompt versions as its public API answers them).",
+)
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@url_option
+@key_option
+@click.option("--dry-run", is_flag=True, help="Print what would be imported; write nothing.")
+def import_command(
+    file: Path, source: str, slug: str, url: str, key: str | None, dry_run: bool
+) -> None:
+    """Bring prompts in from FILE, written by another tool: versions, labels, tags, model config and
+    variables (as arguments), with a report of what could not be mapped as it was."""
+    from registry import importing
+
+    del source  # one format so far
+    try:
+        plan = importing.read_langfuse(file.read_bytes())
+    except sync.FileError as refused:
+        raise CommandError(f"{file}: {refused}") from None
+    with contextlib.closing(_connected(url, slug, key)) as client:
+        outcomes = importing.apply(client, plan, dry_run=dry_run)
+    for outcome in outcomes:
+        click.echo(outcome.line())
+    for line in plan.report:
+        click.echo(f"not as it was: {line}", err=True)
+    failed = [o for o in outcomes if o.action == "error"]
+    done = "would import" if dry_run else "imported"
+    created = [o for o in outcomes if o.action in ("create", "would create")]
+    click.echo(
+        f"{done} {len(created)} of {len(outcomes)} prompt(s); {len(plan.report)} thing(s) not "
+        "mapped as they were (above)",
+        err=True,
+    )
+    if failed:
+        sys.exit(1)
