@@ -537,6 +537,24 @@ MUTATIONS = (
         "        if edited and options.force:",
         ("tests/test_install.py",),
     ),
+    Mutation(
+        "library-publish-tells-pinners",
+        "a library's publish tells only its followers' streams, never a subscriber that pinned",
+        "registry/events/listener.py",
+        "            if follows:",
+        "            if True:",
+        ("tests/libraries/test_fan_out.py",),
+    ),
+    Mutation(
+        "library-read-without-grant",
+        "a subscriber reads a library only while both consents hold",
+        "migrations/sql/0035_library_serving_v1.sql",
+        "    v_label := registry_library_grant_v1(p_library);\n    IF v_label IS NULL THEN\n"
+        "        RETURN;",
+        "    v_label := coalesce(registry_library_grant_v1(p_library), 'production');\n"
+        "    IF v_label IS NULL THEN\n        RETURN;",
+        ("tests/db/test_library_rls.py",),
+    ),
 )
 
 

@@ -314,9 +314,11 @@ class Worker:
             outbox=[dispatcher.poke],  # a committed change queued webhook deliveries
         )
         caches.live = feed.hearing
+        caches.reading_libraries = feed.reads_libraries
         if settings.snapshot_key_file is not None:  # a rotated key drops every kept answer
             caches.live = _key_checked(feed.hearing, key_file(settings.snapshot_key_file))
         db.committed.append(caches.invalidate)  # this worker's own writes: at once, not on the echo
+        db.committed.append(feed.committed)  # and, for a library, its readers' caches
         db.replicas.trusted = feed.hearing  # what this worker knows is complete
         return cls(
             settings,

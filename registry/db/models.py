@@ -103,6 +103,10 @@ class Tenant(Base):
     usage_retention_days: Mapped[int] = mapped_column(Integer, server_default=text("90"))
     # Live rollouts (running or paused): serving looks for them only when there are some.
     rollouts_live: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # Offers the tenant makes as a library, and libraries it subscribes to (kept by triggers,
+    # schema 0035): whether its changes reach other tenants, and whether its lists merge libraries.
+    library_offers: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    library_reads: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     instructions: Mapped[str | None] = mapped_column(Text)
     # API keys are accepted (an operator may turn them off, leaving OAuth tokens only).
     api_keys: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))

@@ -64,6 +64,13 @@ class Subscription:
             self._pending = seq
             self._wake()
 
+    def poke(self) -> None:
+        """What the subscriber serves changed without a change of its own tenant (a library it
+        follows published): told as the newest change it has, no new number."""
+        if self._pending is None:
+            self._pending = self.seen
+            self._wake()
+
     def close(self, reason: str | None = None) -> None:
         if not self.closed:
             self.reason = reason
@@ -185,6 +192,14 @@ class Hub:
                 subscription.offer(seq)
                 told += 1
         return told
+
+    def poke(self, tenant_id: uuid.UUID) -> int:
+        """Tell every subscriber of the tenant that what it serves changed (``Subscription.poke``);
+        returns how many were told."""
+        subscriptions = self._subscribers.get(tenant_id, ())
+        for subscription in subscriptions:
+            subscription.poke()
+        return len(subscriptions)
 
     def close_tenant(self, tenant_id: uuid.UUID) -> None:
         """The tenant is gone: end its streams."""

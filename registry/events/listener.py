@@ -42,6 +42,16 @@ class ChangeSource(Protocol):
     async def current_sequences(self, tenant_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
         """Each tenant's change sequence now (absent: the tenant is gone)."""
 
+    async def libraries(self) -> set[uuid.UUID]:
+        """The tenants that offer themselves as a library."""
+
+    async def library_readers(self, library: uuid.UUID) -> Readers:
+        """Whether ``library`` offers itself now, the tenants that read it (and whether each
+        follows its label), and every tenant subscribed to it, read or not."""
+
+
+Readers = tuple[bool, list[tuple[uuid.UUID, bool]], list[uuid.UUID]]
+
 
 class Invalidates(Protocol):
     def invalidate(self, tenant_id: uuid.UUID) -> None: ...
@@ -100,6 +110,11 @@ class ChangeFeed:
         self._delivering: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._lost = asyncio.Event()
         self._stopped = False
+        # The tenants that offer themselves as libraries, each with the tenants that read it and
+        # whether each follows (None until first needed): a library's change reaches them here,
+        # one notification fanned out by every worker, never one notification per subscriber.
+        self._libraries: dict[uuid.UUID, list[tuple[uuid.UUID, bool]] | None] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         # Each kind of notice to its handler: a new kind of notification is a notice type in
         # registry.events.notices and one row here.
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
@@ -108,6 +123,7 @@ class ChangeFeed:
             notices.SessionEnded: self._session_ended,
             notices.TenantDeleted: self._tenant_deleted,
             notices.Changed: self._changed,
+            notices.LibraryChanged: self._library_changed,
         }
 
     # --- the connection ------------------------------------------------------------------------
@@ -174,7 +190,7 @@ class ChangeFeed:
     async def stop(self) -> None:
         self._stopped = True
         self._lost.set()
-        for task in [*self._delivering.values(), *self._checking.values()]:
+        for task in [*self._delivering.values(), *self._checking.values(), *self._tasks]:
             task.cancel()
 
     # --- notifications -------------------------------------------------------------------------
@@ -210,6 +226,8 @@ class ChangeFeed:
         if notice.serves:
             for cache in self.caches:  # at once: the next request of this worker reads fresh data
                 cache.invalidate(tenant_id)
+            if tenant_id in self._libraries:
+                self._library_published(tenant_id)
         if seq is None:
             return
         for heard in self.sequences:
@@ -221,6 +239,77 @@ class ChangeFeed:
                 moved = notice.label if notice.serves else NOTHING_SERVED
                 self._labels.setdefault(tenant_id, {})[seq] = moved
             self.note(tenant_id, seq)
+
+    # --- libraries: one tenant's change reaching the tenants that read it ------------------------
+
+    def _library_published(self, library: uuid.UUID) -> None:
+        """What the library serves changed: its readers' caches drop, and the streams of those
+        that follow its label are told (those that pin versions are not: their versions stay)."""
+        readers = self._libraries.get(library)
+        if readers is None:
+            self._spawn(self._load_library(library, published=True))
+            return
+        for reader, follows in readers:
+            for cache in self.caches:
+                cache.invalidate(reader)
+            if follows:
+                NOTIFICATIONS_SENT.inc(self.hub.poke(reader))
+
+    def committed(self, tenant_id: uuid.UUID) -> None:
+        """This worker committed a change of ``tenant_id``: when it is a library whose readers
+        are known, their caches drop at once too (their streams are told on the notification), so
+        what a library's publisher wrote is what its subscribers read next from this worker."""
+        for reader, _ in self._libraries.get(tenant_id) or ():
+            for cache in self.caches:
+                cache.invalidate(reader)
+
+    def reads_libraries(
+        self, tenant_id: uuid.UUID, libraries: list[tuple[uuid.UUID, bool]]
+    ) -> None:
+        """``tenant_id`` reads these libraries now (read by this worker to serve it): each
+        library's change reaches it here even before the consent's notification is heard."""
+        for library, follows in libraries:
+            readers = self._libraries.get(library)
+            if readers is None:
+                readers = self._libraries[library] = []
+            if (tenant_id, follows) not in readers:
+                readers[:] = [r for r in readers if r[0] != tenant_id]
+                readers.append((tenant_id, follows))
+
+    def _library_changed(self, notice: notices.LibraryChanged) -> None:
+        self._spawn(self._load_library(notice.tenant, published=False))
+
+    async def _load_library(self, library: uuid.UUID, *, published: bool) -> None:
+        """Read whom the library reaches now; after a consent changed, every tenant subscribed to
+        it (read or not) drops what it holds and its streams are told."""
+        offers, readers, subscribed = await self.source.library_readers(library)
+        if offers:
+            self._libraries[library] = readers
+        else:
+            self._libraries.pop(library, None)
+        if published:
+            if offers:
+                self._library_published(library)
+            return
+        for tenant_id in {*subscribed, *(r for r, _ in readers)}:
+            for cache in self.caches:
+                cache.invalidate(tenant_id)
+            NOTIFICATIONS_SENT.inc(self.hub.poke(tenant_id))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        async def logged() -> None:
+            try:
+                await work
+            except (OSError, asyncpg.PostgresError, RegistryError, SQLAlchemyError) as error:
+                for cache in self.caches:  # whom it reaches is unknown: trust nothing kept
+                    cache.clear()
+                logger.warning(
+                    "library_fan_out_failed", extra={"fields": {"error": type(error).__name__}}
+                )
+
+        task = asyncio.create_task(logged())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def check_access(self, tenant_id: uuid.UUID) -> None:
         """Have the open streams of a tenant checked again (one check at a time per tenant; a
@@ -312,6 +401,12 @@ class ChangeFeed:
         self._labels.clear()  # notifications may have been lost: read the log for these ranges
         for cache in [*self.caches, *self.auth_caches]:
             cache.clear()
+        # Consents may have changed unheard: whom each library reaches is read again.
+        self._libraries = {}
+        for library in await self.source.libraries():
+            offers, readers, _ = await self.source.library_readers(library)
+            if offers:
+                self._libraries[library] = readers
         for wake in self.outbox:
             wake()
         watched = self.hub.tenants()

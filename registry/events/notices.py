@@ -49,7 +49,15 @@ class Changed:
     serves: bool = True
 
 
-Notice = WebhooksQueued | AccessChanged | SessionEnded | TenantDeleted | Changed
+@dataclass(frozen=True)
+class LibraryChanged:
+    """A consent of the library ``tenant`` changed (an offer, or a subscription to it): whom its
+    changes reach, and what its subscribers serve, may have changed."""
+
+    tenant: uuid.UUID
+
+
+Notice = WebhooksQueued | AccessChanged | SessionEnded | TenantDeleted | Changed | LibraryChanged
 
 
 def parse(payload: str) -> Notice | None:
@@ -67,6 +75,8 @@ def parse(payload: str) -> Notice | None:
         return SessionEnded(tenant, event["session"])
     if event.get("deleted"):
         return TenantDeleted(tenant)
+    if event.get("library"):
+        return LibraryChanged(tenant)
     seq = event.get("seq")
     label = event.get("label")
     return Changed(

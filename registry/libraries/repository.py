@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
+import asyncpg
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from registry.db.connect import stored_json
 from registry.db.library_models import LibraryOffer, LibrarySubscription
 from registry.db.models import Tenant
+from registry.db.repository import driver
 
 
 async def tenant_named(session: AsyncSession, slug: str) -> Tenant | None:
@@ -148,3 +151,70 @@ async def granted(session: AsyncSession, library_id: uuid.UUID) -> str | None:
         text("SELECT registry_library_grant_v1(:library)"), {"library": library_id}
     )
     return None if label is None else str(label)
+
+
+# --- serving: one statement each, on the hot path's plain pool (schema 0035) ----------------------
+
+READS = "SELECT library_id, library, label, follow, pins, prefix FROM registry_library_reads_v1($1)"
+ENTRIES = "SELECT name, version, entry FROM registry_library_entries_v1($1, $2, $3, $4)"
+COUNT = "SELECT registry_library_count_v1($1, $2)"
+SERVED_VERSION = "SELECT registry_library_served_version_v1($1, $2, $3)"
+SUBSCRIBERS = "SELECT tenant_id, follow FROM registry_library_subscribers_v1($1)"
+BLOBS = "SELECT sha256, data FROM registry_library_blobs_v1($1, $2, $3)"
+EVERY_SUBSCRIPTION = "SELECT tenant_id FROM registry_library_subscriptions_v1($1)"
+OFFERING = "SELECT id FROM tenants WHERE library_offers > 0"
+OFFERS = "SELECT library_offers > 0 FROM tenants WHERE id = $1"
+
+Reads: TypeAlias = asyncpg.Pool | AsyncSession
+
+
+async def reads_of(reads: Reads, tenant_id: uuid.UUID) -> list[Any]:
+    """The libraries ``tenant_id`` reads now: rows of (library_id, library, label, follow, pins,
+    prefix), by the library's name."""
+    return list(await (await driver(reads)).fetch(READS, tenant_id))
+
+
+async def entries(
+    reads: Reads, tenant_id: uuid.UUID, library_id: uuid.UUID, after: str | None, limit: int
+) -> list[tuple[str, int, str | None]]:
+    rows = await (await driver(reads)).fetch(ENTRIES, tenant_id, library_id, after, limit)
+    return [(row[0], row[1], row[2]) for row in rows]
+
+
+async def count(reads: Reads, tenant_id: uuid.UUID, library_id: uuid.UUID) -> int:
+    return int(await (await driver(reads)).fetchval(COUNT, tenant_id, library_id))
+
+
+async def served_version(
+    reads: Reads, tenant_id: uuid.UUID, library_id: uuid.UUID, name: str
+) -> dict[str, Any]:
+    raw = await (await driver(reads)).fetchval(SERVED_VERSION, tenant_id, library_id, name)
+    found: dict[str, Any] = stored_json(raw) if isinstance(raw, str) else raw
+    return found
+
+
+async def blobs(
+    reads: Reads, tenant_id: uuid.UUID, library_id: uuid.UUID, shas: list[bytes]
+) -> dict[bytes, bytes]:
+    rows = await (await driver(reads)).fetch(BLOBS, tenant_id, library_id, shas)
+    return {bytes(row[0]): bytes(row[1]) for row in rows}
+
+
+async def subscribers(reads: Reads, library_id: uuid.UUID) -> list[tuple[uuid.UUID, bool]]:
+    """The tenants that read ``library_id`` now, and whether each follows its label."""
+    rows = await (await driver(reads)).fetch(SUBSCRIBERS, library_id)
+    return [(row[0], row[1]) for row in rows]
+
+
+async def every_subscription(reads: Reads, library_id: uuid.UUID) -> list[uuid.UUID]:
+    """Every tenant that subscribed to ``library_id``, read or not (an offer withdrawn)."""
+    return [row[0] for row in await (await driver(reads)).fetch(EVERY_SUBSCRIPTION, library_id)]
+
+
+async def offering(reads: Reads) -> set[uuid.UUID]:
+    """The tenants that offer themselves as a library to any tenant."""
+    return {row[0] for row in await (await driver(reads)).fetch(OFFERING)}
+
+
+async def offers(reads: Reads, tenant_id: uuid.UUID) -> bool:
+    return bool(await (await driver(reads)).fetchval(OFFERS, tenant_id))

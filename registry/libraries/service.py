@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.db.audit import record_audit
+from registry.db.audit import record_audit, record_change
 from registry.db.library_models import LibrarySubscription
 from registry.db.models import Tenant
 from registry.errors import Conflict, InvalidInput, NotFound
@@ -53,6 +53,9 @@ async def offer(
     made = await repo.put_offer(
         session, library.id, subscriber.id if subscriber else None, body.label
     )
+    # Who reads the library changed: its readers' caches drop in this worker as it commits (the
+    # consent's own notification reaches the other workers).
+    record_change(session, tenant_id=library.id, kind="library.offer", detail={"to": body.tenant})
     await record_audit(
         session,
         tenant_id=library.id,
@@ -111,6 +114,7 @@ async def withdraw(session: AsyncSession, library: Tenant, caller: Principal, sl
     subscriber = None if slug == EVERY else await _other(session, library, slug, "tenant")
     if not await repo.delete_offer(session, library.id, subscriber.id if subscriber else None):
         raise NotFound(f"this library makes no offer to {slug!r}", field="tenant")
+    record_change(session, tenant_id=library.id, kind="library.withdraw", detail={"to": slug})
     await record_audit(
         session,
         tenant_id=library.id,
@@ -240,6 +244,8 @@ async def _audit(
     library: Tenant,
     row: LibrarySubscription,
 ) -> None:
+    # What the subscriber serves changed: its caches drop in every worker, its streams are told.
+    record_change(session, tenant_id=tenant.id, kind=action, detail={"library": library.slug})
     await record_audit(
         session,
         tenant_id=tenant.id,

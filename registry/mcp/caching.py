@@ -28,10 +28,13 @@ from registry.db.engine import Database, LazyTx
 from registry.db.models import Tenant
 from registry.errors import NotFound
 from registry.events.cache import MISSING, Grouped, TenantScoped
+from registry.libraries import serving as libraries
+from registry.libraries.serving import LibraryRead
 from registry.mcp import shaping
 from registry.mcp.protocol import Message
 from registry.principal import Principal
 from registry.prompts import hot_reads, reading, rendering
+from registry.prompts import listing as prompt_listing
 from registry.prompts.as_tools import FIND
 from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
@@ -200,6 +203,12 @@ class McpCaches:
     # Whether cached answers may be trusted: the LISTEN connection is up and was heard from within
     # a couple of seconds (set by the app).
     live: Callable[[], bool] = lambda: False
+    # Told which libraries a tenant reads (library, follows) whenever this worker reads them, so
+    # that a library's change drops that tenant's caches here from then on (set by the app: the
+    # change feed's ``reads_libraries``).
+    reading_libraries: Callable[[uuid.UUID, list[tuple[uuid.UUID, bool]]], None] = (
+        lambda tenant, libraries: None
+    )
 
     @property
     def enabled(self) -> bool:
@@ -354,11 +363,14 @@ async def render(
             raise found.error()
         if found is not MISSING:
             compiled = caches.versions.get(tenant.id, found)
-    if compiled is MISSING:
+    library: str | None = None
+    if compiled is not MISSING:
+        library = found[2]
+    else:
         generation = caches.resolved.generation(tenant.id)
         try:
-            prompt_id, number, compiled = await rendering.served_version(
-                await db.read_pool(tenant.id), tenant, name, version=version, label=label
+            prompt_id, number, compiled, library = await _served_version(
+                caches, db, tenant, name, version=version, label=label
             )
         except NotFound as error:
             if enabled:
@@ -367,7 +379,7 @@ async def render(
             raise
         if enabled:
             # ints, not UUID objects: untracked by the cycle collector (see TenantScoped)
-            caches.resolved.put(tenant.id, key, (prompt_id.int, number), generation)
+            caches.resolved.put(tenant.id, key, (prompt_id.int, number, library), generation)
             caches.versions.keep(tenant.id, (prompt_id.int, number), compiled)
     blobs: dict[bytes, str] = {}
     missing = []
@@ -378,17 +390,64 @@ async def render(
         else:
             blobs[sha] = data
     if missing:
-        for sha, data in (
+        loaded = (
             await rendering.load_blobs(await tx.session(), tenant.id, missing)
-        ).items():
+            if library is None
+            else await _library_blobs(caches, db, tenant, library, missing)
+        )
+        for sha, data in loaded.items():
             blobs[sha] = caches.blobs.keep(tenant.id, sha, data) if enabled else data
-    return rendering.render_compiled(
+    rendered = rendering.render_compiled(
         compiled,
         arguments,
         blobs,
         max_value_length=max_value_length,
         max_rendered_chars=max_rendered_chars,
     )
+    if library is not None:
+        rendered.library = library
+    return rendered
+
+
+async def _library_blobs(
+    caches: McpCaches, db: Database, tenant: Tenant, library: str, shas: list[bytes]
+) -> dict[bytes, str]:
+    """The blobs a library's version uses, read through the library's grant."""
+    for read in await library_reads(caches, db, tenant):
+        if read.library == library:
+            return await libraries.blobs(await db.reads(), tenant, read, shas)
+    return {}
+
+
+async def _served_version(
+    caches: McpCaches,
+    db: Database,
+    tenant: Tenant,
+    name: str,
+    *,
+    version: int | None,
+    label: str,
+) -> tuple[uuid.UUID, int, CompiledVersion, str | None]:
+    """The tenant's own version of ``name`` (by number, else as ``label`` serves it), else, for a
+    name its label does not serve, the version a library it reads serves under that name (never
+    by number: a subscriber reads what the library's label serves, not its other versions)."""
+    reads = await db.read_pool(tenant.id)
+    try:
+        prompt_id, number, compiled = await rendering.served_version(
+            reads, tenant, name, version=version, label=label
+        )
+        return prompt_id, number, compiled, None
+    except NotFound as refused:
+        if version is not None or refused.detail.get("field") not in ("name", "label"):
+            raise
+        served = await libraries.served_version(  # the primary: see listing
+            await db.reads(), tenant, await library_reads(caches, db, tenant), name
+        )
+        if served is None:
+            raise
+        library, found = served
+        prompt_id, number, compiled = rendering.compile_found(found)
+        return prompt_id, number, compiled, library.library
 
 
 async def tool_target(
@@ -460,6 +519,9 @@ async def listing(
 
     async def read() -> PageRead:
         reads = await db.read_pool(tenant.id)
+        libs = await library_reads(caches, db, tenant)
+        if libs:  # from the primary: a replica has replayed the subscriber, not the libraries
+            return await _merged(await db.reads(), tenant, label, libs, after, limit, revision)
         if shaping.serves_stored_entries(revision):  # each version's entry as written, concatenated
             return await reading.served_entries(reads, tenant, label, after=after, limit=limit)
         page, more = await reading.served_page(reads, tenant, label, after=after, limit=limit)
@@ -471,18 +533,62 @@ async def listing(
     return await kept_page(caches, tenant, key, read)
 
 
+async def _merged(
+    reads: Any,
+    tenant: Tenant,
+    label: str,
+    libs: tuple[LibraryRead, ...],
+    after: str | None,
+    limit: int,
+    revision: Revision,
+) -> PageRead:
+    """A prompts/list page of the tenant's own prompts and its libraries', merged by name."""
+    rows = await libraries.merged_entries(reads, tenant, label, libs, after=after, limit=limit + 1)
+    page, more = rows[:limit], len(rows) > limit
+    last = page[-1][0] if page else None
+    if shaping.serves_stored_entries(revision):
+        return ("[" + ",".join(entry for _, entry in page) + "]").encode(), last, more
+    options = shaping.entry_options(revision)
+    return [prompt_listing.narrowed(orjson.loads(e), **options) for _, e in page], last, more
+
+
+async def library_reads(caches: McpCaches, db: Database, tenant: Tenant) -> tuple[LibraryRead, ...]:
+    """The libraries the tenant reads now (read only when its row says it subscribes to some),
+    from memory until the tenant changes (a subscription's every change is one, and a library's
+    consent changing drops its subscribers' caches in every worker)."""
+    if not tenant.library_reads:
+        return ()
+    enabled, key = caches.enabled, ("libraries",)
+    if enabled:
+        found = caches.resolved.get(tenant.id, key)
+        if found is not MISSING:
+            return found  # type: ignore[no-any-return]
+        generation = caches.resolved.generation(tenant.id)
+    read = await libraries.reads(await db.reads(), tenant)
+    caches.reading_libraries(tenant.id, [(r.library_id, r.follow) for r in read])
+    if enabled:
+        caches.resolved.put(tenant.id, key, read, generation)
+    return read
+
+
+async def _count(caches: McpCaches, db: Database, tenant: Tenant, label: str) -> int:
+    reads = await db.read_pool(tenant.id)
+    own = await reading.served_count(reads, tenant, label)
+    libs = await library_reads(caches, db, tenant)
+    return own + (await libraries.count(await db.reads(), tenant, libs) if libs else 0)
+
+
 async def served_count(caches: McpCaches, db: Database, tenant: Tenant, label: str) -> int:
+    """How many prompts ``label`` serves the tenant, its libraries' included (a first page's size
+    is chosen by it)."""
     if not caches.enabled:
-        return await reading.served_count(await db.read_pool(tenant.id), tenant, label)
+        return await _count(caches, db, tenant, label)
     key = ("count", label)
     found = caches.counts.get(tenant.id, key)
     if found is MISSING:
         generation = caches.counts.generation(tenant.id)
         found = caches.counts.put(
-            tenant.id,
-            key,
-            await reading.served_count(await db.read_pool(tenant.id), tenant, label),
-            generation,
+            tenant.id, key, await _count(caches, db, tenant, label), generation
         )
     return int(found)
 

@@ -197,7 +197,13 @@ async def prompts_get(call: Call, parsed: GetParams) -> dict[str, Any]:
     too_large = call.oversized(result)
     if too_large is not None:
         raise InvalidParams(f"invalid params: {too_large}")
-    served = {"prompt": name, "version": rendered.version, "partials": list(rendered.partials)}
+    served: dict[str, Any] = {
+        "prompt": name,
+        "version": rendered.version,
+        "partials": list(rendered.partials),
+    }
+    if rendered.library is not None:  # a library's prompt: the receipt names the library
+        served["library"] = rendered.library
     meta[RECEIPT] = call.receipt(served, arguments, label=label)
     by_label = "" if version is not None else label or call.label
     call.served = Served("prompt", name, rendered.version or 0, by_label)

@@ -81,6 +81,19 @@ def list_entry(prompt: ServedPrompt, *, titles: bool, icons: bool) -> dict[str, 
 STORED_OPTIONS: dict[str, bool] = {"titles": True, "icons": True}
 
 
+def narrowed(entry: dict[str, Any], *, titles: bool, icons: bool) -> dict[str, Any]:
+    """A stored entry (``STORED_OPTIONS``, decoded) as ``list_entry`` shapes it for a revision
+    with fewer options: what ``titles`` and ``icons`` leave out, left out."""
+    if not titles:
+        entry.pop("title", None)
+        entry.pop("_meta", None)
+        for argument in entry.get("arguments", ()):
+            argument.pop("title", None)
+    if not icons:
+        entry.pop("icons", None)
+    return entry
+
+
 def stored_entry(prompt: ServedPrompt) -> str:
     """The entry a version is stored with (``STORED_OPTIONS``), encoded."""
     return orjson.dumps(list_entry(prompt, **STORED_OPTIONS)).decode()

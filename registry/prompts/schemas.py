@@ -363,6 +363,7 @@ class RenderedPrompt(BaseModel):
     # What a receipt names besides the result (not part of the answer itself).
     version: int | None = Field(default=None, exclude=True)
     partials: tuple[str, ...] = Field(default=(), exclude=True)
+    library: str | None = Field(default=None, exclude=True)  # the library that served it
 
 
 class FieldChange(BaseModel):

@@ -111,3 +111,52 @@ async def test_a_library_is_read_only_with_both_consents(
         )
     # sub now falls under the offer to every tenant, of another label than it accepted.
     assert await _rows(db, subscriber, grant, lib=library) == [(None,)]
+
+
+async def test_the_serving_functions_read_a_library_only_with_both_consents(
+    db: Database, superuser: asyncpg.Connection, three: tuple[uuid.UUID, uuid.UUID, uuid.UUID]
+) -> None:
+    """Each serving function asks for the grant itself: called with the subscriber's id after the
+    offer is withdrawn (or with a stranger's, or the library's own draft), it reads nothing."""
+    library, subscriber, stranger = three
+    prompt = await superuser.fetchval(
+        "INSERT INTO prompts (tenant_id, name, latest_version) VALUES ($1, 'tone', 2) RETURNING id",
+        library,
+    )
+    for version in (1, 2):
+        await superuser.execute(
+            "INSERT INTO prompt_versions (tenant_id, prompt_id, version, author, content_hash) "
+            "VALUES ($1, $2, $3::integer, 'key:x', sha256(convert_to($3::integer::text, 'UTF8')))",
+            library, prompt, version,
+        )  # fmt: skip
+    await superuser.execute(
+        "INSERT INTO labels (tenant_id, prompt_id, prompt_name, label, version, updated_by) "
+        "VALUES ($1, $2, 'tone', 'production', 1, 'key:x')",
+        library, prompt,
+    )  # fmt: skip
+    pool = await db.reads()
+    entries = "SELECT name, version FROM registry_library_entries_v1($1, $2, NULL, 100)"
+    served = "SELECT registry_library_served_version_v1($1, $2, 'tone')::text"
+    assert [tuple(r) for r in await pool.fetch(entries, subscriber, library)] == [("tone", 1)]
+    assert '"version": 1' in await pool.fetchval(served, subscriber, library)
+    assert await pool.fetch(entries, stranger, library) == []  # never subscribed
+    assert "library" in await pool.fetchval(served, stranger, library)
+    await superuser.execute(
+        "DELETE FROM library_offers WHERE tenant_id = $1 AND subscriber_id = $2",
+        library,
+        subscriber,
+    )
+    assert await pool.fetch(entries, subscriber, library) == []  # withdrawn: nothing
+    assert "library" in await pool.fetchval(served, subscriber, library)
+    # Pinning version 2, which production never served: not read either.
+    await superuser.execute(
+        "INSERT INTO library_offers (tenant_id, subscriber_id, label) VALUES ($1, $2, 'production')",
+        library, subscriber,
+    )  # fmt: skip
+    await superuser.execute(
+        "UPDATE library_subscriptions SET follow = false, pins = '{\"tone\": 2}' "
+        "WHERE tenant_id = $1",
+        subscriber,
+    )
+    assert await pool.fetch(entries, subscriber, library) == []
+    assert "prompt" in await pool.fetchval(served, subscriber, library)

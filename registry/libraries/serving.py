@@ -1,0 +1,146 @@
+"""What a subscriber serves of its libraries, beside its own prompts: a library's prompts as the
+label it accepted serves them (following) or the versions it pinned, under their names or under
+the prefix it chose. Its own prompt wins a name both serve; two libraries serving one name: the
+first by the library's name wins.
+
+Every read is one statement of schema 0035 that asks for the grant (both consents) before it reads
+the library, so nothing here decides who may read what: it merges what the database gave. Lists
+merge the subscriber's own keyset page with each library's, in name order (the code-point order
+the embedded server and the documented deployments sort text in: ``C.UTF-8``)."""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import orjson
+
+from registry.db.models import Tenant
+from registry.libraries import repository as repo
+from registry.prompts import hot_reads
+from registry.prompts.listing import served_prompt, stored_entry
+
+
+@dataclass(frozen=True)
+class LibraryRead:
+    """One library a tenant reads now, and on which terms."""
+
+    library_id: uuid.UUID
+    library: str  # its tenant's name
+    label: str
+    follow: bool
+    prefix: str
+
+    def local(self, name: str) -> str | None:
+        """The library's own name of ``name`` as the subscriber serves it (None: not one of its
+        names, for the prefix it is served under)."""
+        if not name.startswith(self.prefix):
+            return None
+        return name[len(self.prefix) :] or None
+
+    def start(self, after: str | None) -> tuple[bool, str | None]:
+        """Whether any of the library's names come after ``after`` (a served name), and where its
+        own keyset page starts then."""
+        if after is None or after < self.prefix:
+            return True, None
+        if after.startswith(self.prefix):
+            return True, after[len(self.prefix) :]
+        return False, None  # every prefixed name sorts before ``after``
+
+
+async def reads(pool: repo.Reads, tenant: Tenant) -> tuple[LibraryRead, ...]:
+    """The libraries ``tenant`` reads now (none without a subscription: no round trip)."""
+    if not tenant.library_reads:
+        return ()
+    return tuple(
+        LibraryRead(row[0], row[1], row[2], row[3], row[5] or "")
+        for row in await repo.reads_of(pool, tenant.id)
+    )
+
+
+async def merged_entries(
+    pool: repo.Reads,
+    tenant: Tenant,
+    label: str,
+    libraries: tuple[LibraryRead, ...],
+    *,
+    after: str | None,
+    limit: int,
+) -> list[tuple[str, str]]:
+    """Up to ``limit`` served names after ``after`` with their stored list entries (encoded), the
+    tenant's own and its libraries' merged by name, each name once (its own first)."""
+    own = await hot_reads.served_entries(pool, tenant.id, label, after=after, limit=limit)
+    sources: list[list[tuple[str, str]]] = [
+        [
+            (name, entry if entry is not None else stored_entry(served_prompt(name, *served or ())))
+            for name, entry, served in own
+        ]
+    ]
+    for library in libraries:
+        any_after, start = library.start(after)
+        if not any_after:
+            sources.append([])
+            continue
+        rows = await repo.entries(pool, tenant.id, library.library_id, start, limit)
+        sources.append([_renamed(library.prefix, n, v, e) for n, v, e in rows])
+    return list(_first_of_each(sources, limit))
+
+
+def _renamed(prefix: str, name: str, version: int, entry: str | None) -> tuple[str, str]:
+    served = prefix + name
+    if entry is None:  # written before entries were stored: shaped from its name alone
+        return served, stored_entry(served_prompt(served, version, None, None, None, None))
+    if not prefix:
+        return served, entry
+    decoded = orjson.loads(entry)
+    decoded["name"] = served
+    return served, orjson.dumps(decoded).decode()
+
+
+def _first_of_each(sources: list[list[tuple[str, str]]], limit: int) -> Iterator[tuple[str, str]]:
+    """The sorted sources merged by name, each name from the first source that has it."""
+    last: str | None = None
+    taken = 0
+    merged = heapq.merge(
+        *([(name, rank, entry) for name, entry in source] for rank, source in enumerate(sources))
+    )
+    for name, _, entry in merged:
+        if name == last:
+            continue
+        last = name
+        yield name, entry
+        taken += 1
+        if taken == limit:
+            return
+
+
+async def count(pool: repo.Reads, tenant: Tenant, libraries: tuple[LibraryRead, ...]) -> int:
+    """How many prompts the libraries serve the tenant (names its own also serve counted too: what
+    a first page's size is chosen by, not a total shown)."""
+    return sum([await repo.count(pool, tenant.id, library.library_id) for library in libraries])
+
+
+async def served_version(
+    pool: repo.Reads, tenant: Tenant, libraries: tuple[LibraryRead, ...], name: str
+) -> tuple[LibraryRead, dict[str, object]] | None:
+    """The library that serves ``name`` to the tenant and the version record it serves (as
+    ``registry_served_version_v3`` gives it); None when none serves it."""
+    for library in libraries:
+        local = library.local(name)
+        if local is None:
+            continue
+        found = await repo.served_version(pool, tenant.id, library.library_id, local)
+        if "missing" not in found:
+            return library, found
+    return None
+
+
+async def blobs(
+    pool: repo.Reads, tenant: Tenant, library: LibraryRead, shas: list[bytes]
+) -> dict[bytes, str]:
+    """The bytes (base64, as content blocks carry them) of blobs a library's version uses."""
+    found = await repo.blobs(pool, tenant.id, library.library_id, shas)
+    return {sha: base64.b64encode(data).decode() for sha, data in found.items()}

@@ -1,0 +1,69 @@
+"""A library's publish reaches the open MCP streams of the tenants that follow it, in every worker
+(one notification, fanned out by each worker), and not those of tenants that pinned versions: their
+first word after it is their own next change."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.conftest import LiveServer, PgServer, module_server
+from tests.streams import seq_of, streams, write
+
+pytestmark = pytest.mark.slow
+
+V1 = "/api/v1/tenants"
+ROLES = ("admin", "publisher", "reader")
+
+
+@pytest.fixture(scope="module")
+async def server(pg_server: PgServer, template_db: str) -> AsyncIterator[LiveServer]:
+    async with module_server(pg_server, template_db, workers=2) as server:
+        yield server
+
+
+def call(server: LiveServer, method: str, path: str, key: str, body: object) -> None:
+    answer = httpx.request(method, f"{server.url}{V1}{path}", json=body,
+                           headers={"Authorization": f"Bearer {key}"}, timeout=30)  # fmt: skip
+    assert answer.status_code < 300, answer.text
+
+
+async def test_a_publish_reaches_followers_streams_and_not_pinners(
+    server: LiveServer, pg_server: PgServer
+) -> None:
+    platform = server.tenant("platform", roles=ROLES)
+    acme = server.tenant("acme", roles=ROLES)
+    beta = server.tenant("beta", roles=ROLES)
+    write(server, "platform", platform["publisher"], "tone")
+    for tenant in ("acme", "beta"):
+        call(server, "POST", "/platform/subscribers", platform["admin"],
+             {"tenant": tenant, "label": "production"})  # fmt: skip
+    call(server, "POST", "/acme/libraries", acme["admin"],
+         {"library": "platform", "label": "production"})  # fmt: skip
+    call(server, "POST", "/beta/libraries", beta["admin"],
+         {"library": "platform", "label": "production", "pins": {"tone": 1}})  # fmt: skip
+
+    async with (
+        streams(server, "acme", acme["reader"], 4) as followers,
+        streams(server, "beta", beta["reader"], 4) as pinners,
+    ):
+        started = time.monotonic()
+        write(server, "platform", platform["publisher"], "style")  # a publish on the label
+        told = [await stream.next() for stream in followers]
+        took = time.monotonic() - started
+        assert len(told) == 4
+        write(server, "beta", beta["publisher"], "sentinel")  # beta's own next change
+        heard = [await stream.next() for stream in pinners]
+        assert server.database is not None
+        inspect = await pg_server.connect(server.database)
+        try:
+            own = await seq_of(inspect, "beta")
+        finally:
+            await inspect.close()
+        # Each pinner's first word is the sentinel's own sequence number: the library's publish
+        # told them nothing.
+        assert heard == [own] * 4, (heard, own)
+    print(f"fan-out: a library publish reached 4 followers' streams in {took:.3f} s")

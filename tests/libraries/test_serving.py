@@ -1,0 +1,174 @@
+"""A library's prompts served on its subscribers' MCP endpoints: the subscriber lists its own and the
+library's (its own winning a name both serve, a prefix when it chose one), renders them with their
+partials resolved in the library, receives a receipt naming the library; following sees each
+publish of the label, pinning sees only versions that label served; drafts, other labels and
+versions by number stay unread; a withdrawn offer or an ended subscription reads nothing; a tenant
+that never subscribed sees nothing of it."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from tests.conftest import Api, auth
+from tests.mcp.test_stateless import Stateless, meta
+
+V1 = "/api/v1/tenants"
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(24)).decode()
+
+
+def prompt(name: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+            **extra}  # fmt: skip
+
+
+async def publish(api: Api, key: str, tenant: str, name: str, text: str, label: str) -> int:
+    body = {"messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+            "labels": [label]}  # fmt: skip
+    made = await api.client.post(f"{V1}/{tenant}/prompts/{name}/versions", json=body,
+                                 headers=auth(key))  # fmt: skip
+    assert made.status_code == 201, made.text
+    return int(made.json()["version"])
+
+
+async def names(mcp: Stateless) -> list[str]:
+    listed: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await mcp.result("prompts/list", {"cursor": cursor} if cursor else {})
+        listed += [p["name"] for p in page["prompts"]]
+        cursor = page.get("nextCursor")
+        if not cursor:
+            return listed
+
+
+async def text_of(mcp: Stateless, name: str, **arguments: str) -> str:
+    got = await mcp.result("prompts/get", {"name": name, "arguments": arguments})
+    return str(got["messages"][0]["content"]["text"])
+
+
+async def setup(api: Api) -> tuple[dict[str, str], dict[str, str]]:
+    platform = await api.tenant("platform")
+    acme = await api.tenant("acme")
+    writer = auth(platform["publisher"])
+    for body in (
+        prompt("tone", "Be kind.", labels=["production"]),
+        prompt("style", "Use {{> tone}} and short words for {{who}}.",
+               arguments=[{"name": "who", "required": True}], labels=["production"]),
+        prompt("greet", "Platform hello.", labels=["production"]),
+        prompt("draft-only", "Never published."),
+        prompt("staged", "Only on staging.", labels=["staging"]),
+    ):  # fmt: skip
+        made = await api.client.post(f"{V1}/platform/prompts", json=body, headers=writer)
+        assert made.status_code == 201, made.text
+    own = await api.client.post(f"{V1}/acme/prompts", headers=auth(acme["publisher"]),
+                                json=prompt("greet", "Acme hello.", labels=["production"]))  # fmt: skip
+    assert own.status_code == 201, own.text
+    offered = await api.client.post(f"{V1}/platform/subscribers", headers=auth(platform["admin"]),
+                                    json={"tenant": "acme", "label": "production"})  # fmt: skip
+    assert offered.status_code == 201, offered.text
+    return platform, acme
+
+
+async def test_a_follower_serves_the_library_beside_its_own(api: Api) -> None:
+    platform, acme = await setup(api)
+    mcp = Stateless(api.client, "/mcp/acme", auth(acme["reader"]))
+    assert await names(mcp) == ["greet"]  # offered, not yet accepted: nothing of it
+
+    accepted = await api.client.post(f"{V1}/acme/libraries", headers=auth(acme["admin"]),
+                                     json={"library": "platform", "label": "production"})  # fmt: skip
+    assert accepted.status_code == 201, accepted.text
+    assert await names(mcp) == ["greet", "style", "tone"]  # drafts and staging stay unread
+    assert await text_of(mcp, "greet") == "Acme hello."  # its own wins the clash
+    assert await text_of(mcp, "style", who="Ann") == "Use Be kind. and short words for Ann."
+    got = await mcp.result("prompts/get", {"name": "tone"})
+    receipt = got["_meta"]["dev.prompt-registry/receipt"]
+    assert (receipt["prompt"], receipt["version"], receipt["library"]) == ("tone", 1, "platform")
+    for hidden in ("draft-only", "staged", "tone@1", "style@production"):
+        refused = await mcp.post("prompts/get", {"_meta": meta(), "name": hidden})
+        assert "error" in refused.json(), (hidden, refused.text)
+
+    # A library's image is read through the grant too (blobs are the library's).
+    logo = {"name": "logo", "labels": ["production"], "messages": [
+        {"role": "user", "content": {"type": "image", "mimeType": "image/png", "data": PNG}}]}  # fmt: skip
+    made = await api.client.post(f"{V1}/platform/prompts", json=logo,
+                                 headers=auth(platform["publisher"]))  # fmt: skip
+    assert made.status_code == 201, made.text
+    image = (await mcp.result("prompts/get", {"name": "logo"}))["messages"][0]["content"]
+    assert (image["type"], image["data"]) == ("image", PNG)
+
+    # A publish on the label reaches the follower (its caches dropped by the library's change);
+    # style keeps the tone it was written with (a partial is locked when its version is written).
+    await publish(api, platform["publisher"], "platform", "tone", "Be warm.", "production")
+    assert await text_of(mcp, "tone") == "Be warm."
+    assert await text_of(mcp, "style", who="Bo") == "Use Be kind. and short words for Bo."
+
+    # Pages merge in name order whatever their size.
+    for name in ("a1", "m1", "z1"):
+        made = await api.client.post(f"{V1}/acme/prompts", headers=auth(acme["publisher"]),
+                                     json=prompt(name, name, labels=["production"]))  # fmt: skip
+        assert made.status_code == 201
+    patched = await api.client.patch(f"{V1}/acme", json={"page_size": 2},
+                                     headers=auth(acme["admin"]))  # fmt: skip
+    assert patched.status_code == 200, patched.text
+    assert await names(mcp) == ["a1", "greet", "logo", "m1", "style", "tone", "z1"]
+
+    # A prefix puts the library's names apart: no clash then.
+    prefixed = await api.client.patch(f"{V1}/acme/libraries/platform", json={"prefix": "pl."},
+                                      headers=auth(acme["admin"]))  # fmt: skip
+    assert prefixed.status_code == 200, prefixed.text
+    assert await names(mcp) == [
+        "a1", "greet", "m1", "pl.greet", "pl.logo", "pl.style", "pl.tone", "z1"]  # fmt: skip
+    assert await text_of(mcp, "pl.greet") == "Platform hello."
+
+    # Withdrawn: nothing of it is read, though acme's subscription stays.
+    withdrawn = await api.client.delete(f"{V1}/platform/subscribers/acme",
+                                        headers=auth(platform["admin"]))  # fmt: skip
+    assert withdrawn.status_code == 204, withdrawn.text
+    assert await names(mcp) == ["a1", "greet", "m1", "z1"]
+    refused = await mcp.post("prompts/get", {"_meta": meta(), "name": "pl.tone"})
+    assert "error" in refused.json()
+
+
+async def test_pins_reach_only_versions_the_label_served(api: Api) -> None:
+    platform, acme = await setup(api)
+    two = await publish(api, platform["publisher"], "platform", "tone", "Be warm.", "production")
+    three = await publish(api, platform["publisher"], "platform", "tone", "Be loud.", "staging")
+    pinned = await api.client.post(f"{V1}/acme/libraries", headers=auth(acme["admin"]),
+                                   json={"library": "platform", "label": "production",
+                                         "pins": {"tone": 1, "staged": 1}})  # fmt: skip
+    assert pinned.status_code == 201, pinned.text
+    mcp = Stateless(api.client, "/mcp/acme", auth(acme["reader"]))
+    assert await names(mcp) == ["greet", "tone"]  # staged@1 was never on production
+    assert await text_of(mcp, "tone") == "Be kind."  # v1 while production serves v2
+    moved = await api.client.patch(f"{V1}/acme/libraries/platform", headers=auth(acme["admin"]),
+                                   json={"pins": {"tone": two}})  # fmt: skip
+    assert moved.status_code == 200, moved.text
+    assert await text_of(mcp, "tone") == "Be warm."
+    drafted = await api.client.patch(f"{V1}/acme/libraries/platform", headers=auth(acme["admin"]),
+                                     json={"pins": {"tone": three}})  # fmt: skip
+    assert drafted.status_code == 200
+    assert await names(mcp) == ["greet"]  # v3 only ever on staging: not read
+    refused = await mcp.post("prompts/get", {"_meta": meta(), "name": "tone"})
+    assert "error" in refused.json()
+
+
+async def test_others_see_nothing_and_ending_it_ends_it(api: Api) -> None:
+    _, acme = await setup(api)
+    beta = await api.tenant("beta")
+    joined = await api.client.post(f"{V1}/acme/libraries", headers=auth(acme["admin"]),
+                                   json={"library": "platform", "label": "production"})  # fmt: skip
+    assert joined.status_code == 201
+    stranger = Stateless(api.client, "/mcp/beta", auth(beta["reader"]))
+    assert await names(stranger) == []
+    refused = await stranger.post("prompts/get", {"_meta": meta(), "name": "tone"})
+    assert "error" in refused.json()
+    # The library's own endpoint is not the subscriber's: acme's key reads nothing there.
+    across = Stateless(api.client, "/mcp/platform", auth(acme["reader"]))
+    assert (await across.post("prompts/list", {"_meta": meta()})).status_code in (401, 403)
+
+    mcp = Stateless(api.client, "/mcp/acme", auth(acme["reader"]))
+    assert "tone" in await names(mcp)
+    ended = await api.client.delete(f"{V1}/acme/libraries/platform", headers=auth(acme["admin"]))
+    assert ended.status_code == 204, ended.text
+    assert await names(mcp) == ["greet"]
