@@ -4,7 +4,8 @@
 -- registry_library_grant_v1 (both consents, under the subscriber's row-level security); only
 -- with a grant does it enter the library, and then reads only what the granted label serves
 -- (following) or the pinned versions that label has served (pinning): never a draft, another
--- label, a key, the audit log or the usage of the library.
+-- label, a key, the audit log or the usage of the library. Each leaves the subscriber set again
+-- before it returns, so that it is as safe inside a subscriber's transaction as on its own.
 
 -- The libraries a tenant reads now (both consents hold), with its subscription's terms.
 CREATE FUNCTION registry_library_reads_v1(p_tenant uuid)
@@ -81,6 +82,7 @@ BEGIN
              ORDER BY p.name
              LIMIT p_limit;
     END IF;
+    PERFORM set_config('registry.tenant_id', p_tenant::text, true);
 END
 $$;
 
@@ -104,6 +106,7 @@ DECLARE
     v_pins jsonb;
     v_version integer;
     v_prompt uuid;
+    v_found jsonb;
 BEGIN
     PERFORM set_config('role', 'registry_app', true),
             set_config('registry.tenant_id', p_tenant::text, true);
@@ -114,20 +117,23 @@ BEGIN
     SELECT s.follow, s.pins INTO v_follow, v_pins
       FROM library_subscriptions s WHERE s.tenant_id = p_tenant AND s.library_id = p_library;
     IF v_follow THEN
-        RETURN registry_served_version_v3(p_library, p_name, v_label, NULL);
+        v_found := registry_served_version_v3(p_library, p_name, v_label, NULL);
+    ELSIF NOT v_pins ? p_name THEN
+        v_found := jsonb_build_object('missing', 'prompt');
+    ELSE
+        v_version := (v_pins ->> p_name)::integer;
+        PERFORM set_config('registry.tenant_id', p_library::text, true);
+        SELECT p.id INTO v_prompt FROM prompts p
+         WHERE p.tenant_id = p_library AND p.name = p_name AND p.archived_at IS NULL;
+        IF v_prompt IS NULL OR NOT registry_library_published_v1(p_library, v_prompt, v_label,
+                                                                  v_version) THEN
+            v_found := jsonb_build_object('missing', 'prompt');
+        ELSE
+            v_found := registry_served_version_v3(p_library, p_name, v_label, v_version);
+        END IF;
     END IF;
-    IF NOT v_pins ? p_name THEN
-        RETURN jsonb_build_object('missing', 'prompt');
-    END IF;
-    v_version := (v_pins ->> p_name)::integer;
-    PERFORM set_config('registry.tenant_id', p_library::text, true);
-    SELECT p.id INTO v_prompt FROM prompts p
-     WHERE p.tenant_id = p_library AND p.name = p_name AND p.archived_at IS NULL;
-    IF v_prompt IS NULL OR NOT registry_library_published_v1(p_library, v_prompt, v_label,
-                                                              v_version) THEN
-        RETURN jsonb_build_object('missing', 'prompt');
-    END IF;
-    RETURN registry_served_version_v3(p_library, p_name, v_label, v_version);
+    PERFORM set_config('registry.tenant_id', p_tenant::text, true);
+    RETURN v_found;
 END
 $$;
 
@@ -225,7 +231,7 @@ $$;
 -- The bytes of blobs a library's served version uses (by digest, as its record names them), for
 -- a subscriber it grants: what rendering a library's prompt with an image or audio needs.
 CREATE FUNCTION registry_library_blobs_v1(p_tenant uuid, p_library uuid, p_shas bytea[])
-    RETURNS TABLE (sha256 bytea, data bytea)
+    RETURNS TABLE (sha256 bytea, mime_type text, data bytea)
     LANGUAGE plpgsql
     AS $$
 BEGIN
@@ -235,7 +241,8 @@ BEGIN
         RETURN;
     END IF;
     PERFORM set_config('registry.tenant_id', p_library::text, true);
-    RETURN QUERY SELECT b.sha256, b.data FROM blobs b
+    RETURN QUERY SELECT b.sha256, b.mime_type, b.data FROM blobs b
                   WHERE b.tenant_id = p_library AND b.sha256 = ANY (p_shas);
+    PERFORM set_config('registry.tenant_id', p_tenant::text, true);
 END
 $$;

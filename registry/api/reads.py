@@ -16,6 +16,7 @@ from registry.api.rollouts import route
 from registry.api.usage import count_rest
 from registry.content.media import inline_disposition
 from registry.errors import InvalidInput, NotFound
+from registry.libraries import serving as library_serving
 from registry.naming import LABEL_PATTERN, MIME_RE, PROMPT_NAME_PATTERN
 from registry.prompts import blobs, rendering, snapshots
 from registry.prompts.schemas import BlobOut, RenderedPrompt, RenderRequest, ServedOne, ServedPage
@@ -136,9 +137,15 @@ async def served(
 ) -> ServedPage:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         served_label = label or scope.tenant.default_label
-        records, more = await snapshots.served_page(
-            scope.session, scope.tenant, served_label, after=after, limit=limit
-        )
+        libs = await library_serving.reads(scope.session, scope.tenant)
+        if libs:  # its libraries' prompts beside its own
+            records, more = await library_serving.served_records(
+                scope.session, scope.tenant, served_label, libs, after=after, limit=limit
+            )
+        else:
+            records, more = await snapshots.served_page(
+                scope.session, scope.tenant, served_label, after=after, limit=limit
+            )
         records = await _routed(request, scope, records, served_label)
         count_rest(
             request, scope.tenant, scope.principal, _served(records, served_label), "rest/served"
@@ -148,9 +155,20 @@ async def served(
             label=served_label,
             seq=scope.tenant.change_seq,
             prompts=records,
-            blobs=await snapshots.blobs_of(scope.session, scope.tenant, records),
+            blobs=await _blobs(scope, libs, records),
             next=records[-1]["name"] if more and records else None,
         )
+
+
+async def _blobs(
+    scope: TenantScope, libs: tuple[library_serving.LibraryRead, ...], records: list[dict[str, Any]]
+) -> dict[str, dict[str, str]]:
+    """The blobs the records use: the tenant's own, and its libraries' through their grants."""
+    own = [r for r in records if "library" not in r]
+    found = await snapshots.blobs_of(scope.session, scope.tenant, own)
+    if libs:
+        found |= await library_serving.library_blobs(scope.session, scope.tenant, libs, records)
+    return found
 
 
 @router.get(
@@ -166,16 +184,17 @@ async def served_one(
 ) -> ServedOne:
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         served_label = label or scope.tenant.default_label
-        record = await snapshots.served_record(scope.session, scope.tenant, served_label, name)
+        libs = await library_serving.reads(scope.session, scope.tenant)
+        record = await library_serving.served_record(
+            scope.session, scope.tenant, served_label, libs, name
+        )
         if record is None:
             raise NotFound(f"label {served_label!r} serves no prompt {name!r}", field="name")
         (record,) = await _routed(request, scope, [record], served_label)
         count_rest(
             request, scope.tenant, scope.principal, _served([record], served_label), "rest/served"
         )
-        return ServedOne(
-            prompt=record, blobs=await snapshots.blobs_of(scope.session, scope.tenant, [record])
-        )
+        return ServedOne(prompt=record, blobs=await _blobs(scope, libs, [record]))
 
 
 @router.post("/blobs", status_code=201, response_model=BlobOut, summary="Upload bytes (raw body)")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -68,6 +68,20 @@ class Change:
             "at": self.at.isoformat(),
         }
         return data | self.detail if self.detail else data
+
+
+LIBRARY_CHANGED = "library.changed"
+
+
+def _library_changed(seq: int) -> dict[str, Any]:
+    """What the stream says when a library the tenant follows changed what it serves: a change
+    of the whole tenant (no prompt named), under the number of the tenant's newest own change."""
+    at = datetime.now(UTC).isoformat()
+    return dict.fromkeys(("artifact", "prompt", "skill", "label")) | {
+        "seq": seq,
+        "kind": LIBRARY_CHANGED,
+        "at": at,
+    }
 
 
 def sse(event: str, seq: int, data: dict[str, Any]) -> bytes:
@@ -141,6 +155,9 @@ async def stream(
                 continue  # more to replay
             if await subscription.next(wait(subscription)) is None and not subscription.closed:
                 yield KEEP_ALIVE
+            if subscription.poked:  # a library it follows changed: not a change of its own log
+                subscription.poked = False
+                yield sse("change", sent, _library_changed(sent))
         if subscription.reason is not None:
             yield sse("denied", sent, {"reason": subscription.reason})
         else:

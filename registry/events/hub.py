@@ -33,6 +33,7 @@ class Subscription:
         "hub",
         "label",
         "owner",
+        "poked",
         "reason",
         "seen",
         "tenant_id",
@@ -51,6 +52,7 @@ class Subscription:
         self._due: float | None = None  # when the hub's clock ends the current wait (loop time)
         self.closed = False
         self.reason: str | None = None  # why the server ended it, when not a shutdown
+        self.poked = False  # told by ``poke`` since the stream last looked
 
     def __enter__(self) -> Subscription:
         self.hub._add(self)
@@ -67,6 +69,7 @@ class Subscription:
     def poke(self) -> None:
         """What the subscriber serves changed without a change of its own tenant (a library it
         follows published): told as the newest change it has, no new number."""
+        self.poked = True
         if self._pending is None:
             self._pending = self.seen
             self._wake()

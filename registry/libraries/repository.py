@@ -160,7 +160,7 @@ ENTRIES = "SELECT name, version, entry FROM registry_library_entries_v1($1, $2, 
 COUNT = "SELECT registry_library_count_v1($1, $2)"
 SERVED_VERSION = "SELECT registry_library_served_version_v1($1, $2, $3)"
 SUBSCRIBERS = "SELECT tenant_id, follow FROM registry_library_subscribers_v1($1)"
-BLOBS = "SELECT sha256, data FROM registry_library_blobs_v1($1, $2, $3)"
+BLOBS = "SELECT sha256, mime_type, data FROM registry_library_blobs_v1($1, $2, $3)"
 EVERY_SUBSCRIPTION = "SELECT tenant_id FROM registry_library_subscriptions_v1($1)"
 OFFERING = "SELECT id FROM tenants WHERE library_offers > 0"
 OFFERS = "SELECT library_offers > 0 FROM tenants WHERE id = $1"
@@ -195,9 +195,10 @@ async def served_version(
 
 async def blobs(
     reads: Reads, tenant_id: uuid.UUID, library_id: uuid.UUID, shas: list[bytes]
-) -> dict[bytes, bytes]:
+) -> dict[bytes, tuple[str, bytes]]:
+    """sha256 -> (media type, bytes) of the library's blobs asked for, through its grant."""
     rows = await (await driver(reads)).fetch(BLOBS, tenant_id, library_id, shas)
-    return {bytes(row[0]): bytes(row[1]) for row in rows}
+    return {bytes(row[0]): (row[1], bytes(row[2])) for row in rows}
 
 
 async def subscribers(reads: Reads, library_id: uuid.UUID) -> list[tuple[uuid.UUID, bool]]:

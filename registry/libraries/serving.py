@@ -15,6 +15,7 @@ import heapq
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -143,4 +144,68 @@ async def blobs(
 ) -> dict[bytes, str]:
     """The bytes (base64, as content blocks carry them) of blobs a library's version uses."""
     found = await repo.blobs(pool, tenant.id, library.library_id, shas)
-    return {sha: base64.b64encode(data).decode() for sha, data in found.items()}
+    return {sha: base64.b64encode(data).decode() for sha, (_, data) in found.items()}
+
+
+# --- REST: the records applications render locally (registry.client, /served) ------------------
+
+
+async def served_record(
+    pool: repo.Reads, tenant: Tenant, label: str, libraries: tuple[LibraryRead, ...], name: str
+) -> dict[str, Any] | None:
+    """The record of ``name`` as the tenant serves it under ``label``: its own, else a library's
+    (marked with the library's name); None when neither serves it."""
+    found = await hot_reads.served_version(pool, tenant.id, name, label, None)
+    if "missing" not in found:
+        return {"name": name, **found}
+    served = await served_version(pool, tenant, libraries, name)
+    if served is None:
+        return None
+    library, record = served
+    return {"name": name, **record, "library": library.library}
+
+
+async def served_records(
+    pool: repo.Reads,
+    tenant: Tenant,
+    label: str,
+    libraries: tuple[LibraryRead, ...],
+    *,
+    after: str | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], bool]:
+    """A page of records, the tenant's own and its libraries' merged by name; whether more."""
+    rows = await merged_entries(pool, tenant, label, libraries, after=after, limit=limit + 1)
+    records = []
+    for name, _ in rows[:limit]:
+        record = await served_record(pool, tenant, label, libraries, name)
+        if record is not None:
+            records.append(record)
+    return records, len(rows) > limit
+
+
+async def library_blobs(
+    pool: repo.Reads,
+    tenant: Tenant,
+    libraries: tuple[LibraryRead, ...],
+    records: list[dict[str, Any]],
+) -> dict[str, dict[str, str]]:
+    """sha256 (hex) -> {"mime_type", "data"} of the blobs the library records use."""
+    found: dict[str, dict[str, str]] = {}
+    for library in libraries:
+        shas = sorted(
+            {
+                bytes.fromhex(m["blob"])
+                for r in records
+                if r.get("library") == library.library
+                for m in r["messages"]
+                if m.get("blob") is not None
+            }
+        )
+        if not shas:
+            continue
+        for sha, (mime, data) in (
+            await repo.blobs(pool, tenant.id, library.library_id, shas)
+        ).items():
+            found[sha.hex()] = {"mime_type": mime, "data": base64.b64encode(data).decode()}
+    return found

@@ -160,3 +160,22 @@ async def test_the_serving_functions_read_a_library_only_with_both_consents(
     )
     assert await pool.fetch(entries, subscriber, library) == []
     assert "prompt" in await pool.fetchval(served, subscriber, library)
+
+
+async def test_a_library_read_leaves_the_subscriber_set_in_its_transaction(
+    db: Database, three: tuple[uuid.UUID, uuid.UUID, uuid.UUID]
+) -> None:
+    """Called inside the subscriber's own transaction (the REST reads do), each function enters the
+    library for its own statement and leaves the subscriber set again: what the transaction reads
+    and writes next is still the subscriber's."""
+    library, subscriber, _ = three
+    async with db.tenant_tx(subscriber) as session:
+        for sql in (
+            "SELECT count(*) FROM registry_library_entries_v1(:t, :l, NULL, 10)",
+            "SELECT registry_library_served_version_v1(:t, :l, 'tone')",
+            "SELECT count(*) FROM registry_library_blobs_v1(:t, :l, ARRAY[]::bytea[])",
+            "SELECT registry_library_count_v1(:t, :l)",
+        ):
+            await session.execute(text(sql), {"t": subscriber, "l": library})
+            now = await session.scalar(text("SELECT current_setting('registry.tenant_id')"))
+            assert now == str(subscriber), sql

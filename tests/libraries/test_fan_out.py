@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from registry.client import PromptClient
 from tests.conftest import LiveServer, PgServer, module_server
 from tests.streams import seq_of, streams, write
 
@@ -67,3 +68,34 @@ async def test_a_publish_reaches_followers_streams_and_not_pinners(
         # told them nothing.
         assert heard == [own] * 4, (heard, own)
     print(f"fan-out: a library publish reached 4 followers' streams in {took:.3f} s")
+
+
+def text(client: PromptClient, name: str) -> str:
+    return str(client.render(name).messages[0]["content"]["text"])
+
+
+def test_the_prompt_client_serves_the_merged_view_and_follows_a_publish(server: LiveServer) -> None:
+    library = server.tenant("shared", roles=ROLES)
+    team = server.tenant("team", roles=ROLES)
+    write(server, "shared", library["publisher"], "tone")
+    write(server, "team", team["publisher"], "own")
+    call(server, "POST", "/shared/subscribers", library["admin"],
+         {"tenant": "team", "label": "production"})  # fmt: skip
+    call(server, "POST", "/team/libraries", team["admin"],
+         {"library": "shared", "label": "production"})  # fmt: skip
+    page = httpx.get(f"{server.url}{V1}/team/served",
+                     headers={"Authorization": f"Bearer {team['reader']}"})  # fmt: skip
+    assert page.status_code == 200, page.text
+    records = {r["name"]: r for r in page.json()["prompts"]}
+    assert set(records) == {"own", "tone"} and records["tone"]["library"] == "shared"
+    one = httpx.get(f"{server.url}{V1}/team/served/tone",
+                    headers={"Authorization": f"Bearer {team['reader']}"})  # fmt: skip
+    assert one.status_code == 200 and one.json()["prompt"]["library"] == "shared", one.text
+
+    with PromptClient(server.url, "team", team["reader"], label="production") as client:
+        assert sorted(client.names()) == ["own", "tone"]
+        assert text(client, "tone") == "I am tone"
+        again = {"messages": [{"role": "user", "content": {"type": "text", "text": "tone, again"}}],
+                 "labels": ["production"]}  # fmt: skip
+        call(server, "POST", "/shared/prompts/tone/versions", library["publisher"], again)
+        client.wait_until(lambda: text(client, "tone") == "tone, again", timeout=60)
