@@ -151,6 +151,7 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", T + "/subscribers"): Entry("tenant", {"tenant": "alpha", "label": "production"}),
     ("GET", T + "/subscribers"): Entry("tenant"),
     ("DELETE", T + "/subscribers/{subscriber}"): Entry("tenant"),
+    ("GET", P + "/subscribers"): Entry("tenant"),
     ("POST", T + "/libraries"): Entry("tenant", {"library": "charlie", "label": "production"}),
     ("GET", T + "/libraries"): Entry("tenant"),
     ("PATCH", T + "/libraries/{library}"): Entry("tenant", {"follow": True}),
@@ -538,6 +539,8 @@ ADMIN_READS = {
     "/audit", "/keys", "/issuers", "/webhooks", "/webhooks/{endpoint_id}/deliveries",
     "/subscribers", "/libraries",
 }  # fmt: skip
+# Who a library prompt's change reaches: the publishers who move its labels read it, not below.
+PUBLISHER_READS = {"/prompts/{name}/subscribers"}
 RANK = {"reader": 0, "editor": 1, "publisher": 2, "admin": 3}
 
 
@@ -551,7 +554,10 @@ async def test_each_role_of_the_tenant_reads_what_its_role_allows(
     for (method, template), entry in sorted(REST.items()):
         if entry.door != "tenant" or method != "GET" or template.endswith("/changes"):
             continue  # the change stream is a stream: its own tests read it
-        needed = "admin" if template.removeprefix(T) in ADMIN_READS else "reader"
+        tail = template.removeprefix(T)
+        needed = (
+            "admin" if tail in ADMIN_READS else "publisher" if tail in PUBLISHER_READS else "reader"
+        )
         path = _path(template, world.params)
         for role in RANK:
             answer = await _send(world, method, path, entry, world.bravo[role])

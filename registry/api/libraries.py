@@ -12,6 +12,7 @@ from registry.api.auth import require_credential, tenant_scope
 from registry.libraries import service
 from registry.libraries.schemas import (
     SLUG,
+    ImpactOut,
     OfferIn,
     SubscriberOut,
     SubscriptionIn,
@@ -47,6 +48,17 @@ async def offer(tenant: str, body: OfferIn, request: Request) -> SubscriberOut:
 async def subscribers(tenant: str, request: Request) -> list[SubscriberOut]:
     async with tenant_scope(request, tenant, "admin", read_only=True) as scope:
         return await service.subscribers(scope.session, scope.tenant)
+
+
+@router.get(
+    "/prompts/{name}/subscribers",
+    response_model=ImpactOut,
+    summary="Who a change of this library's prompt reaches: each tenant reading the library, "
+    "following or pinned, and the version it is served",
+)
+async def prompt_subscribers(tenant: str, name: str, request: Request) -> ImpactOut:
+    async with tenant_scope(request, tenant, "publisher", read_only=True) as scope:
+        return await service.impact(scope.session, scope.tenant, name)
 
 
 @router.delete("/subscribers/{subscriber}", status_code=204, summary="Withdraw an offer")

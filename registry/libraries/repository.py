@@ -97,6 +97,17 @@ async def subscribers_of(
     return result.scalars().all()
 
 
+async def published(
+    session: AsyncSession, library_id: uuid.UUID, prompt_id: uuid.UUID, label: str, version: int
+) -> bool:
+    """Whether ``label`` serves or has served ``version`` of the prompt (what a pin may reach)."""
+    found = await session.scalar(
+        text("SELECT registry_library_published_v1(:library, :prompt, :label, :version)"),
+        {"library": library_id, "prompt": prompt_id, "label": label, "version": version},
+    )
+    return bool(found)
+
+
 async def subscription(
     session: AsyncSession, tenant_id: uuid.UUID, library_id: uuid.UUID, *, lock: bool = False
 ) -> LibrarySubscription | None:

@@ -121,4 +121,26 @@ class SubscriptionOut(BaseModel):
     updated_at: datetime
 
 
+class ReachOut(BaseModel):
+    """One tenant that reads the library, and what it is served of one prompt."""
+
+    tenant: str
+    label: str = Field(description="the library's label it reads")
+    follow: bool
+    pinned: int | None = Field(description="the version it pinned of this prompt, if it did")
+    served: int | None = Field(
+        description="the version it is served now (following: what the label serves; pinned: "
+        "the pin, when the label has served it); None: not served to it"
+    )
+
+
+class ImpactOut(BaseModel):
+    """Who a change of one of the library's prompts reaches: its labels now, and every tenant that
+    reads the library (the offer to it still standing)."""
+
+    prompt: str
+    labels: dict[str, int]
+    subscribers: list[ReachOut]
+
+
 SubscriberOut.model_rebuild()

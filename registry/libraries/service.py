@@ -21,13 +21,16 @@ from registry.libraries import repository as repo
 from registry.libraries.schemas import (
     EVERY,
     AcceptedOut,
+    ImpactOut,
     OfferIn,
+    ReachOut,
     SubscriberOut,
     SubscriptionIn,
     SubscriptionOut,
     SubscriptionPatch,
 )
 from registry.principal import Principal
+from registry.prompts import reading as prompt_reading
 
 
 async def _other(session: AsyncSession, tenant: Tenant, slug: str, field: str) -> Tenant:
@@ -106,6 +109,37 @@ async def subscribers(session: AsyncSession, library: Tenant) -> list[Subscriber
             )
         )
     return shown
+
+
+async def impact(session: AsyncSession, library: Tenant, name: str) -> ImpactOut:
+    """Who the library's prompt ``name`` reaches: each tenant reading the library (its offer
+    standing), following the label it reads or pinning a version, and the version it is served."""
+    prompt = await prompt_reading.get_prompt(session, library, name)
+    found = await prompt_reading.find_prompt(session, library, name)
+    reach = []
+    for made in await subscribers(session, library):
+        for taken in made.accepted:
+            pinned = None if taken.follow else taken.pins.get(name)
+            if taken.follow:
+                served = prompt.labels.get(taken.label)
+            elif pinned is not None and await repo.published(
+                session, library.id, found.id, taken.label, pinned
+            ):
+                served = pinned
+            else:
+                served = None
+            reach.append(
+                ReachOut(
+                    tenant=taken.tenant,
+                    label=taken.label,
+                    follow=taken.follow,
+                    pinned=pinned,
+                    served=served,
+                )
+            )
+    return ImpactOut(
+        prompt=name, labels=prompt.labels, subscribers=sorted(reach, key=lambda r: r.tenant)
+    )
 
 
 async def withdraw(session: AsyncSession, library: Tenant, caller: Principal, slug: str) -> None:

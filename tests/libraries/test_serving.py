@@ -172,3 +172,39 @@ async def test_others_see_nothing_and_ending_it_ends_it(api: Api) -> None:
     ended = await api.client.delete(f"{V1}/acme/libraries/platform", headers=auth(acme["admin"]))
     assert ended.status_code == 204, ended.text
     assert await names(mcp) == ["greet"]
+
+
+async def test_the_impact_of_a_library_prompt(api: Api) -> None:
+    platform, acme = await setup(api)
+    beta = await api.tenant("beta")
+    gamma = await api.tenant("gamma")
+    two = await publish(api, platform["publisher"], "platform", "tone", "Be warm.", "production")
+    for slug in ("beta", "gamma"):
+        made = await api.client.post(f"{V1}/platform/subscribers", headers=auth(platform["admin"]),
+                                     json={"tenant": slug, "label": "production"})  # fmt: skip
+        assert made.status_code == 201, made.text
+    for slug, keys, body in (
+        ("acme", acme, {"follow": True}),
+        ("beta", beta, {"pins": {"tone": 1}}),
+        ("gamma", gamma, {"pins": {"greet": 1}}),
+    ):
+        joined = await api.client.post(f"{V1}/{slug}/libraries", headers=auth(keys["admin"]),
+                                       json={"library": "platform", "label": "production", **body})  # fmt: skip
+        assert joined.status_code == 201, joined.text
+    seen = await api.client.get(f"{V1}/platform/prompts/tone/subscribers",
+                                headers=auth(platform["publisher"]))  # fmt: skip
+    assert seen.status_code == 200, seen.text
+    impact = seen.json()
+    assert impact["labels"]["production"] == two
+    assert [(s["tenant"], s["follow"], s["pinned"], s["served"]) for s in impact["subscribers"]] == [
+        ("acme", True, None, two), ("beta", False, 1, 1), ("gamma", False, None, None)]  # fmt: skip
+    reader = await api.client.get(f"{V1}/platform/prompts/tone/subscribers",
+                                  headers=auth(platform["reader"]))  # fmt: skip
+    assert reader.status_code == 403
+    missing = await api.client.get(f"{V1}/platform/prompts/nope/subscribers",
+                                   headers=auth(platform["publisher"]))  # fmt: skip
+    assert missing.status_code == 404
+    # A subscriber sees nothing of the library's other subscribers.
+    across = await api.client.get(f"{V1}/platform/prompts/tone/subscribers",
+                                  headers=auth(acme["admin"]))  # fmt: skip
+    assert across.status_code in (401, 403, 404)
