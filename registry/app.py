@@ -49,6 +49,7 @@ from registry.change_requests.scheduler import Scheduler
 from registry.config import Settings, get_settings
 from registry.console import admin, browse, editor, signin
 from registry.console import change_requests as console_change_requests
+from registry.console import libraries as console_libraries
 from registry.console import pages as console_pages
 from registry.console import rollouts as console_rollouts
 from registry.console import skills as console_skills
@@ -208,6 +209,7 @@ ROUTERS = (
     admin.router,
     console_usage.router,
     console_rollouts.router,
+    console_libraries.router,
 )
 
 

@@ -87,6 +87,18 @@ async def offer_to(
     return result.scalar_one_or_none()
 
 
+async def offers_to(session: AsyncSession, subscriber_id: uuid.UUID) -> Sequence[LibraryOffer]:
+    """Every offer made to ``subscriber_id``, by name or to every tenant (other tenants' offers it
+    may read through offered_to_v1; its own offers, as a library, are left out)."""
+    result = await session.execute(
+        select(LibraryOffer).where(
+            LibraryOffer.tenant_id != subscriber_id,
+            (LibraryOffer.subscriber_id == subscriber_id) | LibraryOffer.subscriber_id.is_(None),
+        )
+    )
+    return result.scalars().all()
+
+
 async def subscribers_of(
     session: AsyncSession, library_id: uuid.UUID
 ) -> Sequence[LibrarySubscription]:

@@ -121,6 +121,15 @@ class SubscriptionOut(BaseModel):
     updated_at: datetime
 
 
+class OfferedOut(BaseModel):
+    """An offer made to this tenant: the library and the label it may read."""
+
+    library: str
+    label: str
+    to_every_tenant: bool
+    offered_at: datetime
+
+
 class ReachOut(BaseModel):
     """One tenant that reads the library, and what it is served of one prompt."""
 

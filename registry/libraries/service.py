@@ -22,6 +22,7 @@ from registry.libraries.schemas import (
     EVERY,
     AcceptedOut,
     ImpactOut,
+    OfferedOut,
     OfferIn,
     ReachOut,
     SubscriberOut,
@@ -201,6 +202,37 @@ async def _offered(session: AsyncSession, tenant: Tenant, library: Tenant, label
             f"{library.slug!r} offers its label {made.label!r} to this tenant, not {label!r}",
             field="label",
         )
+
+
+async def offered(session: AsyncSession, tenant: Tenant) -> list[OfferedOut]:
+    """The offers made to this tenant (each library's that reaches it: by name, else to all)."""
+    offers = await repo.offers_to(session, tenant.id)
+    names = await repo.slugs(session, {o.tenant_id for o in offers})
+    reaching: dict[uuid.UUID, Any] = {}
+    for made in sorted(offers, key=lambda o: o.subscriber_id is None):
+        reaching.setdefault(made.tenant_id, made)  # by name first
+    return sorted(
+        (
+            OfferedOut(
+                library=names[o.tenant_id],
+                label=o.label,
+                to_every_tenant=o.subscriber_id is None,
+                offered_at=o.created_at,
+            )
+            for o in reaching.values()
+        ),
+        key=lambda o: o.library,
+    )
+
+
+async def inherited(session: AsyncSession, tenant: Tenant) -> dict[str, list[str]]:
+    """Library -> the names of the prompts it serves this tenant now (as served: prefixed)."""
+    found: dict[str, list[str]] = {}
+    for row in await repo.reads_of(session, tenant.id):
+        library_id, library, prefix = row[0], row[1], row[5] or ""
+        rows = await repo.entries(session, tenant.id, library_id, None, 1000)
+        found[library] = [prefix + name for name, _, _ in rows]
+    return found
 
 
 async def subscriptions(session: AsyncSession, tenant: Tenant) -> list[SubscriptionOut]:

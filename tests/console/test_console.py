@@ -736,3 +736,20 @@ def test_usage_charts_draw_what_the_ledger_answers(page, console: Console) -> No
     assert page.evaluate("document.documentElement.scrollWidth") <= 420
     shot(page, "usage-overview")
     assert errors == [], errors  # no script refused by the Content-Security-Policy
+
+
+def test_a_library_offer_made_and_withdrawn_in_the_page(page, console: Console) -> None:  # type: ignore[no-untyped-def]
+    sign_in(page, console, "admin")
+    violations: list[str] = []
+    page.on("console", lambda message: violations.append(message.text))
+    page.get_by_role("link", name="Libraries").click()
+    expect(page.get_by_text("This tenant reads no library.")).to_be_visible()
+    page.get_by_label("Offer to the tenant (or * for every tenant)").fill("*")
+    page.get_by_role("button", name="serves").click()
+    expect(page.get_by_role("status")).to_contain_text("offered production to *")
+    expect(page.get_by_text("accepted by nobody yet")).to_be_visible()
+    shot(page, "libraries")
+    page.get_by_role("button", name="Withdraw the offer to *").click()
+    expect(page.get_by_role("status")).to_contain_text("withdrew the offer to *")
+    expect(page.get_by_text("accepted by nobody yet")).to_have_count(0)
+    assert not [v for v in violations if "Content Security Policy" in v], violations

@@ -208,3 +208,57 @@ async def test_the_impact_of_a_library_prompt(api: Api) -> None:
     across = await api.client.get(f"{V1}/platform/prompts/tone/subscribers",
                                   headers=auth(acme["admin"]))  # fmt: skip
     assert across.status_code in (401, 403, 404)
+
+
+ORIGIN = {"Origin": "http://test"}
+
+
+async def test_the_console_accepts_pins_moves_and_ends(api: Api) -> None:
+    """Both sides in the console: the library's admin offers, the subscriber's admin sees the
+    offer, accepts it pinned, sees what it inherits, moves the pin, follows, ends it; a publisher
+    is sent away and a bad pin is a clear error."""
+    platform, acme = await setup(api)
+    withdrawn = await api.client.delete(f"{V1}/platform/subscribers/acme",
+                                        headers=auth(platform["admin"]))  # fmt: skip
+    assert withdrawn.status_code == 204
+    csrf = await api.console_sign_in(platform["admin"].removeprefix("Bearer "), tenant="platform")
+    offered = await api.client.post("/ui/platform/libraries/offer", headers=ORIGIN,
+                                    data={"csrf": csrf, "tenant": "*", "label": "production"})  # fmt: skip
+    assert offered.status_code == 303, offered.text
+    own = await api.client.get("/ui/platform/libraries")
+    assert "To <strong>every tenant</strong>: production; accepted by nobody yet" in own.text
+
+    csrf = await api.console_sign_in(acme["admin"].removeprefix("Bearer "))
+    page = await api.client.get("/ui/acme/libraries")
+    assert (
+        page.status_code == 200
+        and "<strong>platform</strong> offers its label production" in page.text
+    )
+    bad = await api.client.post("/ui/acme/libraries/subscribe", headers=ORIGIN, data={
+        "csrf": csrf, "library": "platform", "label": "production", "pins": "tone3"})  # fmt: skip
+    assert bad.status_code == 422 and "is not NAME@VERSION" in bad.text
+    taken = await api.client.post("/ui/acme/libraries/subscribe", headers=ORIGIN, data={
+        "csrf": csrf, "library": "platform", "label": "production", "pins": "tone@1"})  # fmt: skip
+    assert taken.status_code == 303, taken.text
+    page = await api.client.get("/ui/acme/libraries")
+    assert (
+        "pinned: tone@1" in page.text and "Serves this tenant now: <code>tone</code>." in page.text
+    )
+    mcp = Stateless(api.client, "/mcp/acme", auth(acme["reader"]))
+    assert await names(mcp) == ["greet", "tone"]
+
+    followed = await api.client.post("/ui/acme/libraries/platform/change", headers=ORIGIN,
+                                     data={"csrf": csrf, "pins": "", "prefix": "pl."})  # fmt: skip
+    assert followed.status_code == 303, followed.text
+    page = await api.client.get("/ui/acme/libraries")
+    assert "following the label, served under the prefix <code>pl.</code>" in page.text
+    assert "<code>pl.style</code>" in page.text
+    assert await names(mcp) == ["greet", "pl.greet", "pl.style", "pl.tone"]
+    ended = await api.client.post("/ui/acme/libraries/platform/end", headers=ORIGIN,
+                                  data={"csrf": csrf})  # fmt: skip
+    assert ended.status_code == 303, ended.text
+    assert await names(mcp) == ["greet"]
+
+    await api.console_sign_in(acme["publisher"].removeprefix("Bearer "))
+    refused = await api.client.get("/ui/acme/libraries")
+    assert refused.status_code == 403
