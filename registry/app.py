@@ -24,6 +24,7 @@ import registry
 from registry import collector, metrics
 from registry.api import (
     bundles,
+    cards,
     change_requests,
     changes,
     docs,
@@ -185,6 +186,7 @@ def close_streams_on_exit(hub: Hub) -> None:
 # API description and isolation checks walk it).
 ROUTERS = (
     health.router,
+    cards.router,
     oauth.router,
     signing.router,
     docs.router,

@@ -77,3 +77,8 @@ APPLIED_EVENT = "change_request.applied"
 def serves_change(kind: str) -> bool:
     """Whether a change-log row of ``kind`` changes what the tenant serves."""
     return not kind.startswith(REVIEW_EVENT_PREFIX) or kind == APPLIED_EVENT
+
+
+# Reserved after an MCP endpoint's URL (``/mcp/T/server-card``, ``/mcp/T/LABEL/server-card``): the
+# endpoint's Server Card (registry.api.cards), never a label of that name.
+SERVER_CARD = "server-card"

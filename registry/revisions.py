@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from functools import cache
 
 # Handshake (session) revisions, then the stateless ones (a per-request _meta envelope), oldest first.
+# The extensions the endpoint declares (in capabilities.extensions), by their identifiers.
+EVENTS_EXTENSION = "io.modelcontextprotocol/events"  # SEP-3415's identifier (a draft)
+SKILLS_EXTENSION = "io.modelcontextprotocol/skills"  # SEP-2640's identifier
 SESSION_REVISIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 STATELESS_REVISIONS: tuple[str, ...] = ("2026-07-28",)
 ALL_REVISIONS: tuple[str, ...] = SESSION_REVISIONS + STATELESS_REVISIONS

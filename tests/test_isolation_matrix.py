@@ -65,6 +65,10 @@ REST: dict[tuple[str, str], Entry] = {
     ("POST", "/token"): Entry("public"),
     ("GET", "/docs"): Entry("public"),
     ("GET", "/.well-known/prompt-registry/signing-key"): Entry("public"),
+    ("GET", "/.well-known/ai-catalog.json"): Entry("public"),  # public tenants' cards only
+    ("GET", "/.well-known/mcp/server-card.json"): Entry("public"),
+    ("GET", "/mcp/{tenant}/server-card"): Entry("tenant"),
+    ("GET", "/mcp/{tenant}/{label}/server-card"): Entry("tenant"),
     ("GET", "/.well-known/prompt-registry/signing-keys"): Entry("public"),
     ("GET", "/healthz"): Entry("public"),
     ("GET", "/readyz"): Entry("public"),
@@ -595,10 +599,16 @@ async def test_anonymous_callers_of_a_public_tenant(
     private = await _mcp(world, "/mcp/alpha", "", "prompts/list", {})
     assert private.status_code == 401
     for (method, template), entry in sorted(REST.items()):
-        if entry.door == "tenant":
+        if entry.door == "tenant" and not template.endswith("/server-card"):
             answer = await _send(world, method, _path(template, world.params), entry, "")
             assert answer.status_code == 401, (method, template, answer.status_code)
             _no_trace_of_bravo(answer)
+    # Its endpoint's Server Card is anyone's, as the endpoint is; a draft label's is not.
+    card = await api.client.get("/mcp/bravo/server-card")
+    assert card.status_code == 200 and card.json()["remotes"][0]["url"].endswith("/mcp/bravo")
+    staging = await api.client.get("/mcp/bravo/staging/server-card")
+    assert staging.status_code == 401, staging.text
+    assert (await api.client.get("/mcp/alpha/server-card")).status_code == 401
 
 
 @pytest.mark.slow

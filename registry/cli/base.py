@@ -48,6 +48,7 @@ COMMANDS = {
     "refresh": "files",
     "login": "files",
     "import": "files",
+    "server-json": "files",
     "install": "installing",
     "test": "releases",
     "release": "releases",

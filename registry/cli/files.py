@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -327,3 +328,46 @@ def import_command(
     )
     if failed:
         sys.exit(1)
+
+
+@main.command("server-json")
+@click.option("--tenant", "slug", required=True, help="Tenant slug.")
+@url_option
+@key_option
+@click.option("--label", default=None, help="The endpoint of this label (default: the tenant's).")
+@click.option(
+    "--name",
+    default=None,
+    help="The server's name in the registry you publish to (NAMESPACE/NAME; default: the card's).",
+)
+def server_json(slug: str, url: str, key: str | None, label: str | None, name: str | None) -> None:
+    """Print the server.json the official MCP Registry takes for the tenant's endpoint, made from
+    its Server Card (GET /mcp/TENANT[/LABEL]/server-card)."""
+    import httpx
+
+    from registry.naming import LABEL_RE, SERVER_CARD
+
+    if label is not None and not LABEL_RE.fullmatch(label):
+        raise CommandError(f"--label {label!r} is not a label name")
+    headers = {"Accept": "application/mcp-server-card+json"}
+    if key or login.access_token(url, slug):
+        headers["Authorization"] = f"Bearer {credential(url, slug, key)}"
+    path = f"/mcp/{slug}" + (f"/{label}" if label else "") + f"/{SERVER_CARD}"
+    answer = httpx.get(url.rstrip("/") + path, headers=headers, timeout=30)
+    if answer.status_code != 200:
+        raise CommandError(f"{path}: {answer.status_code} {answer.text[:200]}")
+    card = answer.json()
+    published = {
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": name or card["name"],
+        "title": card.get("title"),
+        "description": card["description"],
+        "version": card["version"],
+        "websiteUrl": card.get("websiteUrl"),
+        "remotes": [
+            {k: v for k, v in remote.items() if k in ("type", "url", "headers")}
+            for remote in card.get("remotes", [])
+        ],
+        "_meta": {"io.modelcontextprotocol.registry/publisher-provided": card.get("_meta", {})},
+    }
+    click.echo(json.dumps({k: v for k, v in published.items() if v is not None}, indent=2))

@@ -53,7 +53,7 @@ from registry.mcp.errors import (
 from registry.mcp.protocol import Message, error_message
 from registry.mcp.replay import Replays, Served
 from registry.metrics import REQUESTS, tally
-from registry.naming import LABEL_RE
+from registry.naming import LABEL_RE, SERVER_CARD
 from registry.principal import Principal
 from registry.prompts import reading
 from registry.revisions import ALL_REVISIONS, revision_of
@@ -104,6 +104,8 @@ class McpEndpoint:
         trailing slash, as clients write it), else None."""
         parts = path.removesuffix("/").split("/")
         if len(parts) not in (3, 4) or parts[1] != "mcp" or not all(parts[2:]):
+            return None
+        if parts[-1] == SERVER_CARD:  # the endpoint's Server Card (registry.api.cards)
             return None
         return {"tenant": parts[2], "label": parts[3]} if len(parts) == 4 else {"tenant": parts[2]}
 

@@ -9,6 +9,8 @@ from typing import Any, Literal
 import orjson
 
 from registry.mcp.errors import InvalidRequest
+from registry.revisions import EVENTS_EXTENSION as EVENTS_EXTENSION
+from registry.revisions import SKILLS_EXTENSION as SKILLS_EXTENSION
 
 # The 2026-07-28 envelope's _meta keys.
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -16,10 +18,6 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT = "io.modelcontextprotocol/clientInfo"
 META_SERVER = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"  # not among mcp-types' constants
-EVENTS_EXTENSION = "io.modelcontextprotocol/events"  # SEP-3415's identifier (a draft)
-SKILLS_EXTENSION = (
-    "io.modelcontextprotocol/skills"  # SEP-2640's identifier in capabilities.extensions
-)
 
 __all__ = ["Message", "classify"]
 

@@ -63,6 +63,12 @@ async def list_tenants(
     return (await session.execute(query)).scalars().all()
 
 
+async def public_tenants(session: AsyncSession, limit: int) -> Sequence[Tenant]:
+    """Tenants that serve anyone (public reads), by name, at most ``limit``."""
+    query = select(Tenant).where(Tenant.public_read).order_by(Tenant.slug).limit(limit)
+    return (await session.execute(query)).scalars().all()
+
+
 async def insert_key(
     session: AsyncSession,
     *,

@@ -123,6 +123,10 @@ async def live_key(session: AsyncSession, tenant_id: uuid.UUID, key_id: uuid.UUI
     return key
 
 
+async def public_tenants(session: AsyncSession, limit: int) -> Sequence[Tenant]:
+    return await repo.public_tenants(session, limit)
+
+
 async def list_tenants(session: AsyncSession) -> Sequence[Tenant]:
     return await repo.list_tenants(session)
 
