@@ -41,6 +41,9 @@ SCENARIOS = [
     "dns-rebinding-protection",
     "server-sse-multiple-streams",
     "server-session-lifecycle",
+    "server-sse-polling",
+    "tools-list",  # the prompts offered as tools (mcp_tools)
+    "resources-list",  # the skills' files
 ]
 
 
@@ -87,6 +90,14 @@ STATELESS_SCENARIOS = [
     "caching",
     "http-header-validation",
     "sep-2164-resource-not-found",  # reading a resource that does not exist
+    "server-sse-multiple-streams",
+    "tools-list",
+    "resources-list",
+    # Input-required results (SEP-2322) that do not need the suite's own input-asking tools.
+    "input-required-result-missing-input-response",
+    "input-required-result-unsupported-methods",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-validate-input",
 ]
 # The Skills extension (SEP-2640): extension scenarios are off the spec's timeline, so the suite
 # runs them at a spec version only when told to (--force).
