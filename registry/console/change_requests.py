@@ -28,8 +28,10 @@ from registry.console.pages import (
     scope_of,
 )
 from registry.console.sessions import ConsoleScope
-from registry.errors import InvalidInput
+from registry.errors import InvalidInput, NotFound
 from registry.labels import approvals_needed
+from registry.libraries import service as libraries
+from registry.libraries.schemas import ReachOut
 
 router = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
 
@@ -153,6 +155,9 @@ async def review_page(tenant: str, request_id: int, request: Request) -> Respons
                 for m in shown.moves
             ],
         )
+        subscribers = [
+            await _library_reach(scope, m.prompt, m.label) if m.prompt else [] for m in shown.moves
+        ]
     message = request.query_params.get("message")
     may_withdraw = shown.state in common.LIVE and (
         scope.principal.actor == shown.author or scope.principal.has("admin")
@@ -167,7 +172,20 @@ async def review_page(tenant: str, request_id: int, request: Request) -> Respons
         people=people,
         may_withdraw=may_withdraw,
         reaches=reaches,
+        subscribers=subscribers,
     )
+
+
+async def _library_reach(scope: ConsoleScope, prompt: str, label: str) -> list[ReachOut]:
+    """The tenants that read this tenant (a library) on ``label``: whom moving it reaches (the
+    followers) and who stays (the pinned); none when the tenant offers itself to nobody."""
+    if not scope.tenant.library_offers:
+        return []
+    try:
+        found = await libraries.impact(scope.session, scope.tenant, prompt)
+    except NotFound:
+        return []
+    return [s for s in found.subscribers if s.label == label]
 
 
 @router.post("/{tenant}/change-requests/{request_id}/approve")

@@ -204,6 +204,21 @@ async def test_the_impact_of_a_library_prompt(api: Api) -> None:
     missing = await api.client.get(f"{V1}/platform/prompts/nope/subscribers",
                                    headers=auth(platform["publisher"]))  # fmt: skip
     assert missing.status_code == 404
+    # The library's change request says whom its move reaches.
+    three = await publish(api, platform["publisher"], "platform", "tone", "Be brief.", "staging")
+    gated = await api.client.patch(f"{V1}/platform", json={"approvals": {"production": 1}},
+                                   headers=auth(platform["admin"]))  # fmt: skip
+    assert gated.status_code == 200, gated.text
+    opened = await api.client.post(f"{V1}/platform/change-requests", headers=auth(platform["publisher"]),
+                                   json={"description": "tone v3", "moves": [
+                                       {"prompt": "tone", "label": "production", "version": three}]})  # fmt: skip
+    assert opened.status_code == 201, opened.text
+    await api.console_sign_in(platform["admin"].removeprefix("Bearer "), tenant="platform")
+    page = await api.client.get(f"/ui/platform/change-requests/{opened.json()['id']}")
+    assert page.status_code == 200, page.text[:500]
+    assert (f"<strong>acme</strong> (follows it: v{two} now, v{three} once applied), "
+            "<strong>beta</strong> (pinned v1: unchanged)") in page.text  # fmt: skip
+
     # A subscriber sees nothing of the library's other subscribers.
     across = await api.client.get(f"{V1}/platform/prompts/tone/subscribers",
                                   headers=auth(acme["admin"]))  # fmt: skip
