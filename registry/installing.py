@@ -45,6 +45,7 @@ from registry.naming import APPLIED_EVENT
 from registry.skills import provenance
 from registry.skills.folder import MAX_BYTES, MAX_FILES
 from registry.skills.schemas import SKILL_NAME_PATTERN
+from registry.sync import Client
 
 LOCK_FILE = "skills.lock.json"
 LOCK_FORMAT = 1
@@ -111,12 +112,7 @@ class Registry:
         self, url: str, key: str, tenant: str, *, transport: httpx.BaseTransport | None = None
     ) -> None:
         self.tenant = tenant
-        self.http = httpx.Client(
-            base_url=url.rstrip("/"),
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=60,
-            transport=transport,
-        )
+        self.http = Client(url, key, tenant, transport=transport).http  # push's client, as is
 
     def close(self) -> None:
         self.http.close()

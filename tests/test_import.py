@@ -7,9 +7,7 @@ map is reported, a dry run writes nothing, and an existing prompt is left alone.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import OPERATOR_TOKEN, ROOT, LiveServer, PgServer, module_server
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    LiveServer,
+    PgServer,
+    module_server,
+    registry_command,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -56,15 +60,8 @@ async def server(pg_server: PgServer, template_db: str) -> AsyncIterator[LiveSer
 
 
 def run(server: LiveServer, key: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "registry", "import", *args],
-        env={**os.environ, "REGISTRY_URL": server.url, "REGISTRY_API_KEY": key},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
+    env = {"REGISTRY_URL": server.url, "REGISTRY_API_KEY": key}
+    return registry_command("import", *args, env=env, timeout=120)
 
 
 def test_a_langfuse_export_lands_with_a_report(server: LiveServer, tmp_path: Path) -> None:

@@ -22,7 +22,14 @@ import httpx
 import pytest
 
 from registry import installing
-from tests.conftest import OPERATOR_TOKEN, ROOT, LiveServer, PgServer, module_server
+from tests.conftest import (
+    OPERATOR_TOKEN,
+    ROOT,
+    LiveServer,
+    PgServer,
+    module_server,
+    registry_command,
+)
 from tests.mcp.conftest import CONFORMANCE_SKILLS
 from tests.mcp.test_stateless_live import META, REVISION
 from tests.test_client import keypair
@@ -56,15 +63,8 @@ async def server(
 
 
 def run(server: LiveServer, key: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "registry", "install", *args],
-        env={**os.environ, "REGISTRY_URL": server.url, "REGISTRY_API_KEY": key},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
+    env = {"REGISTRY_URL": server.url, "REGISTRY_API_KEY": key}
+    return registry_command("install", *args, env=env, timeout=120)
 
 
 def publish(server: LiveServer, tenant: str, name: str, files: list[dict[str, str]]) -> None:
