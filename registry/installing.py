@@ -405,7 +405,9 @@ def _install_one(lock: Lock, skill: Wanted, keys: signing.Keys, options: Options
             return Line(name, "unchanged", served_as)
     elif target.exists() and not options.force:
         return Line(name, "kept", "a folder this command did not install; --force replaces it")
-    problem = _write(skill, signed, keys, lock.tenant, options.folder)
+    # A library's skill is signed as the library's (its entry names the library it comes from).
+    owner = str(meta.get("library") or lock.tenant)
+    problem = _write(skill, signed, keys, owner, options.folder)
     if problem is not None:
         return Line(name, "refused", problem)
     lock.skills[name] = {

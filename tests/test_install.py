@@ -331,3 +331,26 @@ def test_follow_installs_a_publish_as_it_commits(
     folder = tmp_path / ".config/goose/skills/code-review"
     assert (folder / "references/CHECKLIST.md").read_text().endswith("followed\n")
     print(f"follow: a publish installed {arrived - published:.3f} s after its commit was answered")
+
+
+def test_a_library_skill_installs_as_the_library_signed_it(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    library = server.tenant("shelf", roles=("admin",))
+    reader = server.tenant("reads-shelf", roles=("admin", "reader"))
+    server.skill("shelf", CONFORMANCE_SKILLS[1])
+    for path, key, body in (
+        ("/shelf/subscribers", library["admin"], {"tenant": "reads-shelf", "label": "production"}),
+        ("/reads-shelf/libraries", reader["admin"], {"library": "shelf", "label": "production"}),
+    ):
+        made = httpx.post(f"{server.url}/api/v1/tenants{path}", json=body,
+                          headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+        assert made.status_code == 201, made.text
+    done = run(server, reader["reader"], "--host", "claude-code", "--tenant", "reads-shelf",
+               "--root", str(tmp_path))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "code-review: installed: version 1 (production)" in done.stdout
+    folder = tmp_path / ".claude/skills/code-review"
+    assert on_disk(folder) == served_files(server, "shelf", library["admin"])["code-review"]
+    lock = json.loads((tmp_path / ".claude/skills" / installing.LOCK_FILE).read_text())
+    assert lock["skills"]["code-review"]["document"]["tenant"] == "shelf"

@@ -246,3 +246,49 @@ BEGIN
     PERFORM set_config('registry.tenant_id', p_tenant::text, true);
 END
 $$;
+
+-- The skills a library serves a subscriber, by name after ``p_after`` (or the one named
+-- ``p_name``): following, what the granted label serves; pinning, a pinned skill while the label
+-- serves that version (skill labels keep no history, so a pin reaches no version the label has
+-- left). Each with its front matter and its files' manifest (path, sha256, size, media type).
+CREATE FUNCTION registry_library_skills_v1(p_tenant uuid, p_library uuid, p_after text,
+                                           p_name text, p_limit integer)
+    RETURNS TABLE (name text, version integer, description text, frontmatter jsonb, files jsonb)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_label text;
+    v_follow boolean;
+    v_pins jsonb;
+BEGIN
+    PERFORM set_config('role', 'registry_app', true),
+            set_config('registry.tenant_id', p_tenant::text, true);
+    v_label := registry_library_grant_v1(p_library);
+    IF v_label IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT s.follow, s.pins INTO v_follow, v_pins
+      FROM library_subscriptions s WHERE s.tenant_id = p_tenant AND s.library_id = p_library;
+    PERFORM set_config('registry.tenant_id', p_library::text, true);
+    RETURN QUERY
+        SELECT l.skill_name, l.version, v.description, v.frontmatter,
+               (SELECT jsonb_agg(jsonb_build_object('path', f.path,
+                                                    'sha256', encode(f.sha256, 'hex'),
+                                                    'size', f.size, 'mime_type', f.mime_type)
+                                 ORDER BY f.path)
+                  FROM skill_files f
+                 WHERE f.tenant_id = p_library AND f.skill_id = l.skill_id
+                   AND f.version = l.version)
+          FROM skill_labels l
+          JOIN skills k ON k.tenant_id = l.tenant_id AND k.id = l.skill_id
+          JOIN skill_versions v ON v.tenant_id = l.tenant_id AND v.skill_id = l.skill_id
+                               AND v.version = l.version
+         WHERE l.tenant_id = p_library AND l.label = v_label AND k.archived_at IS NULL
+           AND l.skill_name > coalesce(p_after, '')
+           AND (p_name IS NULL OR l.skill_name = p_name)
+           AND (v_follow OR (v_pins ->> l.skill_name) = l.version::text)
+         ORDER BY l.skill_name
+         LIMIT p_limit;
+    PERFORM set_config('registry.tenant_id', p_tenant::text, true);
+END
+$$;

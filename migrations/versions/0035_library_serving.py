@@ -29,6 +29,7 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER library_subscriptions_notify_v1 ON library_subscriptions")
     op.execute("DROP TRIGGER library_offers_notify_v1 ON library_offers")
     op.execute("DROP FUNCTION registry_library_notify_v1()")
+    op.execute("DROP FUNCTION registry_library_skills_v1(uuid, uuid, text, text, integer)")
     op.execute("DROP FUNCTION registry_library_blobs_v1(uuid, uuid, bytea[])")
     op.execute("DROP FUNCTION registry_library_subscriptions_v1(uuid)")
     op.execute("DROP FUNCTION registry_library_subscribers_v1(uuid)")

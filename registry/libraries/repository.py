@@ -184,6 +184,10 @@ COUNT = "SELECT registry_library_count_v1($1, $2)"
 SERVED_VERSION = "SELECT registry_library_served_version_v1($1, $2, $3)"
 SUBSCRIBERS = "SELECT tenant_id, follow FROM registry_library_subscribers_v1($1)"
 BLOBS = "SELECT sha256, mime_type, data FROM registry_library_blobs_v1($1, $2, $3)"
+SKILLS = (
+    "SELECT name, version, description, frontmatter, files "
+    "FROM registry_library_skills_v1($1, $2, $3, $4, $5)"
+)
 EVERY_SUBSCRIPTION = "SELECT tenant_id FROM registry_library_subscriptions_v1($1)"
 OFFERING = "SELECT id FROM tenants WHERE library_offers > 0"
 OFFERS = "SELECT library_offers > 0 FROM tenants WHERE id = $1"
@@ -214,6 +218,24 @@ async def served_version(
     raw = await (await driver(reads)).fetchval(SERVED_VERSION, tenant_id, library_id, name)
     found: dict[str, Any] = stored_json(raw) if isinstance(raw, str) else raw
     return found
+
+
+async def skills(
+    reads: Reads,
+    tenant_id: uuid.UUID,
+    library_id: uuid.UUID,
+    *,
+    after: str | None,
+    name: str | None,
+    limit: int,
+) -> list[Any]:
+    """Rows of (name, version, description, frontmatter, files) the library serves the tenant."""
+    found = await (await driver(reads)).fetch(SKILLS, tenant_id, library_id, after, name, limit)
+    return [(r[0], r[1], r[2], _json(r[3]), _json(r[4]) or []) for r in found]
+
+
+def _json(raw: Any) -> Any:
+    return stored_json(raw) if isinstance(raw, str) else raw
 
 
 async def blobs(

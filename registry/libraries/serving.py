@@ -23,6 +23,8 @@ from registry.db.models import Tenant
 from registry.libraries import repository as repo
 from registry.prompts import hot_reads
 from registry.prompts.listing import served_prompt, stored_entry
+from registry.skills import folder
+from registry.skills.service import ServedFile, ServedSkill
 
 
 @dataclass(frozen=True)
@@ -209,3 +211,57 @@ async def library_blobs(
         ).items():
             found[sha.hex()] = {"mime_type": mime, "data": base64.b64encode(data).decode()}
     return found
+
+
+# --- skills: a library's skills under their own names (a prefix is for prompts: a skill's name is
+# also its folder's and its front matter's) -----------------------------------------------------
+
+
+async def skills(
+    pool: repo.Reads,
+    tenant: Tenant,
+    libraries: tuple[LibraryRead, ...],
+    *,
+    after: str | None,
+    name: str | None,
+    limit: int,
+) -> list[ServedSkill]:
+    """The skills the libraries serve the tenant after ``after`` (or the one named ``name``), by
+    name, each once (the first library by name wins)."""
+    found: dict[str, ServedSkill] = {}
+    for library in libraries:
+        rows = await repo.skills(
+            pool, tenant.id, library.library_id, after=after, name=name, limit=limit
+        )
+        for skill_name, version, description, frontmatter, files in rows:
+            found.setdefault(
+                skill_name,
+                ServedSkill(
+                    name=skill_name,
+                    skill_id=None,
+                    version=version,
+                    description=description,
+                    frontmatter=folder.served_front_matter(frontmatter, description),
+                    files=tuple(
+                        ServedFile(f["path"], f["sha256"], f["size"], f["mime_type"]) for f in files
+                    ),
+                    library=library.library,
+                ),
+            )
+    return [found[n] for n in sorted(found)][:limit]
+
+
+async def skill_file(
+    pool: repo.Reads,
+    tenant: Tenant,
+    libraries: tuple[LibraryRead, ...],
+    file: ServedFile,
+    library: str,
+) -> bytes | None:
+    """The bytes of a file of a library's skill (by its digest, through the library's grant)."""
+    for read in libraries:
+        if read.library == library:
+            found = await repo.blobs(pool, tenant.id, read.library_id, [bytes.fromhex(file.sha256)])
+            if found:
+                return next(iter(found.values()))[1]
+    return None

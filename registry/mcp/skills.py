@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from registry.mcp import paging
+from registry.libraries import serving as library_serving
+from registry.mcp import caching, paging
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
 from registry.mcp.protocol import SKILLS_EXTENSION as SKILLS_EXTENSION
@@ -89,15 +90,14 @@ def entry(call: Call, skill: ServedSkill) -> dict[str, Any]:
 def provenance(call: Call, skill: ServedSkill) -> dict[str, Any]:
     """Where a served skill comes from: the tenant, the version, the label that served it, and the
     signature over the manifest (``registry verify-skill`` checks it) when the server has a key."""
-    found: dict[str, Any] = {
-        "tenant": call.tenant.slug,
-        "version": skill.version,
-        "label": call.label,
-    }
+    owner = skill.library or call.tenant.slug  # a library's skill is signed as the library's
+    found: dict[str, Any] = {"tenant": owner, "version": skill.version, "label": call.label}
+    if skill.library is not None:
+        found["library"] = skill.library
     files = ((f.path, f.sha256, f.size) for f in skill.files)
     found.update(
         provenance_rules.signed(
-            call.settings.snapshot_key_file, call.tenant.slug, skill.name, skill.version, files
+            call.settings.snapshot_key_file, owner, skill.name, skill.version, files
         )
     )
     return found
@@ -117,9 +117,15 @@ async def _page(
     ``options`` besides the skills)."""
 
     async def fetch(session: AsyncSession, after: str | None, limit: int) -> list[ServedSkill]:
-        return await skills.served_skills(
-            session, call.tenant, call.label, after=after, limit=limit
+        own = await skills.served_skills(session, call.tenant, call.label, after=after, limit=limit)
+        libraries = await caching.library_reads(call.caches, call.db, call.tenant)
+        if not libraries:
+            return own
+        theirs = await library_serving.skills(  # the primary: a replica lags the libraries
+            await call.db.reads(), call.tenant, libraries, after=after, name=None, limit=limit
         )
+        merged = {s.name: s for s in theirs} | {s.name: s for s in own}  # its own wins a name
+        return [merged[n] for n in sorted(merged)][:limit]
 
     return await paging.kept_list(
         call,
@@ -141,7 +147,17 @@ async def _served(call: Call, name: str, uri: str) -> ServedSkill:
     session = await call.tx.session()
     found = await skills.served_skills(session, call.tenant, call.label, name=name, limit=1)
     if not found:
-        raise _not_found(uri, "Skill not found")
+        libraries = await caching.library_reads(call.caches, call.db, call.tenant)
+        theirs = (
+            await library_serving.skills(
+                await call.db.reads(), call.tenant, libraries, after=None, name=name, limit=1
+            )
+            if libraries
+            else []
+        )
+        if not theirs:
+            raise _not_found(uri, "Skill not found")
+        return theirs[0]
     routed = call.route("skill", name, call.label)  # a live rollout may send the new version
     if routed is not None and routed.version is not None:
         at = await serving.served_at(session, call.tenant, name, routed.version)
@@ -192,7 +208,14 @@ async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
     served = next((f for f in skill.files if f.path == path), None)
     if served is None:
         raise _not_found(params.uri)
-    found = await skills.served_file(await call.tx.session(), call.tenant, skill, path)
+    if skill.library is None:
+        found = await skills.served_file(await call.tx.session(), call.tenant, skill, path)
+    else:  # a library's file, read through its grant
+        libraries = await caching.library_reads(call.caches, call.db, call.tenant)
+        data = await library_serving.skill_file(
+            await call.db.reads(), call.tenant, libraries, served, skill.library
+        )
+        found = None if data is None else (served.mime_type, data)
     if found is None:
         raise _not_found(params.uri)
     mime, data = found

@@ -76,6 +76,7 @@ class ServedSkill:
     description: str
     frontmatter: dict[str, Any]
     files: tuple[ServedFile, ...]
+    library: str | None = None  # the library that serves it (registry.libraries), else None
 
 
 # --- writing ----------------------------------------------------------------------------------

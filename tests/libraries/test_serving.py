@@ -277,3 +277,58 @@ async def test_the_console_accepts_pins_moves_and_ends(api: Api) -> None:
     await api.console_sign_in(acme["publisher"].removeprefix("Bearer "))
     refused = await api.client.get("/ui/acme/libraries")
     assert refused.status_code == 403
+
+
+REVIEW = {"name": "review", "files": [
+    {"path": "SKILL.md", "text": "---\nname: review\ndescription: How we review\n---\n# Review\n"},
+    {"path": "CHECKLIST.md", "text": "- [ ] tests\n"}]}  # fmt: skip
+
+
+async def test_a_library_serves_its_skills_too(api: Api) -> None:
+    platform, acme = await setup(api)
+    made = await api.client.post(f"{V1}/platform/skills", json={**REVIEW, "labels": ["production"]},
+                                 headers=auth(platform["publisher"]))  # fmt: skip
+    assert made.status_code == 201, made.text
+    draft = {"name": "draft-skill", "files": [
+        {"path": "SKILL.md", "text": "---\nname: draft-skill\ndescription: x\n---\nx\n"}]}  # fmt: skip
+    made = await api.client.post(f"{V1}/platform/skills", json=draft,
+                                 headers=auth(platform["publisher"]))  # fmt: skip
+    assert made.status_code == 201, made.text
+    mcp = Stateless(api.client, "/mcp/acme", auth(acme["reader"]))
+    assert (await plain(mcp, "skills/list"))["skills"] == []
+    joined = await api.client.post(f"{V1}/acme/libraries", headers=auth(acme["admin"]),
+                                   json={"library": "platform", "label": "production"})  # fmt: skip
+    assert joined.status_code == 201, joined.text
+    listed = (await plain(mcp, "skills/list"))["skills"]
+    assert [s["frontmatter"]["name"] for s in listed] == ["review"]  # the draft stays the library's
+    signed = listed[0]["_meta"]["dev.prompt-registry/skill"]
+    assert (signed["tenant"], signed["library"], signed["version"]) == ("platform", "platform", 1)
+    got = await plain(mcp, "skills/get", {"uri": "skill://review/SKILL.md"})
+    assert got["skill"]["resources"] == listed[0]["resources"]
+    read = await plain(mcp, "resources/read", {"uri": "skill://review/CHECKLIST.md"})
+    assert read["contents"][0]["text"] == "- [ ] tests\n"
+    hidden = await mcp.post("resources/read", {"_meta": meta(), "uri": "skill://draft-skill/SKILL.md"},
+                            **{"Mcp-Name": "skill://draft-skill/SKILL.md"})  # fmt: skip
+    assert "error" in hidden.json(), hidden.text
+    # Its own skill of the same name wins.
+    own = await api.client.post(f"{V1}/acme/skills", headers=auth(acme["publisher"]), json={
+        "name": "review", "labels": ["production"], "files": [
+            {"path": "SKILL.md", "text": "---\nname: review\ndescription: Ours\n---\n# Ours\n"}]})  # fmt: skip
+    assert own.status_code == 201, own.text
+    read = await plain(mcp, "resources/read", {"uri": "skill://review/SKILL.md"})
+    assert "# Ours" in read["contents"][0]["text"]
+    ended = await api.client.delete(f"{V1}/acme/libraries/platform", headers=auth(acme["admin"]))
+    assert ended.status_code == 204
+    listed = (await plain(mcp, "skills/list"))["skills"]
+    assert [s["frontmatter"]["description"] for s in listed] == ["Ours"]
+
+
+async def plain(
+    mcp: Stateless, method: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A result of the Skills extension's methods (the revision's schema does not hold them)."""
+    headers = {"Mcp-Name": params["uri"]} if params and "uri" in params else {}
+    answer = await mcp.post(method, {"_meta": meta(), **(params or {})}, **headers)
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()["result"]
+    return result
