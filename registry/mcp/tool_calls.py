@@ -215,7 +215,13 @@ async def _render(
     too_large = call.oversized(result)
     if too_large is not None:  # the model reads it and can correct the call
         return _tool_error(too_large)
-    served = {"prompt": name, "version": served_version, "partials": list(rendered.partials)}
+    served: dict[str, Any] = {
+        "prompt": name,
+        "version": served_version,
+        "partials": list(rendered.partials),
+    }
+    if rendered.library is not None:  # a library's prompt (render_prompt): the receipt says so
+        served["library"] = rendered.library
     meta[RECEIPT] = call.receipt(served, arguments)
     call.served = Served("prompt", name, served_version or 0, call.label)
     result["_meta"] = meta

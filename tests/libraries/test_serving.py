@@ -84,6 +84,16 @@ async def test_a_follower_serves_the_library_beside_its_own(api: Api) -> None:
     got = await mcp.result("prompts/get", {"name": "tone"})
     receipt = got["_meta"]["dev.prompt-registry/receipt"]
     assert (receipt["prompt"], receipt["version"], receipt["library"]) == ("tone", 1, "platform")
+    # Through the tools of a tenant that offers its prompts as tools, render_prompt too.
+    tools_on = await api.client.patch(f"{V1}/acme", json={"mcp_tools": True},
+                                      headers=auth(acme["admin"]))  # fmt: skip
+    assert tools_on.status_code == 200, tools_on.text
+    answer = await mcp.post("tools/call", {"_meta": meta(), "name": "render_prompt", "arguments": {
+        "name": "style", "arguments": {"who": "Al"}}}, **{"Mcp-Name": "render_prompt"})  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    called = answer.json()["result"]
+    assert called["content"][0]["text"] == "Use Be kind. and short words for Al."
+    assert called["_meta"]["dev.prompt-registry/receipt"]["library"] == "platform"
     for hidden in ("draft-only", "staged", "tone@1", "style@production"):
         refused = await mcp.post("prompts/get", {"_meta": meta(), "name": hidden})
         assert "error" in refused.json(), (hidden, refused.text)
