@@ -29,12 +29,11 @@ from registry.db.models import Tenant
 from registry.errors import NotFound
 from registry.events.cache import MISSING, Grouped, TenantScoped
 from registry.libraries import serving as libraries
-from registry.libraries.serving import LibraryRead
 from registry.mcp import shaping
+from registry.mcp.library_reads import library_blobs, library_reads, merged_page
 from registry.mcp.protocol import Message
 from registry.principal import Principal
 from registry.prompts import hot_reads, reading, rendering
-from registry.prompts import listing as prompt_listing
 from registry.prompts.as_tools import FIND
 from registry.prompts.rendering import CompiledVersion
 from registry.prompts.schemas import RenderedPrompt
@@ -393,7 +392,7 @@ async def render(
         loaded = (
             await rendering.load_blobs(await tx.session(), tenant.id, missing)
             if library is None
-            else await _library_blobs(caches, db, tenant, library, missing)
+            else await library_blobs(caches, db, tenant, library, missing)
         )
         for sha, data in loaded.items():
             blobs[sha] = caches.blobs.keep(tenant.id, sha, data) if enabled else data
@@ -407,16 +406,6 @@ async def render(
     if library is not None:
         rendered.library = library
     return rendered
-
-
-async def _library_blobs(
-    caches: McpCaches, db: Database, tenant: Tenant, library: str, shas: list[bytes]
-) -> dict[bytes, str]:
-    """The blobs a library's version uses, read through the library's grant."""
-    for read in await library_reads(caches, db, tenant):
-        if read.library == library:
-            return await libraries.blobs(await db.reads(), tenant, read, shas)
-    return {}
 
 
 async def _served_version(
@@ -521,7 +510,7 @@ async def listing(
         reads = await db.read_pool(tenant.id)
         libs = await library_reads(caches, db, tenant)
         if libs:  # from the primary: a replica has replayed the subscriber, not the libraries
-            return await _merged(await db.reads(), tenant, label, libs, after, limit, revision)
+            return await merged_page(await db.reads(), tenant, label, libs, after, limit, revision)
         if shaping.serves_stored_entries(revision):  # each version's entry as written, concatenated
             return await reading.served_entries(reads, tenant, label, after=after, limit=limit)
         page, more = await reading.served_page(reads, tenant, label, after=after, limit=limit)
@@ -531,44 +520,6 @@ async def listing(
     # page.
     key = ("listing", label, after, limit, *shaping.entry_options(revision).values())
     return await kept_page(caches, tenant, key, read)
-
-
-async def _merged(
-    reads: Any,
-    tenant: Tenant,
-    label: str,
-    libs: tuple[LibraryRead, ...],
-    after: str | None,
-    limit: int,
-    revision: Revision,
-) -> PageRead:
-    """A prompts/list page of the tenant's own prompts and its libraries', merged by name."""
-    rows = await libraries.merged_entries(reads, tenant, label, libs, after=after, limit=limit + 1)
-    page, more = rows[:limit], len(rows) > limit
-    last = page[-1][0] if page else None
-    if shaping.serves_stored_entries(revision):
-        return ("[" + ",".join(entry for _, entry in page) + "]").encode(), last, more
-    options = shaping.entry_options(revision)
-    return [prompt_listing.narrowed(orjson.loads(e), **options) for _, e in page], last, more
-
-
-async def library_reads(caches: McpCaches, db: Database, tenant: Tenant) -> tuple[LibraryRead, ...]:
-    """The libraries the tenant reads now (read only when its row says it subscribes to some),
-    from memory until the tenant changes (a subscription's every change is one, and a library's
-    consent changing drops its subscribers' caches in every worker)."""
-    if not tenant.library_reads:
-        return ()
-    enabled, key = caches.enabled, ("libraries",)
-    if enabled:
-        found = caches.resolved.get(tenant.id, key)
-        if found is not MISSING:
-            return found  # type: ignore[no-any-return]
-        generation = caches.resolved.generation(tenant.id)
-    read = await libraries.reads(await db.reads(), tenant)
-    caches.reading_libraries(tenant.id, [(r.library_id, r.follow) for r in read])
-    if enabled:
-        caches.resolved.put(tenant.id, key, read, generation)
-    return read
 
 
 async def _count(caches: McpCaches, db: Database, tenant: Tenant, label: str) -> int:

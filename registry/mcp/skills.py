@@ -20,9 +20,10 @@ from pydantic import Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.libraries import serving as library_serving
-from registry.mcp import caching, paging
+from registry.mcp import paging
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams
+from registry.mcp.library_reads import library_reads
 from registry.mcp.protocol import SKILLS_EXTENSION as SKILLS_EXTENSION
 from registry.receipts import META_KEY as RECEIPT
 from registry.skills import provenance as provenance_rules
@@ -118,7 +119,7 @@ async def _page(
 
     async def fetch(session: AsyncSession, after: str | None, limit: int) -> list[ServedSkill]:
         own = await skills.served_skills(session, call.tenant, call.label, after=after, limit=limit)
-        libraries = await caching.library_reads(call.caches, call.db, call.tenant)
+        libraries = await library_reads(call.caches, call.db, call.tenant)
         if not libraries:
             return own
         theirs = await library_serving.skills(  # the primary: a replica lags the libraries
@@ -147,7 +148,7 @@ async def _served(call: Call, name: str, uri: str) -> ServedSkill:
     session = await call.tx.session()
     found = await skills.served_skills(session, call.tenant, call.label, name=name, limit=1)
     if not found:
-        libraries = await caching.library_reads(call.caches, call.db, call.tenant)
+        libraries = await library_reads(call.caches, call.db, call.tenant)
         theirs = (
             await library_serving.skills(
                 await call.db.reads(), call.tenant, libraries, after=None, name=name, limit=1
@@ -211,7 +212,7 @@ async def resources_read(call: Call, params: UriParams) -> dict[str, Any]:
     if skill.library is None:
         found = await skills.served_file(await call.tx.session(), call.tenant, skill, path)
     else:  # a library's file, read through its grant
-        libraries = await caching.library_reads(call.caches, call.db, call.tenant)
+        libraries = await library_reads(call.caches, call.db, call.tenant)
         data = await library_serving.skill_file(
             await call.db.reads(), call.tenant, libraries, served, skill.library
         )
