@@ -550,9 +550,16 @@ MUTATIONS = (
         "a subscriber reads a library only while both consents hold",
         "migrations/sql/0035_library_serving_v1.sql",
         "    v_label := registry_library_grant_v1(p_library);\n    IF v_label IS NULL THEN\n"
-        "        RETURN;",
+        "        RETURN;\n    END IF;\n    SELECT s.follow, s.pins INTO v_follow, v_pins\n"
+        "      FROM library_subscriptions s WHERE s.tenant_id = p_tenant AND s.library_id = p_library;\n"
+        "    PERFORM set_config('registry.tenant_id', p_library::text, true);\n    IF v_follow THEN\n"
+        "        RETURN QUERY",
         "    v_label := coalesce(registry_library_grant_v1(p_library), 'production');\n"
-        "    IF v_label IS NULL THEN\n        RETURN;",
+        "    IF v_label IS NULL THEN\n"
+        "        RETURN;\n    END IF;\n    SELECT s.follow, s.pins INTO v_follow, v_pins\n"
+        "      FROM library_subscriptions s WHERE s.tenant_id = p_tenant AND s.library_id = p_library;\n"
+        "    PERFORM set_config('registry.tenant_id', p_library::text, true);\n    IF v_follow THEN\n"
+        "        RETURN QUERY",
         ("tests/db/test_library_rls.py",),
     ),
 )
