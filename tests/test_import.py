@@ -134,3 +134,30 @@ def test_a_file_that_is_not_an_export_is_refused(server: LiveServer, tmp_path: P
         bad.write_text(content)
         refused = run(server, key, "--from", "langfuse", str(bad), "--tenant", "not-moved")
         assert refused.returncode == 1 and said in refused.stderr, refused.stderr
+
+
+def test_under_approvals_the_versions_land_and_the_label_waits(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """A tenant whose production needs approvals: the versions are written, the label is not moved
+    (the report says why and how), and the exit status says something did not land."""
+    key = server.tenant("gated", roles=("admin", "publisher"))
+    gated = httpx.patch(f"{server.url}/api/v1/tenants/gated", json={"approvals": {"production": 1}},
+                        headers={"Authorization": f"Bearer {key['admin']}"})  # fmt: skip
+    assert gated.status_code == 200, gated.text
+    export = tmp_path / "one.json"
+    export.write_text(
+        json.dumps(
+            [
+                EXPORT[1],
+                {**EXPORT[1], "version": 2, "prompt": "Rate {{movie}}.", "labels": ["production"]},
+            ]
+        )
+    )
+    done = run(server, key["publisher"], "--from", "langfuse", str(export), "--tenant", "gated")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "movie-critic: error: 2 version(s), labels: none; label production not moved" in done.stdout
+    )
+    held = httpx.get(f"{server.url}/api/v1/tenants/gated/prompts/movie-critic", headers=OPERATOR)
+    assert held.json()["latest_version"] == 2 and "production" not in held.json()["labels"]
