@@ -111,9 +111,9 @@ class ChangeFeed:
         self._lost = asyncio.Event()
         self._stopped = False
         # The tenants that offer themselves as libraries, each with the tenants that read it and
-        # whether each follows (None until first needed): a library's change reaches them here,
-        # one notification fanned out by every worker, never one notification per subscriber.
-        self._libraries: dict[uuid.UUID, list[tuple[uuid.UUID, bool]] | None] = {}
+        # whether each follows: a library's change reaches them here, one notification fanned out
+        # by every worker, never one notification per subscriber.
+        self._libraries: dict[uuid.UUID, list[tuple[uuid.UUID, bool]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # Each kind of notice to its handler: a new kind of notification is a notice type in
         # registry.events.notices and one row here.
@@ -245,11 +245,7 @@ class ChangeFeed:
     def _library_published(self, library: uuid.UUID) -> None:
         """What the library serves changed: its readers' caches drop, and the streams of those
         that follow its label are told (those that pin versions are not: their versions stay)."""
-        readers = self._libraries.get(library)
-        if readers is None:
-            self._spawn(self._load_library(library, published=True))
-            return
-        for reader, follows in readers:
+        for reader, follows in self._libraries.get(library, ()):
             for cache in self.caches:
                 cache.invalidate(reader)
             if follows:
@@ -259,7 +255,7 @@ class ChangeFeed:
         """This worker committed a change of ``tenant_id``: when it is a library whose readers
         are known, their caches drop at once too (their streams are told on the notification), so
         what a library's publisher wrote is what its subscribers read next from this worker."""
-        for reader, _ in self._libraries.get(tenant_id) or ():
+        for reader, _ in self._libraries.get(tenant_id, ()):
             for cache in self.caches:
                 cache.invalidate(reader)
 
@@ -269,17 +265,15 @@ class ChangeFeed:
         """``tenant_id`` reads these libraries now (read by this worker to serve it): each
         library's change reaches it here even before the consent's notification is heard."""
         for library, follows in libraries:
-            readers = self._libraries.get(library)
-            if readers is None:
-                readers = self._libraries[library] = []
+            readers = self._libraries.setdefault(library, [])
             if (tenant_id, follows) not in readers:
                 readers[:] = [r for r in readers if r[0] != tenant_id]
                 readers.append((tenant_id, follows))
 
     def _library_changed(self, notice: notices.LibraryChanged) -> None:
-        self._spawn(self._load_library(notice.tenant, published=False))
+        self._spawn(self._load_library(notice.tenant))
 
-    async def _load_library(self, library: uuid.UUID, *, published: bool) -> None:
+    async def _load_library(self, library: uuid.UUID) -> None:
         """Read whom the library reaches now; after a consent changed, every tenant subscribed to
         it (read or not) drops what it holds and its streams are told."""
         offers, readers, subscribed = await self.source.library_readers(library)
@@ -287,10 +281,6 @@ class ChangeFeed:
             self._libraries[library] = readers
         else:
             self._libraries.pop(library, None)
-        if published:
-            if offers:
-                self._library_published(library)
-            return
         for tenant_id in {*subscribed, *(r for r, _ in readers)}:
             for cache in self.caches:
                 cache.invalidate(tenant_id)
