@@ -562,6 +562,30 @@ MUTATIONS = (
         "        RETURN QUERY",
         ("tests/db/test_library_rls.py",),
     ),
+    Mutation(
+        "event-webhook-unverified",
+        "an events/subscribe callback is written only after its endpoint echoed the challenge",
+        "registry/mcp/event_webhooks.py",
+        "            await CHALLENGES.verify(call.settings, url, host, secret, sid)",
+        "            pass",
+        ("tests/mcp/test_event_webhooks.py",),
+    ),
+    Mutation(
+        "event-webhook-key-without-principal",
+        "a webhook subscription is keyed by its principal: another key cannot unsubscribe it",
+        "registry/mcp/event_webhooks.py",
+        "        [str(tenant.id), principal, url, name, arguments], option=orjson.OPT_SORT_KEYS",
+        "        [str(tenant.id), url, name, arguments], option=orjson.OPT_SORT_KEYS",
+        ("tests/mcp/test_event_webhooks.py",),
+    ),
+    Mutation(
+        "event-webhook-abandons-at-once",
+        "a failed event POST is tried again before it is abandoned",
+        "registry/mcp/event_webhooks.py",
+        "        if attempts > len(RETRY_FACTORS):",
+        "        if attempts > 0:",
+        ("tests/mcp/test_event_webhooks.py",),
+    ),
 )
 
 

@@ -61,6 +61,7 @@ from registry.db.replicas import Replicas
 from registry.events.hub import Hub
 from registry.events.listener import ChangeFeed
 from registry.mcp.caching import McpCaches
+from registry.mcp.event_webhooks import Deliverer
 from registry.mcp.feed import DatabaseChanges
 from registry.mcp.http import McpEndpoint
 from registry.metrics import worker_exited
@@ -281,6 +282,7 @@ class Worker:
     hub: Hub
     tokens: TokenVerifier
     dispatcher: Dispatcher
+    deliverer: Deliverer
     endpoint: McpEndpoint
     feed: ChangeFeed
     scheduler: Scheduler
@@ -296,6 +298,7 @@ class Worker:
             refresh_seconds=settings.oauth_keys_refresh_seconds,
         )
         dispatcher = Dispatcher(db, settings)
+        deliverer = Deliverer(db, settings)  # the Events extension's webhooks
         caches = McpCaches()
         listen_dsn = settings.listen_dsn() or db.url
         ledger = Ledger(settings, db.reads)
@@ -315,7 +318,7 @@ class Worker:
             access_checks=[endpoint.revalidate],  # streams end with their key or the public access
             session_ends=[endpoint.session_ended],
             sequences=[db.saw],
-            outbox=[dispatcher.poke],  # a committed change queued webhook deliveries
+            outbox=[dispatcher.poke, deliverer.poke],  # a committed change has webhooks to send
         )
         caches.live = feed.hearing
         caches.reading_libraries = feed.reads_libraries
@@ -330,6 +333,7 @@ class Worker:
             hub,
             tokens,
             dispatcher,
+            deliverer,
             endpoint,
             feed,
             Scheduler(db),
@@ -351,6 +355,7 @@ class Worker:
             asyncio.create_task(flush_metrics()),
             asyncio.create_task(watch_loop_lag()),
             asyncio.create_task(self.dispatcher.run()),
+            asyncio.create_task(self.deliverer.run()),
             asyncio.create_task(self.db.watch()),  # primary, pools, replicas
             asyncio.create_task(self.scheduler.run()),  # change requests applied at their time
             asyncio.create_task(keep_signing_keys(self.db, self.settings)),

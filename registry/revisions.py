@@ -58,7 +58,9 @@ CLIENT_REQUESTS: frozenset[tuple[str, str]] = frozenset(
 # before that read skills through the core resources methods alone.
 EXTENSION_METHODS = frozenset({"skills/list", "skills/get", "resources/directory/read"})
 # The Events extension's methods (SEP-3415, a draft): defined for 2026-07-28 and later only.
-EVENTS_METHODS = frozenset({"events/list", "events/poll", "events/stream"})
+EVENTS_METHODS = frozenset(
+    {"events/list", "events/poll", "events/stream", "events/subscribe", "events/unsubscribe"}
+)
 
 
 def at_least(name: str, minimum: str) -> bool:

@@ -251,6 +251,16 @@ MCP: dict[str, dict[str, Any]] = {
     "events/list": {},
     "events/poll": {"name": "prompt.changed", "arguments": {}, "cursor": None},
     "events/stream": {"name": "prompt.changed", "arguments": {}, "cursor": None},
+    "events/subscribe": {
+        "name": "prompt.changed",
+        "arguments": {},
+        "delivery": {"url": "https://hooks.example/h", "secret": "whsec_" + "A" * 44},
+    },
+    "events/unsubscribe": {
+        "name": "prompt.changed",
+        "arguments": {},
+        "delivery": {"url": "https://hooks.example/h"},
+    },
 }
 
 CALLERS = ["reader", "editor", "publisher", "admin", "revoked", "expired", "made-up", "anonymous"]

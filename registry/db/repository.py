@@ -295,6 +295,20 @@ async def changes_after(
     return [dict(row) for row in result.mappings().all()]
 
 
+async def last_change_before(
+    session: AsyncSession, tenant_id: uuid.UUID, after: int, at: datetime
+) -> int | None:
+    """The last change past ``after`` made before ``at`` (None: none): where a replay that wants
+    nothing older than ``at`` starts."""
+    result = await session.execute(
+        select(func.max(ChangeLog.seq)).where(
+            ChangeLog.tenant_id == tenant_id, ChangeLog.seq > after, ChangeLog.created_at < at
+        )
+    )
+    value = result.scalar_one_or_none()
+    return int(value) if value is not None else None
+
+
 async def oldest_change(session: AsyncSession, tenant_id: uuid.UUID) -> int | None:
     """The first sequence number the tenant's change log still holds."""
     result = await session.execute(

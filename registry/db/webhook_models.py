@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKeyConstraint,
@@ -24,7 +25,12 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db.base import Base, now
 
-WEBHOOK_TABLES = ("webhook_endpoints", "webhook_deliveries", "webhook_attempts")
+WEBHOOK_TABLES = (
+    "webhook_endpoints",
+    "webhook_deliveries",
+    "webhook_attempts",
+    "event_subscriptions",
+)
 
 
 class WebhookEndpoint(Base):
@@ -108,3 +114,47 @@ class WebhookAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
     latency_ms: Mapped[int] = mapped_column(Integer)
     response_body: Mapped[str | None] = mapped_column(Text)
+
+
+class EventSubscription(Base):
+    """A webhook subscription of the MCP Events extension (schema 0036): one per key (principal,
+    callback URL, event type, arguments), written once its endpoint proved its intent. ``position``
+    is its watermark in the tenant's change log (every event at or before it acknowledged or
+    abandoned); a worker delivers what follows under a lease."""
+
+    __tablename__ = "event_subscriptions"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        CheckConstraint(
+            "jsonb_typeof(arguments) = 'object'", name="event_subscription_arguments_object"
+        ),
+        Index(
+            "ix_event_subscriptions_due",
+            "tenant_id",
+            "next_attempt_at",
+            postgresql_where=text("active"),
+        ),
+        Index("ix_event_subscriptions_principal", "tenant_id", "principal", "url"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID, primary_key=True)
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    principal: Mapped[str] = mapped_column(Text)
+    url: Mapped[str] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(Text)
+    arguments: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    secret: Mapped[str] = mapped_column(Text)
+    previous_secret: Mapped[str | None] = mapped_column(Text)
+    previous_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    position: Mapped[int] = mapped_column(BigInteger)
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
+    lease: Mapped[uuid.UUID | None] = mapped_column(UUID)
+    leased_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    active: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    last_delivery_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    failed_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=now())

@@ -109,6 +109,9 @@ class Forbidden(McpError):
 # The Events extension's codes (SEP-3415's draft; provisional until it is accepted).
 EVENT_NOT_FOUND = -32023
 EVENT_FORBIDDEN = -32024
+RESOURCE_EXHAUSTED = -32025
+UNSUPPORTED = -32026
+CALLBACK_ENDPOINT_ERROR = -32027
 
 
 class EventNotFound(McpError):
@@ -122,6 +125,25 @@ class EventForbidden(McpError):
 
     code = EVENT_FORBIDDEN
     status = 403
+
+
+class ResourceExhausted(McpError):
+    """A server limit was reached (``data.limit`` names it, ``data.max`` gives it)."""
+
+    code = RESOURCE_EXHAUSTED
+
+
+class Unsupported(McpError):
+    """A well-formed request for an option this server does not offer (``data.feature``)."""
+
+    code = UNSUPPORTED
+
+
+class CallbackEndpointError(McpError):
+    """A webhook callback endpoint failed verification or could not be reached (``data.reason``:
+    one of the draft's categories, never the endpoint's own words)."""
+
+    code = CALLBACK_ENDPOINT_ERROR
 
 
 def unavailable(error: BaseException) -> Unavailable | None:

@@ -1,8 +1,8 @@
 """The Events extension (``io.modelcontextprotocol/events``, SEP-3415, a draft of October 2026) on
 revision 2026-07-28: ``events/list`` names the event types, ``events/poll`` delivers a tenant's
 change log to a caller who polls with a cursor, and ``events/stream`` pushes it on an SSE stream
-(``pushed``, which the HTTP transport answers with). Webhook delivery (``events/subscribe``) is not
-offered yet: each type advertises ``"poll"`` and ``"push"``.
+(``pushed``, which the HTTP transport answers with). Webhook delivery (``events/subscribe``) is
+``registry.mcp.event_webhooks``, which reads the log with ``read`` below.
 
 Every event is one row of the tenant's change log, so a poll resumes exactly where its cursor says,
 across workers, instances and restarts (no event lost or repeated), and ``truncated`` says when the
@@ -100,7 +100,7 @@ def descriptors() -> list[dict[str, Any]]:
         {
             "name": name,
             "description": text,
-            "delivery": ["poll", "push"],
+            "delivery": ["poll", "push", "webhook"],
             "inputSchema": _FILTER,
             "payloadSchema": _PAYLOAD,
         }

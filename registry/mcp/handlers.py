@@ -19,7 +19,16 @@ from pydantic import Field
 
 from registry.config import Settings
 from registry.db.models import Tenant
-from registry.mcp import caching, errors, events, request_state, shaping, skills, tool_calls
+from registry.mcp import (
+    caching,
+    errors,
+    event_webhooks,
+    events,
+    request_state,
+    shaping,
+    skills,
+    tool_calls,
+)
 from registry.mcp.call import Call, Params
 from registry.mcp.errors import InvalidParams, MethodNotFound
 from registry.mcp.protocol import Message, error_message, result_message
@@ -341,6 +350,12 @@ METHODS: dict[str, Method] = {
         Method("resources/directory/read", skills.DirectoryParams, skills.directory_read),
         Method("events/list", events.ListParams, events.events_list),
         Method("events/poll", events.PollParams, events.events_poll),
+        Method("events/subscribe", event_webhooks.SubscribeParams, event_webhooks.events_subscribe),
+        Method(
+            "events/unsubscribe",
+            event_webhooks.UnsubscribeParams,
+            event_webhooks.events_unsubscribe,
+        ),
     )
 }
 # Methods a transport answers itself (the session handshake, a stream of notifications).

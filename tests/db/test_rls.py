@@ -56,6 +56,9 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
          "payload) VALUES ($1, $1, 'msg_' || $2, 'test', '{}') RETURNING id) "
          "INSERT INTO webhook_attempts (tenant_id, delivery_id, attempt, latency_ms) "
          "SELECT $1, id, 1, 5 FROM d", (tenant_id, slug)),
+        ("INSERT INTO event_subscriptions (tenant_id, id, principal, url, name, secret, expires_at, "
+         "position) VALUES ($1, 'sub_' || $2, 'key:x', 'https://hooks.example/', 'prompt.changed', "
+         "'whsec_x', now() + interval '1 hour', 0)", (tenant_id, slug)),
         ("INSERT INTO tenant_issuers (tenant_id, issuer, rules, created_by) "
          "VALUES ($1, 'https://idp.example/' || $2, '[]', 'test')", (tenant_id, slug)),
         ("INSERT INTO console_sessions (tenant_id, id, subject, role, csrf, expires_at) "
@@ -107,6 +110,7 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
     has_rollouts = await conn.fetchval("SELECT to_regclass('public.rollouts') IS NOT NULL")
     has_skills = await conn.fetchval("SELECT to_regclass('public.skills') IS NOT NULL")
     has_releases = await conn.fetchval("SELECT to_regclass('public.change_requests') IS NOT NULL")
+    has_events = await conn.fetchval("SELECT to_regclass('public.event_subscriptions') IS NOT NULL")
     for sql, args in statements:
         if "skills" in sql and not has_skills:  # a schema from before 0021 (migration tests)
             continue
@@ -115,6 +119,8 @@ async def seed_tenant(conn: asyncpg.Connection, slug: str) -> uuid.UUID:
         if "usage_" in sql and not has_usage:  # before 0030
             continue
         if "rollouts" in sql and not has_rollouts:  # before 0031
+            continue
+        if "event_subscriptions" in sql and not has_events:  # before 0036
             continue
         await conn.execute(sql, *args)
     return tenant_id
