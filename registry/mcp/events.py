@@ -307,9 +307,15 @@ def _result(codec: tokens.TokenCodec, position: Position, batch: Batch) -> dict[
 # --- push: events/stream ------------------------------------------------------------------------
 
 
-def _notice(method: str, params: dict[str, Any], request_id: str | int | None) -> bytes:
+def _notice(method: str, params: dict[str, Any], request_id: str | int | None) -> dict[str, Any]:
     params["_meta"] = {META_SUBSCRIPTION: request_id}
-    return frame({"jsonrpc": "2.0", "method": method, "params": params})
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+async def framed(messages: AsyncGenerator[dict[str, Any]]) -> AsyncGenerator[bytes]:
+    """The messages of ``pushed`` as the SSE frames of the HTTP transport."""
+    async for message in messages:
+        yield frame(message)
 
 
 async def pushed(
@@ -320,11 +326,12 @@ async def pushed(
     subscription: Subscription,
     request_id: str | int | None,
     keepalive: float,
-) -> AsyncGenerator[bytes]:
-    """An ``events/stream``'s frames: ``notifications/events/active`` with the cursor it starts
-    from, the events after it as the tenant's changes are heard (each with the cursor after it), a
-    heartbeat with the cursor at each keep-alive interval, and the final result (or
-    ``notifications/events/terminated`` when the caller may no longer read)."""
+) -> AsyncGenerator[dict[str, Any]]:
+    """An ``events/stream``'s messages (each transport frames them its own way):
+    ``notifications/events/active`` with the cursor it starts from, the events after it as the
+    tenant's changes are heard (each with the cursor after it), a heartbeat with the cursor at each
+    keep-alive interval, and the final result (or ``notifications/events/terminated`` when the
+    caller may no longer read)."""
     with subscription:
         after, truncated = tenant.change_seq, False
         if position.after is not None:
@@ -363,4 +370,4 @@ async def pushed(
             yield _notice("notifications/events/terminated", {"error": error}, request_id)
         else:
             final = {"resultType": "complete", "_meta": {META_SUBSCRIPTION: request_id}}
-            yield frame({"jsonrpc": "2.0", "id": request_id, "result": final})
+            yield {"jsonrpc": "2.0", "id": request_id, "result": final}

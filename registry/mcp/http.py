@@ -403,7 +403,7 @@ class McpEndpoint:
             message.id,
             self.settings.sse_keepalive_seconds,
         )
-        return EventStream(frames, subscription, release=release)
+        return EventStream(events.framed(frames), subscription, release=release)
 
     def _listen(
         self,

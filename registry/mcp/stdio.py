@@ -15,13 +15,15 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, BinaryIO, TextIO
 
+from pydantic import ValidationError
+
 from registry.config import Settings
 from registry.db.engine import Database, LazyTx, listen_connection
 from registry.db.models import Tenant
 from registry.errors import NotFound, RegistryError
 from registry.events.hub import Hub
 from registry.events.listener import ChangeFeed
-from registry.mcp import core, errors, notifications, stateless
+from registry.mcp import core, errors, events, notifications, stateless
 from registry.mcp.caching import McpCaches
 from registry.mcp.core import Core
 from registry.mcp.errors import InvalidRequest, McpError
@@ -120,15 +122,52 @@ class StdioServer:
                 self.listen(message, tenant, label)
             )
             return None  # the acknowledgment comes from the subscription itself
+        if message.method == "events/stream":
+            return await self.events_stream(message, tenant)
         return await self.dispatch(message, tenant, label, revision)
+
+    async def events_stream(self, message: Message, tenant: Tenant) -> dict[str, Any] | None:
+        """The Events extension's push delivery on this transport: refused at once with the
+        draft's error, else its notifications written as lines until the client cancels the
+        request (``notifications/cancelled``) or input ends."""
+        if message.id in self.subscriptions:
+            raise InvalidRequest("a subscription with this id is open")
+        codec = await self.db.tokens()
+        try:
+            parsed = events.PollParams.model_validate(message.params)
+            position = events.checked(codec, tenant, self.principal(tenant), parsed)
+        except (ValidationError, McpError) as error:  # the draft: an error, and no stream
+            answer = errors.in_result(error, message.method)
+            return error_message(message.id, answer.code, answer.message, answer.data)
+        subscription = self.hub.subscribe(tenant.id, None, seen=tenant.change_seq)
+        keepalive = self.settings.sse_keepalive_seconds
+        pushed = events.pushed(
+            self.db, codec, tenant, position, subscription, message.id, keepalive
+        )
+
+        async def forward() -> None:
+            try:
+                async for sent in pushed:
+                    await self.write(sent)
+            finally:
+                self.subscriptions.pop(message.id, None)
+
+        self.subscriptions[message.id] = asyncio.create_task(forward())
+        return None
 
     async def dispatch(
         self, message: Message, tenant: Tenant, label: str, revision: str
     ) -> dict[str, Any] | None:
         async with LazyTx(self.db, tenant.id) as tx:
-            reader = Principal(role="reader", tenant_id=tenant.id)
+            reader = self.principal(tenant)
             answer, _, _ = await self.core.call(tx, tenant, reader, label, revision, message)
             return answer
+
+    @staticmethod
+    def principal(tenant: Tenant) -> Principal:
+        """Who a stdio client is: the local process that started the server, a reader of the
+        tenant."""
+        return Principal(role="reader", tenant_id=tenant.id)
 
     async def listen(self, message: Message, tenant: Tenant, label: str) -> None:
         granted = notifications.honored(message, tenant)

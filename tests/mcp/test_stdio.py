@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from mcp import types
@@ -168,6 +169,54 @@ async def test_sdk_client_over_stdio_in_2026_mode_with_a_subscription(
             event = await asyncio.wait_for(anext(aiter(subscription)), 15)
             assert event is not None
         assert len((await client.list_prompts()).prompts) == 5
+
+
+async def test_events_stream_pushes_over_stdio(env: dict[str, str], api: Api) -> None:
+    """The Events extension's push delivery on stdio: an unknown type refused at once, else
+    ``notifications/events/active``, then each change's ``notifications/events/event`` as it is
+    written elsewhere, until the client cancels the request."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *stdio_command(), env=env, cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+
+    async def send(message: dict[str, object]) -> None:
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(message).encode() + b"\n")
+        await process.stdin.drain()
+
+    async def receive() -> dict[str, Any]:
+        assert process.stdout is not None
+        return dict(json.loads(await asyncio.wait_for(process.stdout.readline(), 30)))
+
+    try:
+        stream = {"_meta": META, "name": "prompt.changed", "arguments": {}, "cursor": None}
+        await send({"jsonrpc": "2.0", "id": 1, "method": "events/stream",
+                    "params": {**stream, "name": "nope"}})  # fmt: skip
+        refused = await receive()
+        assert refused["id"] == 1 and refused["error"]["code"] == -32023
+        await send({"jsonrpc": "2.0", "id": 2, "method": "events/stream", "params": stream})
+        active = await receive()
+        assert active["method"] == "notifications/events/active", active
+        assert active["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 2
+        body = {"name": "fresh", "labels": ["production"],
+                "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]}  # fmt: skip
+        created = await api.client.post(
+            "/api/v1/tenants/acme/prompts", json=body, headers=api.operator
+        )
+        assert created.status_code == 201
+        event = await receive()
+        assert event["method"] == "notifications/events/event", event
+        assert event["params"]["data"]["prompt"] == "fresh" and event["params"]["cursor"]
+        await send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 2}})  # fmt: skip
+        await send({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": META}})
+        while (answer := await receive()).get("id") != 3:  # the stream's last events, if any
+            assert answer.get("method", "").startswith("notifications/events/"), answer
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
 
 
 def test_bad_lines_are_answered_and_the_server_reads_on(env: dict[str, str]) -> None:
