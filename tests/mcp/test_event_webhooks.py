@@ -4,12 +4,16 @@ by an endpoint written from the draft (tests/mcp/events_client.py) that verifies
 signed, in order, none lost (checked against a poll from the same cursor, an independent path) and
 none repeated but where a try failed; retries, abandoned events, a rotation signed with both
 secrets, the delivery status, unsubscribing, a revoked key's ``terminated``, a SIGKILL of every
-worker mid-delivery, and the draft's refusals by code."""
+worker mid-delivery, and the draft's refusals by code. And a poll from a cursor through a burst of
+500 events with a worker SIGKILLed in the middle."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -313,3 +317,83 @@ def test_a_sigkill_mid_delivery_loses_nothing(
         assert arrived[1:] == sorted(expected, key=seq)
     finally:
         stop_server(second)
+
+
+def workers_of(server: LiveServer) -> list[int]:
+    """The worker processes of a server's uvicorn (its master's children)."""
+    pid = server.process.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in children]
+
+
+async def test_a_poll_through_a_burst_and_a_worker_kill_loses_and_repeats_nothing(
+    server: LiveServer,
+) -> None:
+    """500 events written by ten writers while a client polls from its cursor, one of the two
+    workers SIGKILLed in the middle: the client, retrying a failed poll with the cursor it holds,
+    gets every event once and in order."""
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        hooks = Hooks(server, "burst-poll", client)
+        events = hooks.events()
+        start = Subscription("prompt.changed", {})
+        await events.poll(start)
+        got: list[str] = []
+        cursor = start.cursor
+        written = asyncio.Event()
+
+        async def poll_once() -> bool:
+            nonlocal cursor
+            params: dict[str, Any] = {
+                "name": "prompt.changed",
+                "arguments": {},
+                "cursor": cursor,
+                "maxEvents": 40,
+            }
+            try:
+                result = await events.call("events/poll", params)
+            except httpx.TransportError:  # the worker it reached was killed: the same cursor again
+                return True
+            got.extend(e["eventId"] for e in result["events"])
+            cursor = result["cursor"]
+            return bool(result["hasMore"])
+
+        async def follow() -> None:
+            while True:
+                done = written.is_set()  # read before the poll: a poll after the last write ends
+                if not await poll_once() and done:
+                    return
+                await asyncio.sleep(0)  # the writers go on between polls
+
+        async def publish(n: int) -> None:
+            body = {**SIMPLE, "name": f"p{n}", "labels": ["production"]}
+            headers = auth(f"Bearer {hooks.keys['publisher']}")
+            retried = False
+            while True:
+                try:
+                    answer = await client.post(
+                        "/api/v1/tenants/burst-poll/prompts", json=body, headers=headers
+                    )
+                except httpx.TransportError:  # not acknowledged: sent again
+                    retried = True
+                    continue
+                # Sent again after a cut: it may have been written the first time.
+                assert answer.status_code == 201 or (retried and answer.status_code == 409)
+                return
+
+        async def writers() -> None:
+            names = iter(range(250))
+
+            async def writer() -> None:
+                for n in names:
+                    if n == 120:
+                        os.kill(workers_of(server)[0], signal.SIGKILL)
+                    await publish(n)
+
+            await asyncio.gather(*(writer() for _ in range(10)))
+            written.set()
+
+        await asyncio.gather(writers(), follow())
+        everything = Subscription("prompt.changed", {}, cursor=start.cursor)
+        expected = [e["eventId"] for e in await events.poll(everything)]
+        assert len(expected) == 500
+        assert got == expected  # none lost, none repeated, in order
