@@ -32,6 +32,7 @@ class Subscription:
         "closed",
         "hub",
         "label",
+        "libraries",
         "owner",
         "poked",
         "reason",
@@ -53,6 +54,7 @@ class Subscription:
         self.closed = False
         self.reason: str | None = None  # why the server ended it, when not a shutdown
         self.poked = False  # told by ``poke`` since the stream last looked
+        self.libraries: set[uuid.UUID] | None = None  # the libraries whose pokes it was told
 
     def __enter__(self) -> Subscription:
         self.hub._add(self)
@@ -66,10 +68,14 @@ class Subscription:
             self._pending = seq
             self._wake()
 
-    def poke(self) -> None:
+    def poke(self, library: uuid.UUID | None = None) -> None:
         """What the subscriber serves changed without a change of its own tenant (a library it
         follows published): told as the newest change it has, no new number."""
         self.poked = True
+        if library is not None:
+            if self.libraries is None:
+                self.libraries = set()
+            self.libraries.add(library)
         if self._pending is None:
             self._pending = self.seen
             self._wake()
@@ -196,12 +202,12 @@ class Hub:
                 told += 1
         return told
 
-    def poke(self, tenant_id: uuid.UUID) -> int:
-        """Tell every subscriber of the tenant that what it serves changed (``Subscription.poke``);
-        returns how many were told."""
+    def poke(self, tenant_id: uuid.UUID, library: uuid.UUID | None = None) -> int:
+        """Tell every subscriber of the tenant that what it serves changed (``Subscription.poke``),
+        by ``library``; returns how many were told."""
         subscriptions = self._subscribers.get(tenant_id, ())
         for subscription in subscriptions:
-            subscription.poke()
+            subscription.poke(library)
         return len(subscriptions)
 
     def close_tenant(self, tenant_id: uuid.UUID) -> None:

@@ -249,7 +249,7 @@ class ChangeFeed:
             for cache in self.caches:
                 cache.invalidate(reader)
             if follows:
-                NOTIFICATIONS_SENT.inc(self.hub.poke(reader))
+                NOTIFICATIONS_SENT.inc(self.hub.poke(reader, library))
 
     def committed(self, tenant_id: uuid.UUID) -> None:
         """This worker committed a change of ``tenant_id``: when it is a library whose readers
@@ -284,7 +284,7 @@ class ChangeFeed:
         for tenant_id in {*subscribed, *(r for r, _ in readers)}:
             for cache in self.caches:
                 cache.invalidate(tenant_id)
-            NOTIFICATIONS_SENT.inc(self.hub.poke(tenant_id))
+            NOTIFICATIONS_SENT.inc(self.hub.poke(tenant_id, library))
 
     def _spawn(self, work: Awaitable[None]) -> None:
         async def logged() -> None:

@@ -277,6 +277,7 @@ async def events_subscribe(call: Call, parsed: SubscribeParams) -> dict[str, Any
             f"events/subscribe is for webhook delivery, not {parsed.delivery.mode!r}",
             data={"feature": "deliveryMode", "value": parsed.delivery.mode},
         )
+    events.replayed(parsed.name, "webhook")
     _, host, port = _url(parsed.delivery, call.settings)
     secret = _secret(parsed.delivery)
     position = events.checked(call.tokens, call.tenant, call.principal, parsed)

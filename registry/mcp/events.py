@@ -12,6 +12,7 @@ else. What this server chose where the draft leaves room is in docs/events.md.""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,12 +32,19 @@ from registry.events.changes import PAGE, Change, changes_after, replay_from
 from registry.events.hub import Subscription
 from registry.events.streams import frame
 from registry.mcp.call import Call, Params
-from registry.mcp.errors import EVENT_FORBIDDEN, EventForbidden, EventNotFound, InvalidParams
+from registry.mcp.errors import (
+    EVENT_FORBIDDEN,
+    EventForbidden,
+    EventNotFound,
+    InvalidParams,
+    Unsupported,
+)
 from registry.mcp.protocol import META_SUBSCRIPTION
 from registry.principal import Principal
 from registry.skills.provenance import document, manifest_digest
 from registry.skills.service import served_skills
 from registry.tenants import access
+from registry.tenants import service as tenant_service
 
 NEXT_POLL_MS = 5_000  # what a poll tells the client to wait when it has nothing more
 DEFAULT_EVENTS = 100  # a poll's batch when the client names no maxEvents
@@ -80,6 +88,24 @@ TYPES: dict[str, str] = {
     "change_request.changed": "A change request was opened, approved, rejected, withdrawn, went "
     "stale or was applied",
     "tenant.changed": "Something of the whole tenant changed (its settings, or many prompts at once)",
+    "library.changed": "A library this tenant follows published: what it serves from that library "
+    "changed (push only: the tenant's own change log does not hold a library's changes)",
+}
+# Types with no replay (the draft's emit-only types): pushed on a stream as they happen, with a null
+# cursor; not polled, not sent to webhooks.
+PUSH_ONLY = frozenset({"library.changed"})
+_LIBRARY_FILTER = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "description": "only this library's (its slug)"}},
+    "additionalProperties": False,
+}
+_LIBRARY_PAYLOAD = {
+    "type": "object",
+    "properties": {
+        "library": {"type": "string", "description": "the library's slug"},
+        "at": {"type": "string", "format": "date-time"},
+    },
+    "required": ["library", "at"],
 }
 
 
@@ -100,12 +126,22 @@ def descriptors() -> list[dict[str, Any]]:
         {
             "name": name,
             "description": text,
-            "delivery": ["poll", "push", "webhook"],
-            "inputSchema": _FILTER,
-            "payloadSchema": _PAYLOAD,
+            "delivery": ["push"] if name in PUSH_ONLY else ["poll", "push", "webhook"],
+            "inputSchema": _LIBRARY_FILTER if name in PUSH_ONLY else _FILTER,
+            "payloadSchema": _LIBRARY_PAYLOAD if name in PUSH_ONLY else _PAYLOAD,
         }
         for name, text in TYPES.items()
     ]
+
+
+def replayed(name: str, delivery: str) -> None:
+    """Unsupported (the draft's -32026) when ``name`` is a type with no replay, asked for by
+    ``delivery`` (poll or webhook)."""
+    if name in PUSH_ONLY:
+        raise Unsupported(
+            f"{name} is pushed on events/stream only (it has no replay)",
+            data={"feature": "deliveryMode", "value": delivery},
+        )
 
 
 class ListParams(Params):
@@ -174,11 +210,13 @@ def checked(
     for key, value in arguments.items():
         if not isinstance(value, str) or not value:
             raise InvalidParams(f"invalid params: arguments.{key}: a non-empty string")
+    if parsed.name in PUSH_ONLY and "label" in arguments:
+        raise InvalidParams(f"invalid params: arguments: {parsed.name} takes only name")
     check_caller(tenant, principal, parsed.name, arguments.get("label"))
     filters = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
     context = (str(tenant.id), parsed.name, filters)
     after = None
-    if parsed.cursor is not None:
+    if parsed.cursor is not None and parsed.name not in PUSH_ONLY:  # no replay: from now on
         try:
             (after,) = codec.open(
                 "events-cursor", context, parsed.cursor, max_age=CURSOR_AGE_SECONDS
@@ -237,6 +275,7 @@ async def read(
 async def events_poll(call: Call, parsed: PollParams) -> dict[str, Any]:
     """The events of one subscription after its cursor (``maxEvents`` at most), and the cursor
     after the last row read."""
+    replayed(parsed.name, "poll")
     position = checked(call.tokens, call.tenant, call.principal, parsed)
     if position.after is None:  # start from now: no events, a cursor at the log's end
         return _result(call.tokens, position, Batch([], call.tenant.change_seq, False, False))
@@ -332,6 +371,10 @@ async def pushed(
     tenant's changes are heard (each with the cursor after it), a heartbeat with the cursor at each
     keep-alive interval, and the final result (or ``notifications/events/terminated`` when the
     caller may no longer read)."""
+    if position.name in PUSH_ONLY:
+        async for message in _pushed_libraries(db, position, subscription, request_id, keepalive):
+            yield message
+        return
     with subscription:
         after, truncated = tenant.change_seq, False
         if position.after is not None:
@@ -361,13 +404,60 @@ async def pushed(
                 yield _notice("notifications/events/heartbeat", beat, request_id)
             else:
                 caught_up = False
-        if subscription.reason is not None:
-            error = {
-                "code": EVENT_FORBIDDEN,
-                "message": "Forbidden",
-                "data": {"reason": subscription.reason},
-            }
-            yield _notice("notifications/events/terminated", {"error": error}, request_id)
-        else:
-            final = {"resultType": "complete", "_meta": {META_SUBSCRIPTION: request_id}}
-            yield {"jsonrpc": "2.0", "id": request_id, "result": final}
+        yield _ended(subscription, request_id)
+
+
+def _ended(subscription: Subscription, request_id: str | int | None) -> dict[str, Any]:
+    """A stream's last message: ``terminated`` when the caller may no longer read, else the
+    empty final result (the server shutting down)."""
+    if subscription.reason is not None:
+        error = {
+            "code": EVENT_FORBIDDEN,
+            "message": "Forbidden",
+            "data": {"reason": subscription.reason},
+        }
+        return _notice("notifications/events/terminated", {"error": error}, request_id)
+    final = {"resultType": "complete", "_meta": {META_SUBSCRIPTION: request_id}}
+    return {"jsonrpc": "2.0", "id": request_id, "result": final}
+
+
+async def _pushed_libraries(
+    db: Database,
+    position: Position,
+    subscription: Subscription,
+    request_id: str | int | None,
+    keepalive: float,
+) -> AsyncGenerator[dict[str, Any]]:
+    """A ``library.changed`` stream: an event each time a library the tenant follows publishes
+    (as the worker's fan-out tells the tenant's streams), with no cursor (no replay)."""
+    wanted = position.filters[0]  # a library's slug, or every library
+    slugs: dict[uuid.UUID, str | None] = {}
+    with subscription:
+        started = {"cursor": None, "truncated": False}
+        yield _notice("notifications/events/active", started, request_id)
+        while True:
+            seq = await subscription.next(streams.wait_seconds(subscription, keepalive))
+            if subscription.closed:
+                break
+            libraries, subscription.libraries = subscription.libraries or set(), None
+            subscription.poked = False
+            if seq is None and not libraries:
+                yield _notice("notifications/events/heartbeat", {"cursor": None}, request_id)
+            for library in sorted(libraries):
+                if library not in slugs:
+                    async with db.app_tx() as session:
+                        found = await tenant_service.find_tenant_by_id(session, library)
+                    slugs[library] = found.slug if found is not None else None
+                slug = slugs[library]
+                if slug is None or wanted not in (None, slug):
+                    continue
+                at = datetime.now(UTC)
+                event = {
+                    "eventId": f"library-{slug}-{uuid.uuid4().hex}",
+                    "name": position.name,
+                    "timestamp": at.isoformat().replace("+00:00", "Z"),
+                    "data": {"library": slug, "at": at.isoformat()},
+                    "cursor": None,
+                }
+                yield _notice("notifications/events/event", event, request_id)
+        yield _ended(subscription, request_id)

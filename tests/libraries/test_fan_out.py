@@ -4,6 +4,7 @@ first word after it is their own next change."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -12,6 +13,9 @@ import pytest
 
 from registry.client import PromptClient
 from tests.conftest import LiveServer, PgServer, module_server
+from tests.mcp.events_client import EventsClient, EventsError
+from tests.mcp.test_stateless import Stateless
+from tests.mcp.test_stateless_live import stream_events
 from tests.streams import seq_of, streams, write
 
 pytestmark = pytest.mark.slow
@@ -99,3 +103,37 @@ def test_the_prompt_client_serves_the_merged_view_and_follows_a_publish(server: 
                  "labels": ["production"]}  # fmt: skip
         call(server, "POST", "/shared/prompts/tone/versions", library["publisher"], again)
         client.wait_until(lambda: text(client, "tone") == "tone, again", timeout=60)
+
+
+async def test_a_publish_is_a_library_changed_event_on_followers_event_streams(
+    server: LiveServer,
+) -> None:
+    """The Events extension's ``library.changed`` (push only): a follower's events/stream hears its
+    library's publish, naming the library, with no cursor; it is not polled or sent to webhooks."""
+    platform = server.tenant("platform-ev", roles=ROLES)
+    acme = server.tenant("acme-ev", roles=ROLES)
+    write(server, "platform-ev", platform["publisher"], "tone")
+    call(server, "POST", "/platform-ev/subscribers", platform["admin"],
+         {"tenant": "acme-ev", "label": "production"})  # fmt: skip
+    call(server, "POST", "/acme-ev/libraries", acme["admin"],
+         {"library": "platform-ev", "label": "production"})  # fmt: skip
+    headers = {"Authorization": f"Bearer {acme['reader']}"}
+    async with httpx.AsyncClient(base_url=server.url, timeout=30, headers=headers) as client:
+        events = EventsClient(Stateless(client, "/mcp/acme-ev", headers))
+        assert (await events.types())["library.changed"]["delivery"] == ["push"]
+        with pytest.raises(EventsError) as polled:
+            await events.call("events/poll", {"name": "library.changed", "arguments": {}})
+        assert polled.value.code == -32026
+        frames = stream_events(client, "/mcp/acme-ev", {"name": "library.changed",
+                                                         "arguments": {"name": "platform-ev"}})  # fmt: skip
+        active = await asyncio.wait_for(anext(frames), 10)
+        assert active["method"] == "notifications/events/active"
+        assert active["params"]["cursor"] is None
+        write(server, "platform-ev", platform["publisher"], "style")  # a publish on the label
+        event = await asyncio.wait_for(anext(frames), 10)
+        while event["method"] == "notifications/events/heartbeat":
+            event = await asyncio.wait_for(anext(frames), 10)
+        assert event["method"] == "notifications/events/event", event
+        assert event["params"]["data"]["library"] == "platform-ev"
+        assert event["params"]["cursor"] is None
+        await frames.aclose()

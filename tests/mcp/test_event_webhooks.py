@@ -116,7 +116,8 @@ async def test_a_burst_arrives_verified_signed_in_order_and_complete(
         hooks = Hooks(server, "burst", client)
         events = hooks.events()
         types = await events.types()
-        assert all("webhook" in t["delivery"] for t in types.values())
+        replayed = {n: t for n, t in types.items() if n != "library.changed"}  # push only
+        assert all("webhook" in t["delivery"] for t in replayed.values())
         result = await subscribe(events, receiver, ttlMs=600_000)
         sid = result["id"]
         assert sid.startswith("sub_") and result["truncated"] is False and result["cursor"]
@@ -246,6 +247,9 @@ async def test_the_drafts_refusals(server: LiveServer, receiver: WebhookReceiver
                                               "secret": SECRET_32}})  # fmt: skip
         assert pushed.code == -32026
         assert pushed.data == {"feature": "deliveryMode", "value": "push"}
+        emitted = await refused({"name": "library.changed"})  # no replay: pushed only
+        assert emitted.code == -32026
+        assert emitted.data == {"feature": "deliveryMode", "value": "webhook"}
         unknown = await refused({"name": "nope"})
         assert unknown.code == -32023 and unknown.data == {"kind": "event"}
         deaf = WebhookReceiver(echo=False)  # answers 200 but does not echo the challenge

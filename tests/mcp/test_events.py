@@ -21,7 +21,7 @@ from tests.mcp.test_stateless import Stateless, meta
 
 T = "/api/v1/tenants/acme"
 TYPES = {"prompt.changed", "skill.changed", "rollout.changed", "change_request.changed",
-         "tenant.changed"}  # fmt: skip
+         "tenant.changed", "library.changed"}  # fmt: skip
 SKILL_MD = "---\nname: review\ndescription: d\n---\nOne\n"
 SKILL: dict[str, Any] = {
     "name": "review", "labels": ["production"], "files": [{"path": "SKILL.md", "text": SKILL_MD}],
