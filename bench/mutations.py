@@ -566,8 +566,8 @@ MUTATIONS = (
         "event-webhook-unverified",
         "an events/subscribe callback is written only after its endpoint echoed the challenge",
         "registry/mcp/event_webhooks.py",
-        "            await CHALLENGES.verify(call.settings, url, host, secret, sid)",
-        "            pass",
+        "    await CHALLENGES.verify(call.settings, url, host, secret, sid)",
+        "    return",
         ("tests/mcp/test_event_webhooks.py",),
     ),
     Mutation(

@@ -267,6 +267,38 @@ async def _start(
     return start, truncated
 
 
+async def _admit(
+    call: Call, principal: str, sid: str, url: str, address: tuple[str, int], secret: str
+) -> None:
+    """A new key is within the limits, and its endpoint proved its intent (once per principal and
+    URL): checked before anything is written, with no transaction open during the handshake."""
+    tenant = call.tenant
+    async with call.db.tenant_tx(tenant.id) as session:
+        if await repo.find(session, tenant.id, sid) is not None:
+            return  # a refresh
+        proven = await repo.verified(session, tenant.id, principal, url)
+        mine, every = await repo.counts(session, tenant.id, principal)
+    for held, most in ((mine, MAX_PER_PRINCIPAL), (every, MAX_PER_TENANT)):
+        if held >= most:
+            raise ResourceExhausted(
+                f"at most {most} webhook subscriptions here; unsubscribe from some first",
+                data={"limit": "subscriptions", "max": most},
+            )
+    if proven:
+        return
+    host, port = address
+    try:
+        await outbound.resolve(host, port, allow_private=call.settings.webhook_allow_private)
+    except outbound.PrivateAddress as refused:
+        hint = outbound.allowed_hint("REGISTRY_WEBHOOK_ALLOW_PRIVATE")
+        raise InvalidParams(f"invalid params: delivery.url: {refused}{hint}") from None
+    except outbound.Refused:
+        raise CallbackEndpointError(
+            "the callback host does not resolve", data={"reason": "connection_refused"}
+        ) from None
+    await CHALLENGES.verify(call.settings, url, host, secret, sid)
+
+
 async def events_subscribe(call: Call, parsed: SubscribeParams) -> dict[str, Any]:
     """Create or refresh the caller's webhook subscription: verified first when the principal has
     none to this URL; answered with its id, the grant, the watermark cursor and, on a refresh,
@@ -284,36 +316,13 @@ async def events_subscribe(call: Call, parsed: SubscribeParams) -> dict[str, Any
     tenant, url = call.tenant, parsed.delivery.url
     arguments = parsed.arguments or {}
     sid = subscription_id(tenant, principal, url, parsed.name, arguments)
-    async with call.db.tenant_tx(tenant.id) as session:  # short: no transaction spans the handshake
-        known = await repo.find(session, tenant.id, sid) is not None
-        proven = known or await repo.verified(session, tenant.id, principal, url)
-        mine, every = await repo.counts(session, tenant.id, principal)
-    if not known:
-        for held, most in ((mine, MAX_PER_PRINCIPAL), (every, MAX_PER_TENANT)):
-            if held >= most:
-                raise ResourceExhausted(
-                    f"at most {most} webhook subscriptions here; unsubscribe from some first",
-                    data={"limit": "subscriptions", "max": most},
-                )
-        if not proven:
-            try:
-                await outbound.resolve(
-                    host, port, allow_private=call.settings.webhook_allow_private
-                )
-            except outbound.PrivateAddress as refused:
-                hint = outbound.allowed_hint("REGISTRY_WEBHOOK_ALLOW_PRIVATE")
-                raise InvalidParams(f"invalid params: delivery.url: {refused}{hint}") from None
-            except outbound.Refused:
-                raise CallbackEndpointError(
-                    "the callback host does not resolve", data={"reason": "connection_refused"}
-                ) from None
-            await CHALLENGES.verify(call.settings, url, host, secret, sid)
+    await _admit(call, principal, sid, url, (host, port), secret)
     now = datetime.now(UTC)
     start, truncated = await _start(call, position)
     grant = _grant(parsed, call.principal, now)
     session = await call.tx.session(write=True)
     existing = await repo.find(session, tenant.id, sid)
-    status: dict[str, Any] | None = None
+    row = None
     if existing is None:
         row = await repo.insert_subscription(
             session,
@@ -327,7 +336,10 @@ async def events_subscribe(call: Call, parsed: SubscribeParams) -> dict[str, Any
             expires_at=grant,
             position=start,
         )
-    else:
+        if row is None:  # a subscribe of the same key committed meanwhile: this is its refresh
+            existing = await repo.find(session, tenant.id, sid)
+    status: dict[str, Any] | None = None
+    if existing is not None:
         status = {
             "active": existing.active,
             "lastDeliveryAt": _iso(existing.last_delivery_at),
@@ -344,11 +356,15 @@ async def events_subscribe(call: Call, parsed: SubscribeParams) -> dict[str, Any
                 "previous_secret": existing.secret,
                 "previous_until": now + ROTATION_GRACE,
             }
-        if position.after is not None and start > existing.position:
+        if existing.expires_at <= now:  # lapsed (not yet swept): delivery starts afresh
+            values |= {"position": start, "attempts": 0, "next_attempt_at": now}
+            status = None
+        elif position.after is not None and start > existing.position:
             values["position"] = start  # the client holds a later cursor: nothing before it
         else:
             truncated = False  # live, and the cursor at or behind it: delivery goes on
         row = await repo.update_subscription(session, tenant.id, sid, **values)
+    assert row is not None
     result: dict[str, Any] = {
         "resultType": "complete",
         "id": sid,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy import delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.webhook_models import EventSubscription
@@ -56,11 +57,15 @@ async def counts(session: AsyncSession, tenant_id: uuid.UUID, principal: str) ->
     return int(mine), int(every)
 
 
-async def insert_subscription(session: AsyncSession, **values: Any) -> EventSubscription:
+async def insert_subscription(session: AsyncSession, **values: Any) -> EventSubscription | None:
+    """The new subscription, or None when one of the same key exists (written meanwhile)."""
     result = await session.execute(
-        insert(EventSubscription).values(**values).returning(EventSubscription)
+        pg_insert(EventSubscription)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["tenant_id", "id"])
+        .returning(EventSubscription)
     )
-    return result.scalar_one()
+    return result.scalar_one_or_none()
 
 
 async def update_subscription(

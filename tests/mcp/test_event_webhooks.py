@@ -202,6 +202,12 @@ async def test_retries_abandons_rotates_and_unsubscribes(
                              "arguments": {"name": "two"}, "delivery": {"url": receiver.url}})  # fmt: skip
         assert foreign.value.code == -32023
         assert (await subscribe(events, receiver, arguments={"name": "two"}))["id"] == kept["id"]
+        # Two first subscribes of one key at once: one subscription, both answered with it.
+        same = receiver.new_secret()
+        twins = await asyncio.gather(
+            *(subscribe(events, receiver, arguments={"name": "three"}, secret=same) for _ in "ab")
+        )
+        assert twins[0]["id"] == twins[1]["id"]
         assert receiver.refused == 0
 
 
