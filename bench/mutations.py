@@ -80,7 +80,7 @@ MUTATIONS = (
         "registry/app.py",
         "            await self.endpoint.core.ledger.close()",
         "            pass",
-        ("tests/usage/test_live.py",),
+        ("tests/usage/test_live.py::test_a_stopping_worker_writes_what_it_counted",),
     ),
     Mutation(
         "ledger-minute-never-turns",
@@ -527,7 +527,9 @@ MUTATIONS = (
         "registry/installing.py",
         '        if problems:\n            return f"not verified, not installed:',
         '        if False:\n            return f"not verified, not installed:',
-        ("tests/test_install.py",),
+        (
+            "tests/test_install.py::test_trust_is_pinned_and_a_different_key_or_a_changed_byte_is_refused",
+        ),
     ),
     Mutation(
         "install-overwrites-hand-edits",
@@ -535,7 +537,7 @@ MUTATIONS = (
         "registry/installing.py",
         "        if edited and not options.force:",
         "        if edited and options.force:",
-        ("tests/test_install.py",),
+        ("tests/test_install.py::test_stale_edited_pinned_and_removed",),
     ),
     Mutation(
         "library-publish-tells-pinners",
@@ -543,7 +545,9 @@ MUTATIONS = (
         "registry/events/listener.py",
         "            if follows:",
         "            if True:",
-        ("tests/libraries/test_fan_out.py",),
+        (
+            "tests/libraries/test_fan_out.py::test_a_publish_reaches_followers_streams_and_not_pinners",
+        ),
     ),
     Mutation(
         "library-read-without-grant",
@@ -568,7 +572,7 @@ MUTATIONS = (
         "registry/mcp/event_webhooks.py",
         "    await CHALLENGES.verify(call.settings, url, host, secret, sid)",
         "    return",
-        ("tests/mcp/test_event_webhooks.py",),
+        ("tests/mcp/test_event_webhooks.py::test_the_drafts_refusals",),
     ),
     Mutation(
         "event-webhook-key-without-principal",
@@ -576,7 +580,7 @@ MUTATIONS = (
         "registry/mcp/event_webhooks.py",
         "        [str(tenant.id), principal, url, name, arguments], option=orjson.OPT_SORT_KEYS",
         "        [str(tenant.id), url, name, arguments], option=orjson.OPT_SORT_KEYS",
-        ("tests/mcp/test_event_webhooks.py",),
+        ("tests/mcp/test_event_webhooks.py::test_retries_abandons_rotates_and_unsubscribes",),
     ),
     Mutation(
         "event-webhook-abandons-at-once",
@@ -584,7 +588,7 @@ MUTATIONS = (
         "registry/mcp/event_webhooks.py",
         "        if attempts > len(RETRY_FACTORS):",
         "        if attempts > 0:",
-        ("tests/mcp/test_event_webhooks.py",),
+        ("tests/mcp/test_event_webhooks.py::test_retries_abandons_rotates_and_unsubscribes",),
     ),
 )
 
