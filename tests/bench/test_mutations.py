@@ -4,7 +4,10 @@ least 40 of them (issue 68)."""
 
 from __future__ import annotations
 
-from bench.mutations import MUTATIONS, ROOT
+import os
+from pathlib import Path
+
+from bench.mutations import MUTATIONS, ROOT, Mutation, copy_tree, run
 
 
 def test_every_mutation_applies_and_names_real_tests() -> None:
@@ -18,3 +21,17 @@ def test_every_mutation_applies_and_names_real_tests() -> None:
                 f"{mutation.name}: {test}"
             )
     assert len({m.name for m in MUTATIONS}) == len(MUTATIONS) >= 40
+
+
+def test_a_harmless_edit_survives_and_a_broken_copy_is_an_error(tmp_path: Path) -> None:
+    """The runner tells the three outcomes apart: a change no test sees survives, and a copy
+    pytest cannot even load is an error (never a kill)."""
+    first = (ROOT / "registry/tokens.py").read_text().splitlines()[0]
+    tree = copy_tree(tmp_path / "tree")
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    harmless = Mutation("harmless", "-", "registry/tokens.py", first, first + "  ",
+                        ("tests/test_tokens.py",))  # fmt: skip
+    assert run(harmless, tree, env, 120)[0] == "SURVIVED"
+    broken = Mutation("broken", "-", "registry/tokens.py", first, "not python",
+                      ("tests/test_tokens.py",))  # fmt: skip
+    assert run(broken, tree, env, 120)[0].startswith("error")
