@@ -211,3 +211,11 @@ async def follow(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def stream_tasks() -> int:
+    """The tasks of EventStream running now (counted by their coroutines: the loop may run other
+    tests' background tasks, which come and go)."""
+    return sum(
+        1 for t in asyncio.all_tasks() if t.get_coro().__qualname__.startswith("EventStream.")
+    )

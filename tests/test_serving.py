@@ -17,6 +17,7 @@ from registry.events.streams import EventStream
 from registry.http_protocol import TimedHeadProtocol
 from tests.conftest import serving_over_a_socket
 from tests.mcp.test_directory import eventually
+from tests.streams import stream_tasks
 
 
 async def _ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -71,11 +72,10 @@ async def test_a_stream_is_one_task_and_ends_when_its_client_goes_away() -> None
 
     async with serving_over_a_socket(app) as (url, _):
         where = urlsplit(url)
-        tasks = len(asyncio.all_tasks())
         reader, writer = await asyncio.open_connection(where.hostname, where.port)
         writer.write(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
         await reader.readuntil(b"data: hello\n\n")
-        assert len(asyncio.all_tasks()) == tasks + 1  # the request's own task alone
+        assert stream_tasks() == 0  # the request's own task alone: no watcher of the stream's
         writer.close()
         await asyncio.wait_for(ended.wait(), 10)
         assert not hub.watching(tenant)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import Field
 
 from registry.api.auth import require_credential, tenant_scope
 from registry.change_requests import reading, service
@@ -20,6 +21,8 @@ from registry.change_requests.schemas import (
     State,
 )
 from registry.errors import Conflict
+from registry.libraries import service as libraries
+from registry.libraries.schemas import ReachOut
 
 router = APIRouter(
     prefix="/api/v1/tenants/{tenant}/change-requests",
@@ -65,14 +68,35 @@ async def list_requests(
         )
 
 
+class ChangeRequestShown(ChangeRequestOut):
+    """A change request as one is shown: with, when its tenant is a library, whom each move
+    reaches."""
+
+    library_reach: list[list[ReachOut]] = Field(
+        default_factory=list,
+        description="per move, when this tenant is a library and the caller a publisher or "
+        "admin: the tenants that read the move's label, following it (the move reaches them) or "
+        "pinned (they keep their version); empty lists otherwise",
+    )
+
+
 @router.get(
     "/{request_id}",
-    response_model=ChangeRequestOut,
-    summary="A change request: each move's diff, contract breaks, test results, approvals",
+    response_model=ChangeRequestShown,
+    summary="A change request: each move's diff, contract breaks, test results, approvals, and "
+    "for a library whom each move reaches",
 )
-async def show(tenant: str, request_id: RequestId, request: Request) -> ChangeRequestOut:
+async def show(tenant: str, request_id: RequestId, request: Request) -> ChangeRequestShown:
     async with tenant_scope(request, tenant, "reader") as scope:
-        return await reading.show(scope.session, scope.tenant, request_id)
+        shown = await reading.show(scope.session, scope.tenant, request_id)
+        publisher = scope.principal.has("publisher")  # who sees a library's subscribers
+        reach = [
+            await libraries.reach(scope.session, scope.tenant, m.prompt, m.label)
+            if m.prompt and publisher
+            else []
+            for m in shown.moves
+        ]
+    return ChangeRequestShown(**dict(shown), library_reach=reach)
 
 
 @router.patch(

@@ -28,10 +28,9 @@ from registry.console.pages import (
     scope_of,
 )
 from registry.console.sessions import ConsoleScope
-from registry.errors import InvalidInput, NotFound
+from registry.errors import InvalidInput
 from registry.labels import approvals_needed
 from registry.libraries import service as libraries
-from registry.libraries.schemas import ReachOut
 
 router = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
 
@@ -155,8 +154,12 @@ async def review_page(tenant: str, request_id: int, request: Request) -> Respons
                 for m in shown.moves
             ],
         )
+        publisher = scope.principal.has("publisher")  # who sees a library's subscribers
         subscribers = [
-            await _library_reach(scope, m.prompt, m.label) if m.prompt else [] for m in shown.moves
+            await libraries.reach(scope.session, scope.tenant, m.prompt, m.label)
+            if m.prompt and publisher
+            else []
+            for m in shown.moves
         ]
     message = request.query_params.get("message")
     may_withdraw = shown.state in common.LIVE and (
@@ -174,18 +177,6 @@ async def review_page(tenant: str, request_id: int, request: Request) -> Respons
         reaches=reaches,
         subscribers=subscribers,
     )
-
-
-async def _library_reach(scope: ConsoleScope, prompt: str, label: str) -> list[ReachOut]:
-    """The tenants that read this tenant (a library) on ``label``: whom moving it reaches (the
-    followers) and who stays (the pinned); none when the tenant offers itself to nobody."""
-    if not scope.tenant.library_offers:
-        return []
-    try:
-        found = await libraries.impact(scope.session, scope.tenant, prompt)
-    except NotFound:
-        return []
-    return [s for s in found.subscribers if s.label == label]
 
 
 @router.post("/{tenant}/change-requests/{request_id}/approve")

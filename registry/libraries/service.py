@@ -143,6 +143,19 @@ async def impact(session: AsyncSession, library: Tenant, name: str) -> ImpactOut
     )
 
 
+async def reach(session: AsyncSession, library: Tenant, name: str, label: str) -> list[ReachOut]:
+    """The tenants that read ``library`` on ``label``: whom moving that label of its prompt
+    ``name`` reaches (the followers) and who keeps its version (the pinned); none when the tenant
+    offers itself to nobody or has no such prompt."""
+    if not library.library_offers:
+        return []
+    try:
+        found = await impact(session, library, name)
+    except NotFound:
+        return []
+    return [s for s in found.subscribers if s.label == label]
+
+
 async def withdraw(session: AsyncSession, library: Tenant, caller: Principal, slug: str) -> None:
     """The offer to ``slug`` (or ``*``) withdrawn: its subscribers read nothing of the library
     from now on (their subscriptions stay, shown as not offered, until they end them)."""

@@ -12,6 +12,7 @@ import pytest
 
 from registry.events.hub import Hub, Subscription
 from registry.events.streams import CONNECTION_LOST, ConnectionLost, EventStream
+from tests.streams import stream_tasks
 
 
 def _events(subscription: Subscription, ended: list[str]) -> AsyncGenerator[bytes]:
@@ -59,10 +60,9 @@ async def test_a_client_that_goes_away_ends_its_stream_and_gives_back_its_slot(t
     stream = EventStream(
         _events(subscription, ended), subscription, release=lambda: ended.append("slot")
     )
-    tasks = len(asyncio.all_tasks())
     answering = asyncio.create_task(stream(scope, receive, send))
     await asyncio.wait_for(started.wait(), 5)
-    assert len(asyncio.all_tasks()) == tasks + (1 if told else 2)  # the stream's, and a watcher
+    assert stream_tasks() == (1 if told else 2)  # the stream's, and a watcher
     assert scope["headers"] == []  # read before the stream began: an open stream keeps none
     assert hub.publish(tenant, 1, {"production"}) == 1
     await asyncio.wait_for(delivered.wait(), 5)

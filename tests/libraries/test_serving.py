@@ -228,6 +228,14 @@ async def test_the_impact_of_a_library_prompt(api: Api) -> None:
     assert page.status_code == 200, page.text[:500]
     assert (f"<strong>acme</strong> (follows it: v{two} now, v{three} once applied), "
             "<strong>beta</strong> (pinned v1: unchanged)") in page.text  # fmt: skip
+    # So does its REST view, to a publisher; a reader of the library sees no subscriber.
+    path = f"{V1}/platform/change-requests/{opened.json()['id']}"
+    shown = await api.client.get(path, headers=auth(platform["publisher"]))
+    assert [[(r["tenant"], r["follow"], r["pinned"]) for r in move]
+            for move in shown.json()["library_reach"]] == [
+        [("acme", True, None), ("beta", False, 1), ("gamma", False, None)]]  # fmt: skip
+    read = await api.client.get(path, headers=auth(platform["reader"]))
+    assert read.status_code == 200 and read.json()["library_reach"] == [[]]
 
     # A subscriber sees nothing of the library's other subscribers.
     across = await api.client.get(f"{V1}/platform/prompts/tone/subscribers",
