@@ -216,6 +216,5 @@ async def follow(
 def stream_tasks() -> int:
     """The tasks of EventStream running now (counted by their coroutines: the loop may run other
     tests' background tasks, which come and go)."""
-    return sum(
-        1 for t in asyncio.all_tasks() if t.get_coro().__qualname__.startswith("EventStream.")
-    )
+    names = (getattr(t.get_coro(), "__qualname__", "") for t in asyncio.all_tasks())
+    return sum(1 for name in names if name.startswith("EventStream."))

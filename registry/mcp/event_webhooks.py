@@ -19,10 +19,8 @@ server chose where the draft leaves room is in docs/events.md."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -58,7 +56,7 @@ from registry.mcp.errors import (
 from registry.principal import Principal
 from registry.tenants import service as tenant_service
 from registry.webhooks import subscription_repository as repo
-from registry.webhooks.delivery import signature_headers
+from registry.webhooks.delivery import Pump, signature_headers
 
 logger = logging.getLogger(__name__)
 
@@ -394,63 +392,31 @@ async def events_unsubscribe(call: Call, parsed: UnsubscribeParams) -> dict[str,
 # --- delivery -----------------------------------------------------------------------------------
 
 
-class Deliverer:
+class Deliverer(Pump):
     """Each worker's webhook dispatcher for event subscriptions: woken when a change of a tenant
     with a subscription commits (the trigger of schema 0036 says so), and every
     ``webhook_poll_seconds`` for retries and expiries."""
 
+    failed = "event_dispatch_failed"
+
     def __init__(self, db: Database, settings: Settings) -> None:
+        super().__init__(settings.webhook_poll_seconds, PER_WORKER)
         self.db = db
         self.settings = settings
         # A lease covers one POST and its settling (as long again as the POST's timeout, at least
         # a second); each settle extends it by as much again.
         timeout = settings.webhook_timeout_seconds
         self.lease_seconds = timeout + max(timeout, 1.0)
-        self._wake = asyncio.Event()
-        self._sending: set[asyncio.Task[None]] = set()
-
-    def poke(self) -> None:
-        self._wake.set()
-
-    async def run(self) -> None:
-        try:
-            while True:
-                self._wake.clear()
-                try:
-                    claimed = await self.claim()
-                except (SQLAlchemyError, OSError) as error:
-                    logger.warning(
-                        "event_dispatch_failed", extra={"fields": {"error": type(error).__name__}}
-                    )
-                    claimed = 0
-                if claimed == 0 or len(self._sending) >= PER_WORKER:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self._wake.wait(), self.settings.webhook_poll_seconds
-                        )
-        finally:
-            for task in self._sending:
-                task.cancel()
-            await asyncio.gather(*self._sending, return_exceptions=True)
 
     async def claim(self) -> int:
-        free = PER_WORKER - len(self._sending)
-        if free <= 0:
-            return 0
         async with self.db.operator_tx() as session:
             await repo.sweep_expired(session)
             rows = await repo.claim_due(
-                session, free, per_tenant=PER_TENANT, lease_seconds=self.lease_seconds
+                session, self.free, per_tenant=PER_TENANT, lease_seconds=self.lease_seconds
             )
         for row in rows:
-            task = asyncio.create_task(self._logged(row))
-            self._sending.add(task)
-            task.add_done_callback(self._sent)
+            self.start(self._logged(row))
         return len(rows)
-
-    def _sent(self, task: asyncio.Task[None]) -> None:
-        self._sending.discard(task)
-        self._wake.set()
 
     async def _logged(self, row: dict[str, Any]) -> None:
         try:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,8 +63,66 @@ def signature_headers(row: dict[str, Any], body: str, now: datetime) -> dict[str
     }
 
 
-class Dispatcher:
+class Pump:
+    """A worker's loop over leased deliveries, shared by the registry's webhooks and the Events
+    extension's: it claims what is due while it has free slots (``claim``, each claimed delivery a
+    task of its own, ``start``), then waits until it is poked (a committed change said there is
+    work), a slot frees up, or ``poll_seconds`` pass (retries come due). The wait makes no task of
+    its own (``asyncio.timeout``, not ``wait_for``)."""
+
+    failed = "dispatch_failed"  # what the log calls a claim that failed
+
+    def __init__(self, poll_seconds: float, per_worker: int) -> None:
+        self.poll = poll_seconds
+        self.per_worker = per_worker
+        self._wake = asyncio.Event()
+        self._sending: set[asyncio.Task[None]] = set()
+
+    def poke(self) -> None:
+        """A committed change queued deliveries (a trigger said so): look now."""
+        self._wake.set()
+
+    @property
+    def free(self) -> int:
+        return self.per_worker - len(self._sending)
+
+    async def claim(self) -> int:
+        """Lease what is due (at most ``free``) and ``start`` each; how many were leased."""
+        raise NotImplementedError
+
+    def start(self, delivery: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(delivery)
+        self._sending.add(task)
+        task.add_done_callback(self._sent)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    claimed = await self.claim() if self.free > 0 else 0
+                except (SQLAlchemyError, OSError) as error:
+                    logger.warning(self.failed, extra={"fields": {"error": type(error).__name__}})
+                    claimed = 0
+                if claimed == 0 or self.free <= 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.poll):
+                            await self._wake.wait()
+        finally:
+            for task in self._sending:
+                task.cancel()
+            await asyncio.gather(*self._sending, return_exceptions=True)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        self._wake.set()  # a slot is free, and the next delivery may go
+
+
+class Dispatcher(Pump):
+    failed = "webhook_dispatch_failed"
+
     def __init__(self, db: Database, settings: Settings) -> None:
+        super().__init__(settings.webhook_poll_seconds, PER_WORKER)
         self.db = db
         self.allow_private = settings.webhook_allow_private
         self.timeout = settings.webhook_timeout_seconds
@@ -72,55 +131,20 @@ class Dispatcher:
         self.lease_seconds = self.timeout + max(self.timeout, LEASE_MARGIN_MIN_SECONDS)
         self.retry = settings.webhook_retry_seconds
         self.disable_after = timedelta(hours=settings.webhook_disable_after_hours)
-        self.poll = settings.webhook_poll_seconds
-        self._wake = asyncio.Event()
-        self._sending: set[asyncio.Task[None]] = set()
-
-    def poke(self) -> None:
-        """A committed change queued deliveries (the outbox trigger said so): look now."""
-        self._wake.set()
-
-    async def run(self) -> None:
-        try:
-            while True:
-                self._wake.clear()
-                try:
-                    claimed = await self.claim()
-                except (SQLAlchemyError, OSError) as error:
-                    logger.warning(
-                        "webhook_dispatch_failed", extra={"fields": {"error": type(error).__name__}}
-                    )
-                    claimed = 0
-                if claimed == 0 or len(self._sending) >= PER_WORKER:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self.poll)
-        finally:
-            for task in self._sending:
-                task.cancel()
-            await asyncio.gather(*self._sending, return_exceptions=True)
 
     async def claim(self) -> int:
         """Lease what is due, as far as this worker has free slots, and start sending each; how
         many were leased."""
-        free = PER_WORKER - len(self._sending)
-        if free <= 0:
-            return 0
         async with self.db.operator_tx() as session:
             rows = await repo.claim_due(
                 session,
-                free,
+                self.free,
                 per_tenant=PER_TENANT,
                 lease_seconds=self.lease_seconds,
             )
         for row in rows:
-            task = asyncio.create_task(self._deliver(row))
-            self._sending.add(task)
-            task.add_done_callback(self._sent)
+            self.start(self._deliver(row))
         return len(rows)
-
-    def _sent(self, task: asyncio.Task[None]) -> None:
-        self._sending.discard(task)
-        self._wake.set()  # a slot is free, and the endpoint's next delivery may go
 
     async def _deliver(self, row: dict[str, Any]) -> None:
         outcome = await self._send(row)  # no transaction is open while the receiver is called
