@@ -40,6 +40,7 @@ from registry.prompts.schemas import RenderedPrompt
 from registry.revisions import Revision
 from registry.rollouts import service as rollouts
 from registry.rollouts.assign import Live
+from registry.templates.arguments import ArgumentSpec
 from registry.tenants.service import TOUCH_EVERY
 from registry.usage.schemas import Served
 
@@ -437,6 +438,20 @@ async def _served_version(
         library, found = served
         prompt_id, number, compiled = rendering.compile_found(found)
         return prompt_id, number, compiled, library.library
+
+
+async def library_specs(
+    caches: McpCaches, db: Database, tenant: Tenant, name: str
+) -> tuple[ArgumentSpec, ...] | None:
+    """The arguments of the version a library the tenant reads serves under ``name`` (None: none
+    serves it): what completion offers for a library's prompt."""
+    served = await libraries.served_version(
+        await db.reads(), tenant, await library_reads(caches, db, tenant), name
+    )
+    if served is None:
+        return None
+    _, found = served
+    return rendering.compile_found(found)[2].specs
 
 
 async def tool_target(

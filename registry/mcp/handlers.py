@@ -19,6 +19,7 @@ from pydantic import Field
 
 from registry.config import Settings
 from registry.db.models import Tenant
+from registry.errors import NotFound
 from registry.mcp import (
     caching,
     errors,
@@ -300,16 +301,23 @@ def _answered(call: Call, parsed: GetParams, arguments: dict[str, str]) -> dict[
 async def completion_complete(call: Call, parsed: CompleteParams) -> dict[str, Any]:
     if parsed.ref.type != "ref/prompt" or not parsed.ref.name:
         raise InvalidParams("this server completes prompt arguments only (ref/prompt with a name)")
-    _, version, label = rendering.parse_prompt_ref(parsed.ref.name)
+    name, version, label = rendering.parse_prompt_ref(parsed.ref.name)
     access.check_anonymous(call.tenant, call.principal, label, version=version)
-    values, total = await completion.complete_argument(
-        await call.tx.session(),
-        call.tenant,
-        parsed.ref.name,
-        parsed.argument.name,
-        parsed.argument.value,
-        label=call.label,
-    )
+    argument, value = parsed.argument.name, parsed.argument.value
+    try:
+        values, total = await completion.complete_argument(
+            await call.tx.session(), call.tenant, parsed.ref.name, argument, value, label=call.label
+        )
+    except NotFound as missing:  # not the tenant's own: a library's it reads, by its enums
+        if version is not None or missing.detail.get("field") not in ("name", "label"):
+            raise
+        specs = await caching.library_specs(call.caches, call.db, call.tenant, name)
+        if specs is None:
+            raise
+        spec = next((s for s in specs if s.name == argument), None)
+        if spec is None:
+            raise completion.unknown_argument(name, argument, [s.name for s in specs]) from None
+        values, total = completion.matching(list(spec.enum or ()), value)
     return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
 
 

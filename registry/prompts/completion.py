@@ -32,11 +32,21 @@ async def complete_argument(
     specs, _ = await repo.version_children(session, tenant.id, prompt.id, [number])
     spec = next((a for a in specs if a.name == argument), None)
     if spec is None:
-        known = ", ".join(repr(a.name) for a in specs) or "none"
-        raise InvalidInput(
-            f"prompt {name!r} has no argument {argument!r} (it takes: {known})", field="argument"
-        )
-    candidates = list(dict.fromkeys([*(spec.enum or []), *(spec.suggestions or [])]))
+        raise unknown_argument(name, argument, [a.name for a in specs])
+    return matching([*(spec.enum or []), *(spec.suggestions or [])], value)
+
+
+def unknown_argument(prompt: str, argument: str, known: list[str]) -> InvalidInput:
+    takes = ", ".join(repr(a) for a in known) or "none"
+    return InvalidInput(
+        f"prompt {prompt!r} has no argument {argument!r} (it takes: {takes})", field="argument"
+    )
+
+
+def matching(offered: list[str], value: str) -> tuple[list[str], int]:
+    """The values ``offered`` for what was typed (``value``): those starting with it first
+    (case-insensitively), then those containing it; at most 100, with the number of matches."""
+    candidates = list(dict.fromkeys(offered))
     needle = value.casefold()
     prefix = [c for c in candidates if c.casefold().startswith(needle)]
     inner = [c for c in candidates if needle and needle in c.casefold() and c not in prefix]

@@ -131,6 +131,21 @@ async def test_a_follower_serves_the_library_beside_its_own(api: Api) -> None:
         "a1", "greet", "m1", "pl.greet", "pl.logo", "pl.style", "pl.tone", "z1"]  # fmt: skip
     assert await text_of(mcp, "pl.greet") == "Platform hello."
 
+    # Completion offers a library prompt's enum values, under the name the tenant serves it by.
+    mood = prompt("mood", "Feel {{m}}.", labels=["production"],
+                  arguments=[{"name": "m", "enum": ["calm", "cheerful", "brisk"]}])  # fmt: skip
+    made = await api.client.post(f"{V1}/platform/prompts", json=mood,
+                                 headers=auth(platform["publisher"]))  # fmt: skip
+    assert made.status_code == 201, made.text
+    ref = {"type": "ref/prompt", "name": "pl.mood"}
+    done = await mcp.result(
+        "completion/complete", {"ref": ref, "argument": {"name": "m", "value": "c"}}
+    )
+    assert done["completion"]["values"] == ["calm", "cheerful"]
+    unknown = await mcp.post("completion/complete", {"_meta": meta(), "ref": ref,
+                                                     "argument": {"name": "x", "value": ""}})  # fmt: skip
+    assert "no argument 'x'" in unknown.json()["error"]["message"]
+
     # Withdrawn: nothing of it is read, though acme's subscription stays.
     withdrawn = await api.client.delete(f"{V1}/platform/subscribers/acme",
                                         headers=auth(platform["admin"]))  # fmt: skip
@@ -138,6 +153,9 @@ async def test_a_follower_serves_the_library_beside_its_own(api: Api) -> None:
     assert await names(mcp) == ["a1", "greet", "m1", "z1"]
     refused = await mcp.post("prompts/get", {"_meta": meta(), "name": "pl.tone"})
     assert "error" in refused.json()
+    gone = await mcp.post("completion/complete", {"_meta": meta(), "ref": ref,
+                                                  "argument": {"name": "m", "value": ""}})  # fmt: skip
+    assert "error" in gone.json()
 
 
 async def test_pins_reach_only_versions_the_label_served(api: Api) -> None:
