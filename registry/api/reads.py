@@ -138,14 +138,9 @@ async def served(
     async with tenant_scope(request, tenant, "reader", read_only=True) as scope:
         served_label = label or scope.tenant.default_label
         libs = await library_serving.reads(scope.session, scope.tenant)
-        if libs:  # its libraries' prompts beside its own
-            records, more = await library_serving.served_records(
-                scope.session, scope.tenant, served_label, libs, after=after, limit=limit
-            )
-        else:
-            records, more = await snapshots.served_page(
-                scope.session, scope.tenant, served_label, after=after, limit=limit
-            )
+        records, more = await library_serving.view_page(
+            scope.session, scope.tenant, served_label, libs, after=after, limit=limit
+        )
         records = await _routed(request, scope, records, served_label)
         count_rest(
             request, scope.tenant, scope.principal, _served(records, served_label), "rest/served"
@@ -155,20 +150,9 @@ async def served(
             label=served_label,
             seq=scope.tenant.change_seq,
             prompts=records,
-            blobs=await _blobs(scope, libs, records),
+            blobs=await library_serving.view_blobs(scope.session, scope.tenant, libs, records),
             next=records[-1]["name"] if more and records else None,
         )
-
-
-async def _blobs(
-    scope: TenantScope, libs: tuple[library_serving.LibraryRead, ...], records: list[dict[str, Any]]
-) -> dict[str, dict[str, str]]:
-    """The blobs the records use: the tenant's own, and its libraries' through their grants."""
-    own = [r for r in records if "library" not in r]
-    found = await snapshots.blobs_of(scope.session, scope.tenant, own)
-    if libs:
-        found |= await library_serving.library_blobs(scope.session, scope.tenant, libs, records)
-    return found
 
 
 @router.get(
@@ -194,7 +178,8 @@ async def served_one(
         count_rest(
             request, scope.tenant, scope.principal, _served([record], served_label), "rest/served"
         )
-        return ServedOne(prompt=record, blobs=await _blobs(scope, libs, [record]))
+        blobs = await library_serving.view_blobs(scope.session, scope.tenant, libs, [record])
+        return ServedOne(prompt=record, blobs=blobs)
 
 
 @router.post("/blobs", status_code=201, response_model=BlobOut, summary="Upload bytes (raw body)")

@@ -13,8 +13,8 @@ import orjson
 from registry import outbound, receipts, signing
 from registry.cli.base import CommandError, Registry, in_tenant, main, pass_registry, table, when
 from registry.db.engine import Database, enter_tenant
+from registry.libraries import serving as library_serving
 from registry.principal import OPERATOR
-from registry.prompts import snapshots
 from registry.skills import provenance
 from registry.tenants import service as tenants
 from registry.webhooks import service as webhooks
@@ -51,7 +51,7 @@ def snapshot(registry: Registry, file: Path, slug: str, label: str | None) -> No
         async with db.app_tx() as session:
             found = await tenants.get_tenant(session, slug)
             await enter_tenant(session, found.id)
-            return await snapshots.snapshot(session, found, label or found.default_label)
+            return await library_serving.snapshot(session, found, label or found.default_label)
 
     document = registry.run(work)
     signed = signing.sign(document, key)

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from registry.db.models import Tenant
 from registry.libraries import repository as repo
-from registry.prompts import hot_reads
+from registry.prompts import hot_reads, snapshots
 from registry.prompts.listing import served_prompt, stored_entry
 from registry.skills import folder
 from registry.skills.service import ServedFile, ServedSkill
@@ -265,3 +266,54 @@ async def skill_file(
             if found:
                 return next(iter(found.values()))[1]
     return None
+
+
+# --- the served view whole: its own records and its libraries', for /served and snapshots ---------
+
+
+async def view_page(
+    session: AsyncSession,
+    tenant: Tenant,
+    label: str,
+    libraries: tuple[LibraryRead, ...],
+    *,
+    after: str | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], bool]:
+    """A page of what ``label`` serves the tenant: its own records, and its libraries' (each
+    marked with its library) merged by name when it reads any; whether more follow."""
+    if libraries:
+        return await served_records(session, tenant, label, libraries, after=after, limit=limit)
+    return await snapshots.served_page(session, tenant, label, after=after, limit=limit)
+
+
+async def view_blobs(
+    session: AsyncSession,
+    tenant: Tenant,
+    libraries: tuple[LibraryRead, ...],
+    records: list[dict[str, Any]],
+) -> dict[str, dict[str, str]]:
+    """The blobs the records use: the tenant's own, and its libraries' through their grants."""
+    own = [r for r in records if "library" not in r]
+    found = await snapshots.blobs_of(session, tenant, own)
+    if libraries:
+        found |= await library_blobs(session, tenant, libraries, records)
+    return found
+
+
+async def snapshot(session: AsyncSession, tenant: Tenant, label: str) -> dict[str, Any]:
+    """The snapshot document of what ``label`` serves the tenant, its libraries' prompts with its
+    own (``registry snapshot``: what a PromptClient starts from when the registry is away)."""
+    libraries = await reads(session, tenant)
+    records: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page, more = await view_page(
+            session, tenant, label, libraries, after=after, limit=snapshots.PAGE
+        )
+        records.extend(page)
+        if not more or not page:
+            break
+        after = page[-1]["name"]
+    blobs = await view_blobs(session, tenant, libraries, records)
+    return snapshots.document(tenant, label, records, blobs)

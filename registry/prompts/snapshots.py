@@ -69,17 +69,11 @@ async def blobs_of(
     }
 
 
-async def snapshot(session: AsyncSession, tenant: Tenant, label: str) -> dict[str, Any]:
+def document(
+    tenant: Tenant, label: str, records: list[dict[str, Any]], blobs: dict[str, dict[str, str]]
+) -> dict[str, Any]:
     """Everything ``label`` serves, as one document (to be signed): tenant, label, the change
     sequence it is current with, when it was made, the records and their blobs."""
-    records: list[dict[str, Any]] = []
-    after = None
-    while True:
-        page, more = await served_page(session, tenant, label, after=after, limit=PAGE)
-        records.extend(page)
-        if not more or not page:
-            break
-        after = page[-1]["name"]
     return {
         "format": FORMAT,
         "tenant": tenant.slug,
@@ -87,5 +81,5 @@ async def snapshot(session: AsyncSession, tenant: Tenant, label: str) -> dict[st
         "seq": tenant.change_seq,
         "created_at": datetime.now(UTC).isoformat(),
         "prompts": records,
-        "blobs": await blobs_of(session, tenant, records),
+        "blobs": blobs,
     }

@@ -7,16 +7,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from registry.client import PromptClient
-from tests.conftest import LiveServer, PgServer, module_server
+from tests.conftest import LiveServer, PgServer, free_port, module_server, registry_command
 from tests.mcp.events_client import EventsClient, EventsError
 from tests.mcp.test_stateless import Stateless
 from tests.mcp.test_stateless_live import stream_events
 from tests.streams import seq_of, streams, write
+from tests.test_client import keypair
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +80,9 @@ def text(client: PromptClient, name: str) -> str:
     return str(client.render(name).messages[0]["content"]["text"])
 
 
-def test_the_prompt_client_serves_the_merged_view_and_follows_a_publish(server: LiveServer) -> None:
+def test_the_prompt_client_serves_the_merged_view_and_follows_a_publish(
+    server: LiveServer, pg_server: PgServer, tmp_path: Path
+) -> None:
     library = server.tenant("shared", roles=ROLES)
     team = server.tenant("team", roles=ROLES)
     write(server, "shared", library["publisher"], "tone")
@@ -95,6 +99,19 @@ def test_the_prompt_client_serves_the_merged_view_and_follows_a_publish(server: 
     one = httpx.get(f"{server.url}{V1}/team/served/tone",
                     headers={"Authorization": f"Bearer {team['reader']}"})  # fmt: skip
     assert one.status_code == 200 and one.json()["prompt"]["library"] == "shared", one.text
+
+    # A signed snapshot holds the merged view too: a client started from it alone has both.
+    private, public = keypair(tmp_path)
+    snapshot = tmp_path / "team.snapshot"
+    env = {"REGISTRY_DATABASE_URL": pg_server.plain_url(str(server.database)),
+           "REGISTRY_SNAPSHOT_KEY_FILE": str(private)}  # fmt: skip
+    written = registry_command("snapshot", str(snapshot), "--tenant", "team", env=env)
+    assert written.returncode == 0 and "wrote 2 prompt(s) of team@production" in written.stderr
+    away = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    options = {"snapshot": snapshot, "snapshot_public_key": public, "timeout": 2}
+    with PromptClient(away, "team", team["reader"], **options) as cold:
+        assert cold.source == "snapshot" and sorted(cold.names()) == ["own", "tone"]
+        assert text(cold, "tone") == "I am tone"
 
     with PromptClient(server.url, "team", team["reader"], label="production") as client:
         assert sorted(client.names()) == ["own", "tone"]
