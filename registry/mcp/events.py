@@ -352,9 +352,13 @@ def _notice(method: str, params: dict[str, Any], request_id: str | int | None) -
 
 
 async def framed(messages: AsyncGenerator[dict[str, Any]]) -> AsyncGenerator[bytes]:
-    """The messages of ``pushed`` as the SSE frames of the HTTP transport."""
-    async for message in messages:
-        yield frame(message)
+    """The messages of ``pushed`` as the SSE frames of the HTTP transport; closed with it (so its
+    subscription leaves the hub at once, not when the collector finalizes it)."""
+    try:
+        async for message in messages:
+            yield frame(message)
+    finally:
+        await messages.aclose()
 
 
 async def pushed(
