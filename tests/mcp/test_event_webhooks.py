@@ -407,3 +407,29 @@ async def test_a_poll_through_a_burst_and_a_worker_kill_loses_and_repeats_nothin
         expected = [e["eventId"] for e in await events.poll(everything)]
         assert len(expected) == 500
         assert got == expected  # none lost, none repeated, in order
+
+
+async def test_a_skills_new_version_is_posted_with_the_manifest_it_serves(
+    server: LiveServer, receiver: WebhookReceiver
+) -> None:
+    """skill.changed by webhook, on a tenant made as the quick start makes it: the event carries
+    what the label serves of the skill now (version, manifest digest), as a poll of the same
+    subscription says."""
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        hooks = Hooks(server, "skills-hook", client)
+        events = hooks.events()
+        wanted = {"name": "review", "label": "production"}
+        result = await subscribe(events, receiver, name="skill.changed", arguments=wanted)
+        sid = result["id"]
+        skill_md = "---\nname: review\ndescription: d\n---\nOne\n"
+        server.skill(
+            "skills-hook", {"name": "review", "files": [{"path": "SKILL.md", "text": skill_md}]}
+        )
+        receiver.wait_until(lambda r: len(delivered(r, sid)) >= 1)
+        posted = next(b for h, b in receiver.posts
+                      if h["x-mcp-subscription-id"] == sid and "eventId" in b)  # fmt: skip
+        served = posted["data"]["served"]
+        assert (served["label"], served["version"]) == ("production", 1)
+        assert served["digest"].startswith("sha256:")
+        polled = await events.poll(Subscription("skill.changed", wanted, cursor=result["cursor"]))
+        assert polled and polled[-1]["data"]["served"] == served
