@@ -24,6 +24,7 @@ import binascii
 import hashlib
 import hmac
 import logging
+import math
 import re
 import secrets
 import time
@@ -170,7 +171,7 @@ def _grant(parsed: SubscribeParams, principal: Principal, now: datetime) -> date
 
 
 def _iso(at: datetime | None) -> str | None:
-    return None if at is None else at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return None if at is None else events.zulu(at)
 
 
 class Challenges:
@@ -407,10 +408,14 @@ class Deliverer(Pump):
         # a second); each settle extends it by as much again.
         timeout = settings.webhook_timeout_seconds
         self.lease_seconds = timeout + max(timeout, 1.0)
+        self._swept = -math.inf
 
     async def claim(self) -> int:
         async with self.db.operator_tx() as session:
-            await repo.sweep_expired(session)
+            now = time.monotonic()
+            if now >= self._swept + self.poll:  # expired grants: once a poll interval, not per poke
+                await repo.sweep_expired(session)
+                self._swept = now
             rows = await repo.claim_due(
                 session, self.free, per_tenant=PER_TENANT, lease_seconds=self.lease_seconds
             )
@@ -448,7 +453,10 @@ class Deliverer(Pump):
         settle = self._settler(tenant_id, sid, lease)
         if gap:  # the log no longer holds what follows the position: said, then moved past
             body = {"type": "gap", "cursor": events.cursor(codec, position, after)}
-            await self._send(row, f"msg_gap_{uuid.uuid4().hex}", body)
+            outcome = await self._send(row, f"msg_gap_{uuid.uuid4().hex}", body)
+            if not (outcome.ok or outcome.status_code in NOT_RETRIED):  # tried again, as events are
+                await self._failed(settle, row, after, outcome, datetime.now(UTC))
+                return
             if not await settle(extend=True, position=after):
                 return
         for event in batch.events:

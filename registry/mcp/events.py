@@ -323,11 +323,16 @@ def _concerns(change: Change, name: str | None, label: str | None) -> bool:
     )
 
 
+def zulu(at: datetime) -> str:
+    """A time as the draft writes one: ISO 8601 in UTC, with Z."""
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def _occurrence(change: Change, name: str) -> dict[str, Any]:
     return {
         "eventId": f"seq-{change.seq}",
         "name": name,
-        "timestamp": change.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "timestamp": zulu(change.at),
         "data": change.data() | {"at": change.at.isoformat()},
     }
 
@@ -459,7 +464,7 @@ async def _pushed_libraries(
                 event = {
                     "eventId": f"library-{slug}-{uuid.uuid4().hex}",
                     "name": position.name,
-                    "timestamp": at.isoformat().replace("+00:00", "Z"),
+                    "timestamp": zulu(at),
                     "data": {"library": slug, "at": at.isoformat()},
                     "cursor": None,
                 }
